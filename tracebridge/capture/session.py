@@ -1,0 +1,158 @@
+"""TF1 capture: trace the ``session.run`` calls made inside ``with trace(session)``.
+
+Works with ``tf.compat.v1.Session`` (local or with a ``grpc://`` cluster target) and with
+``MonitoredSession``/``MonitoredTrainingSession``, whose ``run`` takes the same
+``options``/``run_metadata`` arguments. Each traced run is one step. Runs outside the
+schedule go straight to the session's own ``run``: they pay one counter increment.
+
+Trace levels: on CPU, SOFTWARE_TRACE fills the same fields as FULL_TRACE without starting
+a profiler session (TF_FACTS A.2), so ``"auto"`` uses it there and FULL_TRACE only when
+GPUs are visible. FULL_TRACE fails with ``AlreadyExistsError`` while a TF2 profiler is
+running *after the step has executed*, so it is never retried: an active TF2 profiler in
+this process is detected before the run and SOFTWARE_TRACE used instead; a conflict that
+could not be seen beforehand (a remote capture) is re-raised, and later runs fall back.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from ..errors import CaptureError
+from ..model.trace import Trace
+from .schedule import Schedule
+
+_LEVELS = {"software": "SOFTWARE_TRACE", "hardware": "HARDWARE_TRACE", "full": "FULL_TRACE"}
+
+
+class SessionTrace:
+    """Context manager returned by ``tracebridge.trace(session, ...)``.
+
+    Options (keyword-only): ``warmup`` untraced runs first, then one run in ``every``,
+    ``steps`` runs at most (None: all); ``trace_level`` ``"auto"``, ``"full"``,
+    ``"hardware"`` or ``"software"``. After the block, ``.trace`` is the :class:`Trace`.
+    """
+
+    def __init__(self, session, *, warmup: int = 0, every: int = 1, steps: int | None = None,
+                 trace_level: str = "auto"):
+        import tensorflow as tf  # capture is the one place that needs TensorFlow
+
+        if trace_level not in ("auto", *_LEVELS):
+            raise CaptureError(f"trace_level must be auto, full, hardware or software, not {trace_level!r}")
+        self._tf = tf
+        self._session = session
+        self._schedule = Schedule(warmup=warmup, every=every, steps=steps)
+        if trace_level == "auto":
+            trace_level = "full" if tf.config.list_physical_devices("GPU") else "software"
+        self._level = trace_level
+        self._runs: list[tuple[int, str, bytes]] = []
+        self._notes: list[str] = []
+        self._index = 0
+        self._original_run = None
+        self._trace: Trace | None = None
+        self._active = False
+
+    # --- context --------------------------------------------------------------------
+    def __enter__(self) -> "SessionTrace":
+        if self._active:
+            raise CaptureError("this trace is already active")
+        if "run" in vars(self._session):
+            raise CaptureError("this session's run() is already wrapped (nested tracebridge.trace?)")
+        self._original_run = self._session.run
+        self._session.run = self._run
+        self._active = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._restore()
+        return None
+
+    def _restore(self) -> None:
+        if self._active:
+            # The wrapper is an instance attribute shadowing the class method: removing it
+            # gives the session back exactly as it was.
+            del self._session.run
+            self._active = False
+
+    # --- results --------------------------------------------------------------------
+    @property
+    def trace(self) -> Trace:
+        """The captured trace (built on first access, after or during the block)."""
+        if self._trace is None or len(self._runs) != self._trace.metadata.get("runs_traced"):
+            self._trace = self._build()
+        return self._trace
+
+    @property
+    def runs_seen(self) -> int:
+        return self._index
+
+    def _build(self) -> Trace:
+        from ..readers.stepstats import read_run_metadatas
+        graph = getattr(self._session, "graph", None)
+        op_types = {}
+        if graph is not None:
+            op_types = {op.name: op.type for op in graph.get_operations()}
+        metadata = {
+            "source_format": "session", "tf_version": self._tf.__version__,
+            "host": socket.gethostname(), "trace_level": _LEVELS[self._level],
+            "runs_seen": self._index, "runs_traced": len(self._runs),
+        }
+        if self._notes:
+            metadata["notes"] = "; ".join(self._notes)
+        if not self._runs:
+            from ..model.builder import TraceBuilder
+            return TraceBuilder(metadata).build()
+        return read_run_metadatas(self._runs, metadata, op_types=op_types)
+
+    # --- the wrapped run ------------------------------------------------------------
+    def _run(self, fetches, feed_dict=None, options=None, run_metadata=None, **kwargs):
+        index = self._index
+        self._index += 1
+        if not self._schedule.wants(index):
+            return self._original_run(fetches, feed_dict=feed_dict, options=options,
+                                      run_metadata=run_metadata, **kwargs)
+        v1 = self._tf.compat.v1
+        level = self._level
+        if level != "software" and _tf2_profiler_active():
+            level = "software"
+            self._note(f"run {index}: a TF2 profiler was active, so SOFTWARE_TRACE was used "
+                       "instead of FULL_TRACE")
+        traced_options = v1.RunOptions()
+        if options is not None:
+            traced_options.CopyFrom(options)
+        traced_options.trace_level = getattr(v1.RunOptions, _LEVELS[level])
+        metadata = run_metadata if run_metadata is not None else v1.RunMetadata()
+        started = time.time_ns()
+        try:
+            result = self._original_run(fetches, feed_dict=feed_dict, options=traced_options,
+                                        run_metadata=metadata, **kwargs)
+        except self._tf.errors.AlreadyExistsError:
+            if level == "software":
+                raise
+            # The step has run (TF raises after executing), so it cannot be retried.
+            self._level = "software"
+            self._note(f"run {index}: FULL_TRACE failed (another profiling session active); the "
+                       "step ran untraced and later runs use SOFTWARE_TRACE")
+            raise
+        self._runs.append((index, f"run {index}", metadata.SerializeToString()))
+        if not metadata.step_stats.dev_stats:
+            self._note(f"run {index} (started at {started} ns) returned no step stats")
+        return result
+
+    def _note(self, text: str) -> None:
+        self._notes.append(text)
+
+
+def _tf2_profiler_active() -> bool:
+    """Whether ``tf.profiler.experimental.start`` is running in this process."""
+    try:
+        from tensorflow.python.profiler import profiler_v2
+    except ImportError:  # a TF without the v2 profiler cannot conflict with it
+        return False
+    return getattr(profiler_v2, "_profiler", None) is not None
+
+
+def is_session(target: Any) -> bool:
+    """Session-like: a ``run`` method and a ``graph`` (Session, MonitoredSession)."""
+    return callable(getattr(target, "run", None)) and hasattr(target, "graph")

@@ -1,0 +1,176 @@
+"""The ``tracebridge`` command line. Nothing in the package imports this module.
+
+Expected failures (bad input, unwritable output, a missing extra) print one line
+``error: ...`` on stderr and exit with status 2; anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .errors import TracebridgeError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.handler(args) or 0
+    except TracebridgeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+    parser = argparse.ArgumentParser(
+        prog="tracebridge",
+        description="Read, convert and summarize TensorFlow profiles (RunMetadata, StepStats, "
+                    "timeline.json, event files, tfvis pickles).")
+    parser.add_argument("--version", action="version", version=f"tracebridge {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    info = commands.add_parser("info", help="format, steps, devices and counts of a trace")
+    info.add_argument("input")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(handler=_info)
+
+    convert = commands.add_parser("convert", help="write a trace in another format")
+    convert.add_argument("input")
+    convert.add_argument("output")
+    convert.add_argument("--to", choices=("chrome", "runmetadata", "pbtxt"),
+                         help="output format (default: from the output's suffix)")
+    convert.add_argument("--no-dataflow", action="store_true", help="Chrome: no flow arrows")
+    convert.add_argument("--memory", action="store_true", help="Chrome: allocator counter tracks")
+    _add_filters(convert)
+    convert.set_defaults(handler=_convert)
+
+    summary = commands.add_parser("summary", help="top ops by total time, by op type and by device")
+    summary.add_argument("input")
+    summary.add_argument("--top", type=int, default=20, help="rows per table (default 20)")
+    output = summary.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true")
+    output.add_argument("--csv", action="store_true")
+    _add_filters(summary)
+    summary.set_defaults(handler=_summary)
+
+    demo = commands.add_parser("demo", help="trace a small model in a TF1 session (needs tracebridge[tf])")
+    demo.add_argument("--out", default="tracebridge-demo", help="output folder (default ./tracebridge-demo)")
+    demo.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def _add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--step", type=int, help="only this step number")
+    parser.add_argument("--device", metavar="REGEX", help="only devices matching REGEX")
+    parser.add_argument("--name", metavar="REGEX", help="only ops whose name matches REGEX")
+    parser.add_argument("--op-type", metavar="REGEX", help="only ops whose type matches REGEX")
+
+
+def _load(args):
+    from .readers import load
+    trace = load(args.input)
+    filters = {k: getattr(args, k, None) for k in ("step", "device", "name", "op_type")}
+    filters = {k: v for k, v in filters.items() if v is not None}
+    if filters:
+        import re
+        for key in ("device", "name", "op_type"):
+            if key in filters:
+                try:
+                    re.compile(filters[key])
+                except re.error as error:
+                    raise _UsageError(f"--{key.replace('_', '-')}: bad regular expression ({error})")
+        if "step" in filters and filters["step"] not in [s.number for s in trace.steps]:
+            numbers = ", ".join(str(s.number) for s in trace.steps) or "none"
+            raise _UsageError(f"--step {filters['step']}: no such step (steps: {numbers})")
+        trace = trace.filter(**filters)
+    return trace
+
+
+class _UsageError(TracebridgeError):
+    pass
+
+
+def _info(args) -> int:
+    trace = _load(args)
+    info = trace.info()
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    print(f"{args.input}: {info['format']}")
+    for key, value in sorted(info["metadata"].items()):
+        if key != "source_format":
+            print(f"  {key}: {value}")
+    print(f"{info['ops']} ops over {info['span_ns'] / 1e6:.3f} ms")
+    steps = info["steps"]
+    if steps:
+        shown = ", ".join(f"{s['number']} ({s['duration_ns'] / 1e6:.3f} ms)" for s in steps[:10])
+        print(f"{len(steps)} steps: {shown}{' ...' if len(steps) > 10 else ''}")
+    print(f"{len(info['devices'])} devices:")
+    for device in info["devices"]:
+        print(f"  {device['name']}  ({device['kind']}, {device['ops']} ops, {device['lanes']} lanes)")
+    if info["transfers"]["count"]:
+        print(f"{info['transfers']['count']} transfers, {info['transfers']['bytes']} bytes")
+    if info["memory"]["allocators"]:
+        peaks = ", ".join(f"{k} {v} B" for k, v in info["memory"]["allocators"].items())
+        print(f"memory peaks: {peaks}")
+    return 0
+
+
+def _convert(args) -> int:
+    from .writers import save, target_for
+    target = args.to or target_for(args.output)
+    trace = _load(args)
+    options = {}
+    if target == "chrome":
+        options = {"dataflow": not args.no_dataflow, "memory": args.memory,
+                   "progress": _progress("writing") if sys.stderr.isatty() else None}
+    save(trace, args.output, to=target, **options)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(f"wrote {args.output} ({target}, {len(trace)} ops, {len(trace.steps)} steps)")
+    return 0
+
+
+def _summary(args) -> int:
+    summary = _load(args).summary(top=args.top)
+    if args.json:
+        print(summary.to_json())
+    elif args.csv:
+        sys.stdout.write(summary.to_csv())
+    else:
+        print(summary.to_text())
+    return 0
+
+
+def _demo(args) -> int:
+    from .demo import run_demo
+    run_demo(args.out, steps=args.steps)
+    return 0
+
+
+def _progress(label: str):
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] > 0.2 or done == total:
+            last[0] = now
+            print(f"\r{label}: {done}/{total} ops ({100 * done // max(total, 1)}%)", end="",
+                  file=sys.stderr, flush=True)
+    return report
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,392 @@
+"""The normalized step-stats model: one immutable, columnar ``Trace`` for every source.
+
+A trace is a handful of small objects (devices, lanes, steps, metadata) and a few column
+tables of events. All times are integer nanoseconds since the Unix epoch; names are ids
+into one string table. Every table is read-only and every filter returns a new trace, so
+a trace handed to a writer or an analysis can never change under it.
+
+Tables and their columns (``*`` marks a string id, ``op`` a row of ``ops``):
+
+    ops          name* op_type* kernel* label* start_ns end_ns op_start_ns op_end_ns
+                 scheduled_ns thread_id device lane step block flags
+                 temp_bytes persistent_bytes device_temp_bytes device_persistent_bytes
+    inputs       op name*                     (control inputs keep their "^")
+    outputs      op slot dtype shape* requested_bytes allocated_bytes allocator*
+                 allocation_id ptr flags
+    memory       op allocator* total_bytes peak_bytes live_bytes allocator_bytes_in_use
+    allocations  memory time_ns bytes         (records of one ``memory`` row; frees < 0)
+    transfers    op bytes rate_bps src* dst* tensor*
+    counters     allocator* time_ns bytes_in_use
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .devices import Device
+from .table import Table, child_take, offsets_of
+
+if TYPE_CHECKING:  # the writers and analyses import the model, never the reverse at import time
+    from ..analysis.summary import Summary
+
+# ops.flags bits
+HAS_NANOS = 1            # the source gave nanosecond fields (else micros only)
+HAS_MEMORY_STATS = 2     # the source had a memory_stats message, even an empty one
+HAS_SCHEDULED = 4        # scheduled_ns came from the source
+LABEL_CANONICAL = 8      # the label is "name = kernel(inputs)" and is not stored (label id 0)
+# outputs.flags bits
+OUT_HAS_DESCRIPTION = 1
+OUT_HAS_SHAPE = 2
+OUT_HAS_ALLOCATION = 4
+OUT_SINGLE_REFERENCE = 8
+
+NO_STEP = -1
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A row of non-overlapping ops on one device: a real thread when the source names
+    one, else a lane derived from timing (TF 2.21 leaves ``thread_id`` at 0)."""
+
+    device: int
+    name: str
+    thread_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One traced step: a ``session.run`` call, a traced function call or a step marker."""
+
+    number: int
+    start_ns: int
+    end_ns: int
+    name: str = ""
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op execution, built on demand from the columns."""
+
+    index: int
+    name: str
+    op_type: str
+    kernel: str
+    device: str
+    lane: int
+    step: int | None
+    start_ns: int
+    end_ns: int
+    inputs: tuple[str, ...]
+    label: str
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+_OP_COLUMNS = {
+    "name": np.int32, "op_type": np.int32, "kernel": np.int32, "label": np.int32,
+    "start_ns": np.int64, "end_ns": np.int64, "op_start_ns": np.int64, "op_end_ns": np.int64,
+    "scheduled_ns": np.int64, "thread_id": np.uint32, "device": np.int32, "lane": np.int32,
+    "step": np.int32, "block": np.int32, "flags": np.uint8,
+    "temp_bytes": np.int64, "persistent_bytes": np.int64,
+    "device_temp_bytes": np.int64, "device_persistent_bytes": np.int64,
+}
+TABLE_COLUMNS: dict[str, dict[str, Any]] = {
+    "ops": _OP_COLUMNS,
+    "inputs": {"op": np.int32, "name": np.int32},
+    "outputs": {
+        "op": np.int32, "slot": np.int32, "dtype": np.int32, "shape": np.int32,
+        "requested_bytes": np.int64, "allocated_bytes": np.int64, "allocator": np.int32,
+        "allocation_id": np.int64, "ptr": np.uint64, "flags": np.uint8,
+    },
+    "memory": {
+        "op": np.int32, "allocator": np.int32, "total_bytes": np.int64, "peak_bytes": np.int64,
+        "live_bytes": np.int64, "allocator_bytes_in_use": np.int64,
+    },
+    "allocations": {"memory": np.int32, "time_ns": np.int64, "bytes": np.int64},
+    "transfers": {
+        "op": np.int32, "bytes": np.int64, "rate_bps": np.float64, "src": np.int32,
+        "dst": np.int32, "tensor": np.int32,
+    },
+    "counters": {"allocator": np.int32, "time_ns": np.int64, "bytes_in_use": np.int64},
+}
+
+
+def empty_table(kind: str) -> Table:
+    return Table({name: np.zeros(0, dtype) for name, dtype in TABLE_COLUMNS[kind].items()})
+
+
+class Trace:
+    """An immutable profile of one or more steps, from any source tracebridge reads.
+
+    Build one with :func:`tracebridge.load`, a capture (:func:`tracebridge.trace`) or a
+    :class:`~tracebridge.model.builder.TraceBuilder`; never by mutating one.
+    """
+
+    def __init__(self, *, strings: tuple[str, ...], devices: tuple[Device, ...],
+                 lanes: tuple[Lane, ...], steps: tuple[Step, ...], tables: Mapping[str, Table],
+                 metadata: Mapping[str, Any] | None = None):
+        self.strings = strings
+        self.devices = devices
+        self.lanes = lanes
+        self.steps = steps
+        missing = set(TABLE_COLUMNS) - set(tables)
+        self._tables = {**{kind: empty_table(kind) for kind in missing}, **tables}
+        self.metadata = types.MappingProxyType(dict(metadata or {}))
+
+    # --- tables -----------------------------------------------------------------------
+    @property
+    def ops(self) -> Table:
+        return self._tables["ops"]
+
+    @property
+    def inputs(self) -> Table:
+        return self._tables["inputs"]
+
+    @property
+    def outputs(self) -> Table:
+        return self._tables["outputs"]
+
+    @property
+    def memory(self) -> Table:
+        return self._tables["memory"]
+
+    @property
+    def allocations(self) -> Table:
+        return self._tables["allocations"]
+
+    @property
+    def transfers(self) -> Table:
+        return self._tables["transfers"]
+
+    @property
+    def counters(self) -> Table:
+        return self._tables["counters"]
+
+    def table(self, kind: str) -> Table:
+        return self._tables[kind]
+
+    def __len__(self) -> int:
+        return self.ops.rows
+
+    def string(self, string_id: int) -> str:
+        return self.strings[string_id]
+
+    def column_strings(self, table: str, column: str) -> list[str]:
+        """A string column decoded, e.g. ``trace.column_strings("ops", "name")``."""
+        strings = self.strings
+        return [strings[i] for i in self._tables[table][column].tolist()]
+
+    # --- derived views ----------------------------------------------------------------
+    @property
+    def start_ns(self) -> int:
+        return int(self.ops["start_ns"].min()) if len(self) else 0
+
+    @property
+    def end_ns(self) -> int:
+        return int(self.ops["end_ns"].max()) if len(self) else 0
+
+    @property
+    def source_format(self) -> str:
+        return str(self.metadata.get("source_format", "unknown"))
+
+    def input_offsets(self) -> np.ndarray:
+        """``inputs`` rows of op i are ``offsets[i]:offsets[i+1]``."""
+        return offsets_of(self.inputs["op"], len(self))
+
+    def op(self, index: int) -> Op:
+        ops, strings = self.ops, self.strings
+        offsets = np.searchsorted(self.inputs["op"], [index, index + 1])
+        names = self.inputs["name"][offsets[0]:offsets[1]]
+        step = int(ops["step"][index])
+        return Op(
+            index=index, name=strings[ops["name"][index]], op_type=strings[ops["op_type"][index]],
+            kernel=strings[ops["kernel"][index]], device=self.devices[ops["device"][index]].name,
+            lane=int(ops["lane"][index]),
+            step=None if step == NO_STEP else self.steps[step].number,
+            start_ns=int(ops["start_ns"][index]), end_ns=int(ops["end_ns"][index]),
+            inputs=tuple(strings[i] for i in names), label=strings[ops["label"][index]],
+        )
+
+    def records(self) -> Iterator[Op]:
+        """Every op as an :class:`Op`, in storage order (grouped by device block)."""
+        for index in range(len(self)):
+            yield self.op(index)
+
+    def to_dataframe(self):
+        """The ops as a pandas DataFrame (needs pandas: ``pip install 'tracebridge[pandas]'``)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            from ..errors import MissingDependencyError
+            raise MissingDependencyError("Trace.to_dataframe()", "pandas") from None
+        ops = self.ops
+        steps = np.array([s.number for s in self.steps] + [-1], dtype=np.int64)
+        return pd.DataFrame({
+            "name": self.column_strings("ops", "name"),
+            "op_type": self.column_strings("ops", "op_type"),
+            "kernel": self.column_strings("ops", "kernel"),
+            "device": [self.devices[d].name for d in ops["device"].tolist()],
+            "lane": ops["lane"],
+            "step": steps[ops["step"]],
+            "start_ns": ops["start_ns"],
+            "end_ns": ops["end_ns"],
+            "duration_ns": ops["end_ns"] - ops["start_ns"],
+        })
+
+    # --- filters: each returns a new trace ---------------------------------------------
+    def filter(self, *, step: int | None = None, device: str | None = None,
+               start_ns: int | None = None, end_ns: int | None = None,
+               name: str | None = None, op_type: str | None = None) -> "Trace":
+        """Ops that match every given condition, as a new trace.
+
+        ``step`` is a step number as in ``trace.steps``; ``device``, ``name`` and
+        ``op_type`` are regular expressions searched in the device name, op name and op
+        type (or kernel type); ``start_ns``/``end_ns`` keep ops that overlap the window.
+        """
+        ops = self.ops
+        keep = np.ones(len(self), dtype=bool)
+        if step is not None:
+            positions = [i for i, s in enumerate(self.steps) if s.number == step]
+            keep &= np.isin(ops["step"], positions)
+        if device is not None:
+            pattern = re.compile(device)
+            matching = [i for i, d in enumerate(self.devices) if pattern.search(d.name)]
+            keep &= np.isin(ops["device"], matching)
+        if start_ns is not None:
+            keep &= ops["end_ns"] >= start_ns
+        if end_ns is not None:
+            keep &= ops["start_ns"] <= end_ns
+        if name is not None:
+            keep &= self._string_match(ops["name"], name)
+        if op_type is not None:
+            keep &= self._string_match(ops["op_type"], op_type) | self._string_match(ops["kernel"], op_type)
+        kept = self._take_ops(keep)
+        if step is not None:
+            kept = kept._with(steps=tuple(s if s.number == step else None for s in self.steps))
+        if start_ns is not None or end_ns is not None:
+            counters = self.counters
+            window = np.ones(counters.rows, dtype=bool)
+            if start_ns is not None:
+                window &= counters["time_ns"] >= start_ns
+            if end_ns is not None:
+                window &= counters["time_ns"] <= end_ns
+            kept = kept._with(tables={**kept._tables, "counters": counters.take(window)})
+        return kept
+
+    def _string_match(self, ids: np.ndarray, pattern: str) -> np.ndarray:
+        regex = re.compile(pattern)
+        unique = np.unique(ids)
+        matching = [i for i in unique.tolist() if regex.search(self.strings[i])]
+        return np.isin(ids, matching)
+
+    def _take_ops(self, keep: np.ndarray) -> "Trace":
+        tables = dict(self._tables)
+        tables["ops"] = self.ops.take(keep)
+        for kind in ("inputs", "outputs", "memory", "transfers"):
+            tables[kind] = child_take(keep, self._tables[kind], "op")
+        memory_keep = keep[self.memory["op"]] if self.memory.rows else np.zeros(0, bool)
+        tables["allocations"] = child_take(memory_keep, self.allocations, "memory")
+        return self._with(tables=tables)
+
+    def _with(self, *, steps: tuple | None = None, tables: Mapping[str, Table] | None = None) -> "Trace":
+        """A copy with some parts replaced. ``steps`` may hold None for steps to drop."""
+        tables = dict(tables if tables is not None else self._tables)
+        new_steps = self.steps
+        if steps is not None:
+            remap = np.full(len(steps) + 1, NO_STEP, dtype=np.int32)
+            kept = []
+            for i, s in enumerate(steps):
+                if s is not None:
+                    remap[i] = len(kept)
+                    kept.append(s)
+            ops = tables["ops"]
+            tables["ops"] = ops.with_columns(step=remap[ops["step"]])
+            new_steps = tuple(kept)
+        return Trace(strings=self.strings, devices=self.devices, lanes=self.lanes, steps=new_steps,
+                     tables=tables, metadata=self.metadata)
+
+    def with_metadata(self, **entries: Any) -> "Trace":
+        return Trace(strings=self.strings, devices=self.devices, lanes=self.lanes, steps=self.steps,
+                     tables=self._tables, metadata={**self.metadata, **entries})
+
+    # --- consumers (imported lazily: the model does not depend on them) ------------------
+    def summary(self, top: int | None = None) -> "Summary":
+        """Time per op, op type and device: see :class:`tracebridge.analysis.summary.Summary`."""
+        from ..analysis.summary import summarize
+        return summarize(self, top=top)
+
+    def to_chrome(self, path: str | PathLike, *, dataflow: bool = True, memory: bool = False,
+                  progress=None) -> None:
+        """Write a Chrome trace (``.json`` or ``.json.gz``) for chrome://tracing and Perfetto."""
+        from ..writers.chrome import write_chrome
+        write_chrome(self, path, dataflow=dataflow, memory=memory, progress=progress)
+
+    def to_run_metadata(self):
+        """All steps as one ``RunMetadata`` message (tracebridge's own schema; its bytes
+        are what ``tf.compat.v1.RunMetadata.FromString`` reads)."""
+        from ..writers.stepstats import to_run_metadata
+        return to_run_metadata(self)
+
+    def to_step_stats(self):
+        return self.to_run_metadata().step_stats
+
+    def save(self, path: str | PathLike, **options: Any) -> None:
+        """Write to ``path`` in the format its suffix names: ``.json``/``.json.gz``
+        (Chrome trace), ``.pb`` (RunMetadata) or ``.pbtxt`` (RunMetadata as text)."""
+        from ..writers import save
+        save(self, path, **options)
+
+    def info(self) -> dict[str, Any]:
+        """Counts and extents, as ``tracebridge info`` prints them."""
+        from ..analysis.summary import describe
+        return describe(self)
+
+    def __repr__(self) -> str:
+        return (f"<Trace {self.source_format}: {len(self)} ops, {len(self.steps)} steps, "
+                f"{len(self.devices)} devices>")
+
+    def __eq__(self, other: object) -> bool:
+        """Same devices, lanes, steps and the same rows in every table (strings compared
+        as text, so two traces with differently ordered string tables can be equal)."""
+        if not isinstance(other, Trace):
+            return NotImplemented
+        if (self.devices, self.lanes, self.steps) != (other.devices, other.lanes, other.steps):
+            return False
+        for kind, columns in TABLE_COLUMNS.items():
+            mine, theirs = self._tables[kind], other._tables[kind]
+            if mine.rows != theirs.rows:
+                return False
+            for column in columns:
+                a, b = mine[column], theirs[column]
+                if _is_string_column(kind, column):
+                    if [self.strings[i] for i in a.tolist()] != [other.strings[i] for i in b.tolist()]:
+                        return False
+                elif not np.array_equal(a, b):
+                    return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_STRING_COLUMNS = {
+    "ops": {"name", "op_type", "kernel", "label"}, "inputs": {"name"},
+    "outputs": {"shape", "allocator"}, "memory": {"allocator"},
+    "transfers": {"src", "dst", "tensor"}, "counters": {"allocator"},
+}
+
+
+def _is_string_column(kind: str, column: str) -> bool:
+    return column in _STRING_COLUMNS.get(kind, ())

@@ -1,0 +1,147 @@
+"""The model back to RunMetadata / StepStats, as TensorFlow's own tools read them.
+
+What TF 2.21 fills survives a round trip field by field: nanosecond times are written
+with the micros TF derives from them (``rel_micros = (start + rel) // 1000 - start // 1000``,
+which is how the executor truncates both ends), micros-only records stay micros-only,
+and outputs, memory and memory_stats keep what was set. Ops that came from a source
+without labels (XSpace) get TF's label form ``name = Type(in0, in1)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import protos
+from ..model.trace import (HAS_MEMORY_STATS, HAS_NANOS, HAS_SCHEDULED, LABEL_CANONICAL, OUT_HAS_ALLOCATION,
+                           OUT_HAS_DESCRIPTION, OUT_HAS_SHAPE, OUT_SINGLE_REFERENCE,
+                           Trace)
+
+
+def to_run_metadata(trace: Trace):
+    """All ops of ``trace`` in one RunMetadata, one DeviceStepStats per recorded block."""
+    run_metadata = protos.RunMetadata()
+    _fill_step_stats(trace, run_metadata.step_stats, np.arange(len(trace)))
+    return run_metadata
+
+
+def run_metadata_per_step(trace: Trace):
+    """``(step, RunMetadata)`` for each step, as ``FileWriter.add_run_metadata`` took them."""
+    step_column = trace.ops["step"]
+    for position, step in enumerate(trace.steps):
+        run_metadata = protos.RunMetadata()
+        _fill_step_stats(trace, run_metadata.step_stats, np.flatnonzero(step_column == position))
+        yield step, run_metadata
+
+
+def _fill_step_stats(trace: Trace, step_stats, rows: np.ndarray) -> None:
+    ops, strings = trace.ops, trace.strings
+    inputs_offsets = trace.input_offsets()
+    input_names = trace.inputs["name"].tolist()
+    outputs_offsets = np.searchsorted(trace.outputs["op"], np.arange(len(trace) + 1))
+    memory_offsets = np.searchsorted(trace.memory["op"], np.arange(len(trace) + 1))
+    record_offsets = np.searchsorted(trace.allocations["memory"], np.arange(trace.memory.rows + 1))
+    blocks = ops["block"][rows]
+    # One DeviceStepStats per block, in order of first appearance.
+    _, first = np.unique(blocks, return_index=True)
+    block_order = blocks[np.sort(first)]
+    columns = {name: ops[name].tolist() for name in ops}
+    for block in block_order.tolist():
+        members = rows[blocks == block]
+        device = trace.devices[columns["device"][members[0]]]
+        dev_stats = step_stats.dev_stats.add(device=device.name)
+        _thread_names(trace, dev_stats, members, columns)
+        for i in members.tolist():
+            node = dev_stats.node_stats.add()
+            name, kernel = strings[columns["name"][i]], strings[columns["kernel"][i]]
+            label = strings[columns["label"][i]]
+            if device.stream is not None and ":" not in name:
+                name = f"{name}:{kernel}"
+            node.node_name = name
+            if columns["flags"][i] & LABEL_CANONICAL:
+                args = ", ".join(strings[n] for n in input_names[inputs_offsets[i]:inputs_offsets[i + 1]])
+                label = f"{name} = {kernel}({args})"
+            node.timeline_label = label
+            _set_times(node, columns, i)
+            if columns["thread_id"][i]:
+                node.thread_id = columns["thread_id"][i]
+            if columns["flags"][i] & HAS_MEMORY_STATS:
+                stats = node.memory_stats
+                stats.SetInParent()
+                stats.temp_memory_size = columns["temp_bytes"][i]
+                stats.persistent_memory_size = columns["persistent_bytes"][i]
+                stats.device_temp_memory_size = columns["device_temp_bytes"][i]
+                stats.device_persistent_memory_size = columns["device_persistent_bytes"][i]
+            for row in range(outputs_offsets[i], outputs_offsets[i + 1]):
+                _add_output(trace, node, row)
+            for row in range(memory_offsets[i], memory_offsets[i + 1]):
+                _add_memory(trace, node, row, record_offsets)
+
+
+def _thread_names(trace: Trace, dev_stats, members: np.ndarray, columns) -> None:
+    for lane_index in set(np.asarray(columns["lane"])[members].tolist()):
+        lane = trace.lanes[lane_index]
+        if lane.thread_id is not None and lane.name and not lane.name.startswith("thread "):
+            dev_stats.thread_names[lane.thread_id] = lane.name
+
+
+def _set_times(node, columns, i: int) -> None:
+    start, end = columns["start_ns"][i], columns["end_ns"][i]
+    op_start, op_end = columns["op_start_ns"][i], columns["op_end_ns"][i]
+    flags = columns["flags"][i]
+    start_us = start // 1000
+    node.all_start_micros = start_us
+    node.op_start_rel_micros = op_start // 1000 - start_us
+    node.op_end_rel_micros = op_end // 1000 - start_us
+    node.all_end_rel_micros = end // 1000 - start_us
+    if flags & HAS_SCHEDULED:
+        node.scheduled_micros = columns["scheduled_ns"][i] // 1000
+    if flags & HAS_NANOS:
+        node.all_start_nanos = start
+        node.op_start_rel_nanos = op_start - start
+        node.op_end_rel_nanos = op_end - start
+        node.all_end_rel_nanos = end - start
+        if flags & HAS_SCHEDULED:
+            node.scheduled_nanos = columns["scheduled_ns"][i]
+
+
+def _add_output(trace: Trace, node, row: int) -> None:
+    out = trace.outputs
+    flags = int(out["flags"][row])
+    output = node.output.add()
+    output.slot = int(out["slot"][row])
+    if not flags & OUT_HAS_DESCRIPTION:
+        return
+    description = output.tensor_description
+    description.SetInParent()
+    description.dtype = int(out["dtype"][row])
+    if flags & OUT_HAS_SHAPE:
+        shape = description.shape
+        shape.SetInParent()
+        text = trace.strings[out["shape"][row]]
+        if text == "?":
+            shape.unknown_rank = True
+        else:
+            for size in text.split(",") if text else ():
+                shape.dim.add(size=int(size))
+    if flags & OUT_HAS_ALLOCATION:
+        allocation = description.allocation_description
+        allocation.SetInParent()
+        allocation.requested_bytes = int(out["requested_bytes"][row])
+        allocation.allocated_bytes = int(out["allocated_bytes"][row])
+        allocation.allocator_name = trace.strings[out["allocator"][row]]
+        allocation.allocation_id = int(out["allocation_id"][row])
+        allocation.has_single_reference = bool(flags & OUT_SINGLE_REFERENCE)
+        allocation.ptr = int(out["ptr"][row])
+
+
+def _add_memory(trace: Trace, node, row: int, record_offsets: np.ndarray) -> None:
+    memory, records = trace.memory, trace.allocations
+    used = node.memory.add()
+    used.allocator_name = trace.strings[memory["allocator"][row]]
+    used.total_bytes = int(memory["total_bytes"][row])
+    used.peak_bytes = int(memory["peak_bytes"][row])
+    used.live_bytes = int(memory["live_bytes"][row])
+    used.allocator_bytes_in_use = int(memory["allocator_bytes_in_use"][row])
+    for r in range(record_offsets[row], record_offsets[row + 1]):
+        used.allocation_records.add(alloc_micros=int(records["time_ns"][r]) // 1000,
+                                    alloc_bytes=int(records["bytes"][r]))
