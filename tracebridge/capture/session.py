@@ -5,9 +5,10 @@ Works with ``tf.compat.v1.Session`` (local or with a ``grpc://`` cluster target)
 ``options``/``run_metadata`` arguments. Each traced run is one step. Runs outside the
 schedule go straight to the session's own ``run``: they pay one counter increment.
 
-Trace levels: on CPU, SOFTWARE_TRACE fills the same fields as FULL_TRACE without starting
-a profiler session (TF_FACTS A.2), so ``"auto"`` uses it there and FULL_TRACE only when
-GPUs are visible. FULL_TRACE fails with ``AlreadyExistsError`` while a TF2 profiler is
+Trace levels: on a local CPU session, SOFTWARE_TRACE fills the same fields as FULL_TRACE
+without starting a profiler session (TF_FACTS A.2), so ``"auto"`` uses it there; it uses
+FULL_TRACE when GPUs are visible or the session runs on a cluster (``grpc://`` target),
+where SOFTWARE_TRACE returns no step stats at all (measured with TF 2.21). FULL_TRACE fails with ``AlreadyExistsError`` while a TF2 profiler is
 running *after the step has executed*, so it is never retried: an active TF2 profiler in
 this process is detected before the run and SOFTWARE_TRACE used instead; a conflict that
 could not be seen beforehand (a remote capture) is re-raised, and later runs fall back.
@@ -44,7 +45,8 @@ class SessionTrace:
         self._session = session
         self._schedule = Schedule(warmup=warmup, every=every, steps=steps)
         if trace_level == "auto":
-            trace_level = "full" if tf.config.list_physical_devices("GPU") else "software"
+            remote = _session_target(session).startswith("grpc://")
+            trace_level = "full" if remote or tf.config.list_physical_devices("GPU") else "software"
         self._level = trace_level
         self._runs: list[tuple[int, str, bytes]] = []
         self._notes: list[str] = []
@@ -135,9 +137,13 @@ class SessionTrace:
             self._note(f"run {index}: FULL_TRACE failed (another profiling session active); the "
                        "step ran untraced and later runs use SOFTWARE_TRACE")
             raise
-        self._runs.append((index, f"run {index}", metadata.SerializeToString()))
         if not metadata.step_stats.dev_stats:
-            self._note(f"run {index} (started at {started} ns) returned no step stats")
+            self._note(f"run {index} (started at {started} ns) returned no step stats with "
+                       f"{_LEVELS[level]}")
+            if level == "software":  # remote targets record nothing at this level
+                self._level = "full"
+        else:
+            self._runs.append((index, f"run {index}", metadata.SerializeToString()))
         return result
 
     def _note(self, text: str) -> None:
@@ -151,6 +157,19 @@ def _tf2_profiler_active() -> bool:
     except ImportError:  # a TF without the v2 profiler cannot conflict with it
         return False
     return getattr(profiler_v2, "_profiler", None) is not None
+
+
+def _session_target(session: Any, depth: int = 6) -> str:
+    """The master a session runs on (``""`` for in-process, ``"grpc://host:port"``).
+    MonitoredSession keeps its raw session a few ``_sess`` wrappers deep."""
+    for _ in range(depth):
+        target = getattr(session, "sess_str", None)
+        if isinstance(target, (str, bytes)):
+            return target.decode() if isinstance(target, bytes) else target
+        session = getattr(session, "_sess", None)
+        if session is None:
+            break
+    return ""
 
 
 def is_session(target: Any) -> bool:

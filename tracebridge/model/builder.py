@@ -155,7 +155,7 @@ class TraceBuilder:
         steps = self._finish_steps(ops)
         if len(tables["counters"]["time_ns"]) == 0 and len(tables["allocations"]["time_ns"]):
             tables["counters"] = _counters_from_allocations(tables["memory"], tables["allocations"])
-        for kind in ("inputs", "outputs", "memory", "transfers"):
+        for kind in ("inputs", "outputs", "memory", "transfers", "aliases"):
             _sort_by_parent(tables[kind], "op")
         _sort_by_parent(tables["allocations"], "memory")
         return Trace(strings=self.strings.as_tuple(), devices=tuple(self.device_list),

@@ -17,6 +17,8 @@ Tables and their columns (``*`` marks a string id, ``op`` a row of ``ops``):
     allocations  memory time_ns bytes         (records of one ``memory`` row; frees < 0)
     transfers    op bytes rate_bps src* dst* tensor*
     counters     allocator* time_ns bytes_in_use
+    aliases      op name*                     (the source's name for an op, where it differs:
+                                               GPU tracer records annotated ``@@op#``)
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ TABLE_COLUMNS: dict[str, dict[str, Any]] = {
         "dst": np.int32, "tensor": np.int32,
     },
     "counters": {"allocator": np.int32, "time_ns": np.int64, "bytes_in_use": np.int64},
+    "aliases": {"op": np.int32, "name": np.int32},
 }
 
 
@@ -295,7 +298,7 @@ class Trace:
     def _take_ops(self, keep: np.ndarray) -> "Trace":
         tables = dict(self._tables)
         tables["ops"] = self.ops.take(keep)
-        for kind in ("inputs", "outputs", "memory", "transfers"):
+        for kind in ("inputs", "outputs", "memory", "transfers", "aliases"):
             tables[kind] = child_take(keep, self._tables[kind], "op")
         memory_keep = keep[self.memory["op"]] if self.memory.rows else np.zeros(0, bool)
         tables["allocations"] = child_take(memory_keep, self.allocations, "memory")
@@ -384,7 +387,7 @@ class Trace:
 _STRING_COLUMNS = {
     "ops": {"name", "op_type", "kernel", "label"}, "inputs": {"name"},
     "outputs": {"shape", "allocator"}, "memory": {"allocator"},
-    "transfers": {"src", "dst", "tensor"}, "counters": {"allocator"},
+    "transfers": {"src", "dst", "tensor"}, "counters": {"allocator"}, "aliases": {"name"},
 }
 
 

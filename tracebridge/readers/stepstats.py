@@ -196,6 +196,8 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
         if i in special_set:
             name, kernel = _kernel_name(node_name, label)
             label_ids.append(s[label])
+            if node_name != f"{name}:{kernel}":  # an @@op# annotation renamed it
+                builder.add_row("aliases", op=first_op + i, name=node_name)
         elif node_name == "RecvTensor":
             name, kernel = node_name, "RecvTensor"
             _add_transfer(builder, first_op + i, label)

@@ -45,6 +45,7 @@ def _fill_step_stats(trace: Trace, step_stats, rows: np.ndarray) -> None:
     _, first = np.unique(blocks, return_index=True)
     block_order = blocks[np.sort(first)]
     columns = {name: ops[name].tolist() for name in ops}
+    aliases = dict(zip(trace.table("aliases")["op"].tolist(), trace.table("aliases")["name"].tolist()))
     for block in block_order.tolist():
         members = rows[blocks == block]
         device = trace.devices[columns["device"][members[0]]]
@@ -54,7 +55,9 @@ def _fill_step_stats(trace: Trace, step_stats, rows: np.ndarray) -> None:
             node = dev_stats.node_stats.add()
             name, kernel = strings[columns["name"][i]], strings[columns["kernel"][i]]
             label = strings[columns["label"][i]]
-            if device.stream is not None and ":" not in name:
+            if i in aliases:
+                name = strings[aliases[i]]
+            elif device.stream is not None and ":" not in name:
                 name = f"{name}:{kernel}"
             node.node_name = name
             if columns["flags"][i] & LABEL_CANONICAL:

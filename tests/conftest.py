@@ -1,0 +1,109 @@
+"""Shared fixtures: the real-file corpus and real TensorFlow 2.21 captures.
+
+TF captures are made once per test session in a temporary folder; tests that use them
+are marked ``tf`` so ``pytest -m "not tf"`` runs without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "tf_run" in getattr(item, "fixturenames", ()) or "tf" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.tf)
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip(f"corpus not found at {CORPUS}")
+    return CORPUS
+
+
+def run_cli(*args: str, cwd=None):
+    """Run ``python -m tracebridge ARGS`` in a subprocess; returns CompletedProcess."""
+    import subprocess
+    return subprocess.run([sys.executable, "-m", "tracebridge", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return pytest.importorskip("tensorflow")
+
+
+def build_mlp(tf):
+    from tracebridge.demo import build_mlp as build
+    return build(tf)
+
+
+def mlp_feed(x, y, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return {x: rng.random((64, 32), dtype=np.float32), y: rng.integers(0, 10, 64)}
+
+
+@pytest.fixture(scope="session")
+def tf_run(tf, tmp_path_factory):
+    """One real TF1 training step traced with FULL_TRACE, saved in every legacy form.
+
+    Returns a dict: ``md`` (TF's RunMetadata), ``graph``, and paths ``pb``, ``pbtxt``,
+    ``pickle``, ``events_dir`` (FileWriter.add_run_metadata, 2 steps), ``timeline``
+    (timeline.py's Chrome JSON with dataflow and memory).
+    """
+    from tensorflow.python.client import timeline
+
+    v1 = tf.compat.v1
+    folder = tmp_path_factory.mktemp("tf_run")
+    graph, x, y, train_op, loss, init = build_mlp(tf)
+    feed = mlp_feed(x, y)
+    sess = v1.Session(graph=graph)
+    sess.run(init)
+    sess.run(train_op, feed)  # warm up: the first run allocates and is not typical
+    metadatas = []
+    for _ in range(2):
+        md = v1.RunMetadata()
+        sess.run([train_op, loss], feed, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE),
+                 run_metadata=md)
+        metadatas.append(md)
+    md = metadatas[0]
+    paths = {
+        "pb": folder / "run_metadata.pb", "pbtxt": folder / "run_metadata.pbtxt",
+        "pickle": folder / "run_metadata.pickle", "timeline": folder / "timeline.json",
+        "events_dir": folder / "events",
+    }
+    paths["pb"].write_bytes(md.SerializeToString())
+    paths["pbtxt"].write_text(str(md))
+    with open(paths["pickle"], "wb") as handle:
+        pickle.dump(md, handle)
+    # timeline.py overwrites thread_id in the proto it is given: hand it a copy.
+    scratch = v1.RunMetadata()
+    scratch.CopyFrom(md)
+    paths["timeline"].write_text(timeline.Timeline(scratch.step_stats, graph=graph)
+                                 .generate_chrome_trace_format(show_dataflow=True, show_memory=True))
+    with graph.as_default():
+        writer = v1.summary.FileWriter(str(paths["events_dir"]), graph)
+        for step, metadata in enumerate(metadatas):
+            writer.add_run_metadata(metadata, f"step_{step}", global_step=step)
+        writer.close()
+    yield {"md": md, "metadatas": metadatas, "graph": graph, "session": sess, "feed": feed,
+           "train_op": train_op, "loss": loss, **paths}
+    sess.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

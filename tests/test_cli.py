@@ -1,0 +1,49 @@
+"""The command line on real files: info, summary, convert with filters and formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import tracebridge
+from tests.conftest import run_cli
+
+
+def test_info(corpus):
+    result = run_cli("info", corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json")
+    assert result.returncode == 0, result.stderr
+    assert "847 ops" in result.stdout and "5 steps" in result.stdout and "/gpu:0/stream:all" in result.stdout
+    data = json.loads(run_cli("info", "--json", corpus / "chrome" / "ikhlestov_gpu_timeline_01.json").stdout)
+    assert data["ops"] == 31 and {d["kind"] for d in data["devices"]} == {"compute", "stream", "memcpy"}
+
+
+def test_summary_formats(tf_run):
+    text = run_cli("summary", tf_run["pb"], "--top", "3")
+    assert text.returncode == 0 and "Top ops by total time" in text.stdout
+    data = json.loads(run_cli("summary", tf_run["pb"], "--json", "--top", "3").stdout)
+    assert len(data["by_op"]) == 3 and data["op_count"] == len(tracebridge.load(tf_run["pb"]))
+    rows = list(csv.DictReader(io.StringIO(run_cli("summary", tf_run["pb"], "--csv").stdout)))
+    assert {r["group"] for r in rows} == {"op", "op_type", "device"}
+
+
+def test_convert_targets_and_filters(tf_run, tmp_path):
+    for name, fmt in (("a.json", "chrome"), ("a.json.gz", "chrome"), ("a.pb", "runmetadata"),
+                      ("a.pbtxt", "pbtxt")):
+        result = run_cli("convert", tf_run["pb"], tmp_path / name)
+        assert result.returncode == 0 and fmt in result.stdout, result.stderr
+        assert len(tracebridge.load(tmp_path / name)) == len(tracebridge.load(tf_run["pb"]))
+    result = run_cli("convert", tf_run["events_dir"], tmp_path / "one.json", "--step", "1",
+                     "--name", "MatMul", "--no-dataflow", "--memory")
+    assert result.returncode == 0, result.stderr
+    trace = tracebridge.load(tmp_path / "one.json")
+    assert [s.number for s in trace.steps] == [1] and all("MatMul" in o.name for o in trace.records())
+    events = json.loads((tmp_path / "one.json").read_text())["traceEvents"]
+    assert not [e for e in events if e["ph"] in "st"]
+    result = run_cli("convert", tf_run["pb"], tmp_path / "weird", "--to", "pbtxt")
+    assert result.returncode == 0 and (tmp_path / "weird").read_text().startswith("step_stats")
+
+
+def test_python_dash_m_and_version():
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stdout.startswith("tracebridge ")

@@ -1,0 +1,162 @@
+"""Every input form users have: the real corpus and real TF 2.21 captures saved each way."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+
+import tracebridge
+from tracebridge.readers import sniff
+
+CHROME_FILES = ["blackbox_attacks_timeline_01.json", "ikhlestov_cpu_timeline_01.json",
+                "ikhlestov_cpu_timeline_02_step_0.json", "ikhlestov_gpu_timeline_01.json",
+                "ikhlestov_gpu_timeline_03_merged_5_runs.json"]
+
+
+def x_events(path):
+    data = json.loads(open(path, "rb").read())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    return [e for e in events if e.get("ph") == "X"]
+
+
+@pytest.mark.parametrize("name", CHROME_FILES)
+def test_corpus_chrome_loads_summarizes_and_converts(corpus, tmp_path, name):
+    path = corpus / "chrome" / name
+    trace = tracebridge.load(path)
+    source = x_events(path)
+    assert len(trace) == len(source) > 0
+    # Every op keeps its node name, op and time.
+    expected = sorted((e["args"]["name"], e["args"]["op"], e["ts"] * 1000, e["dur"] * 1000) for e in source)
+    got = sorted((o.name, o.kernel, o.start_ns, o.duration_ns) for o in trace.records())
+    assert got == expected
+    summary = trace.summary(top=5)
+    assert summary.op_count == len(source) and summary.by_op
+    out = tmp_path / "back.json"
+    trace.save(out)
+    again = tracebridge.load(out)
+    assert sorted((o.name, o.kernel, o.start_ns, o.duration_ns, o.inputs) for o in again.records()) == \
+        sorted((o.name, o.kernel, o.start_ns, o.duration_ns, o.inputs) for o in trace.records())
+    assert [d.name for d in again.devices] == [d.name for d in trace.devices]
+
+
+def test_corpus_gpu_devices_and_streams(corpus):
+    trace = tracebridge.load(corpus / "chrome" / "ikhlestov_gpu_timeline_01.json")
+    kinds = {d.name: d.kind for d in trace.devices}
+    assert kinds["/gpu:0/stream:all"] == "stream"
+    assert kinds["/gpu:0/memcpy"] == "memcpy"
+    assert kinds["/job:localhost/replica:0/task:0/gpu:0"] == "compute"
+    memcpy = trace.filter(device="memcpy")
+    assert {o.kernel for o in memcpy.records()} >= {"MEMCPYDtoH"}
+
+
+def test_corpus_merged_runs_become_steps(corpus):
+    trace = tracebridge.load(corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json")
+    assert [s.number for s in trace.steps] == [0, 1, 2, 3, 4]
+    per_step = [len(trace.filter(step=s.number)) for s in trace.steps]
+    assert sum(per_step) == len(trace) and min(per_step) > 100
+    # Each run has its _SOURCE on both compute devices.
+    for s in trace.steps:
+        assert len(trace.filter(step=s.number, name="^_SOURCE$")) == 2
+
+
+def test_chrome_gzip(corpus, tmp_path):
+    raw = (corpus / "chrome" / "ikhlestov_cpu_timeline_01.json").read_bytes()
+    path = tmp_path / "timeline.json.gz"
+    path.write_bytes(gzip.compress(raw))
+    assert len(tracebridge.load(path)) == 12
+
+
+def test_tf_capture_every_form_gives_the_same_trace(tf_run):
+    base = tracebridge.load(tf_run["pb"])
+    assert base.source_format == "runmetadata"
+    nodes = sum(len(d.node_stats) for d in tf_run["md"].step_stats.dev_stats)
+    assert len(base) == nodes
+    for key, fmt in (("pbtxt", "pbtxt"), ("pickle", "pickle")):
+        other = tracebridge.load(tf_run[key])
+        assert other.source_format == fmt
+        assert other == base.with_metadata(source_format=fmt)
+
+
+def test_tf_capture_content(tf_run):
+    trace = tracebridge.load(tf_run["pb"])
+    assert [d.name for d in trace.devices] == ["/job:localhost/replica:0/task:0/device:CPU:0"]
+    by_name = {o.name: o for o in trace.records()}
+    assert by_name["_SOURCE"].kernel == "NoOp"
+    relu = by_name["dense/Relu"]
+    assert relu.kernel.startswith("_Mkl") and "dense/kernel/read" not in relu.inputs
+    assert any(i.startswith("^") for o in trace.records() for i in o.inputs)  # control inputs kept
+    assert all(o.end_ns >= o.start_ns > 1e18 for o in trace.records())       # absolute ns
+    assert trace.outputs.rows > 0 and trace.memory.rows > 0 and trace.allocations.rows > 0
+    assert trace.counters.rows > 0
+    # Lanes from timing: ops on one lane never overlap.
+    ops = trace.ops
+    for lane in set(ops["lane"].tolist()):
+        mine = ops["lane"] == lane
+        starts, ends = ops["start_ns"][mine], ops["end_ns"][mine]
+        order = starts.argsort()
+        assert (starts[order][1:] >= ends[order][:-1]).all()
+
+
+def test_event_files_one_step_per_tag(tf_run):
+    trace = tracebridge.load(tf_run["events_dir"])
+    assert trace.source_format == "events"
+    assert [(s.number, s.name) for s in trace.steps] == [(0, "step_0"), (1, "step_1")]
+    single = tracebridge.load(next(tf_run["events_dir"].iterdir()))
+    assert len(single) == len(trace)
+
+
+def test_event_file_truncated_last_record_is_tolerated(tf_run, tmp_path):
+    source = next(tf_run["events_dir"].iterdir())
+    data = source.read_bytes()
+    cut = tmp_path / ("events.out.tfevents.1.cut")
+    cut.write_bytes(data[:-200])
+    trace = tracebridge.load(cut)
+    assert [s.name for s in trace.steps] == ["step_0"]
+    assert "truncated" in trace.metadata["warnings"]
+
+
+def test_profiler_hook_outputs(tf, tmp_path):
+    """tf.compat.v1.train.ProfilerHook's timeline-<step>.json files and events file."""
+    from tests.conftest import build_mlp, mlp_feed
+    v1 = tf.compat.v1
+    graph, x, y, train_op, loss, init = build_mlp(tf)
+    with graph.as_default():
+        hook = v1.train.ProfilerHook(save_steps=2, output_dir=str(tmp_path), show_memory=True)
+        with v1.train.MonitoredTrainingSession(hooks=[hook]) as session:
+            feed = mlp_feed(x, y)
+            for _ in range(4):
+                session.run(train_op, feed)
+    timelines = sorted(tmp_path.glob("timeline-*.json"))
+    assert [p.name for p in timelines] == ["timeline-2.json", "timeline-4.json"]
+    for path in timelines:
+        trace = tracebridge.load(path)
+        assert len(trace) == len(x_events(path)) and trace.counters.rows > 0
+    events = tracebridge.load(tmp_path)
+    assert [s.name for s in events.steps][:1] == ["step_2"]
+
+
+def test_sniffing():
+    assert sniff("x.json", b"{}") == "chrome"
+    assert sniff("x", b"  [ {") == "chrome"
+    assert sniff("events.out.tfevents.1.host", b"\x00") == "events"
+    assert sniff("x.pickle", b"\x80\x04") == "pickle"
+    assert sniff("x", b"step_stats {\n") == "pbtxt"
+    assert sniff("x", b"\n\x12\n\x10") == "runmetadata"
+
+
+def test_chrome_with_nanoseconds_round_trips_exactly(tf_run, tmp_path):
+    trace = tracebridge.load(tf_run["pb"])
+    out = tmp_path / "ns.json"
+    trace.save(out)
+    again = tracebridge.load(out)
+    assert sorted((o.name, o.start_ns, o.end_ns) for o in again.records()) == \
+        sorted((o.name, o.start_ns, o.end_ns) for o in trace.records())
+
+
+def test_directory_copy_of_events(tf_run, tmp_path):
+    copy = tmp_path / "logs"
+    shutil.copytree(tf_run["events_dir"], copy)
+    assert len(tracebridge.load(copy).steps) == 2
