@@ -159,8 +159,8 @@ def test_tf2_profiler_active_falls_back_to_software_trace(tf, tmp_path):
 
 
 def test_capture_refuses_what_it_cannot_trace(tf):
-    with pytest.raises(CaptureError, match="TF1 sessions"):
-        tracebridge.trace(lambda: None)
+    with pytest.raises(CaptureError, match="a TF1 session, a function or nothing"):
+        tracebridge.trace(42)
     graph, *_ = build_mlp(tf)
     with tf.compat.v1.Session(graph=graph) as session:
         with pytest.raises(CaptureError, match="trace_level"):

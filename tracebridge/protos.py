@@ -100,6 +100,8 @@ _SCHEMA: dict[str, dict[str, list[tuple]]] = {
             ("meta_graph_def", 9, "bytes", "oneof:what"),
             ("source_metadata", 10, "SourceMetadata"),
         ],
+        # The profiler service's request to end a capture early (session id = run folder name).
+        "TerminateRequest": [("session_id", 1, "string")],
         "ProfileOptions": [
             ("include_dataset_ops", 1, "bool"), ("host_tracer_level", 2, "uint32"),
             ("device_tracer_level", 3, "uint32"), ("python_tracer_level", 4, "uint32"),
@@ -252,5 +254,6 @@ GraphDef = _message("tensorflow.GraphDef")
 TensorShapeProto = _message("tensorflow.TensorShapeProto")
 Event = _message("tensorflow.Event")
 ProfileOptions = _message("tensorflow.ProfileOptions")
+TerminateRequest = _message("tensorflow.TerminateRequest")
 XSpace = _message("tensorflow.profiler.XSpace")
 XPlane = _message("tensorflow.profiler.XPlane")

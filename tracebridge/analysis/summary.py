@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.trace import Trace
+from ..model.trace import CATEGORY_NAMES, DEVICE, MEMCPY, OP, Trace
 
 
 @dataclass(frozen=True)
@@ -23,13 +23,15 @@ class Summary:
 
     total_ns: int
     op_count: int
+    counted: str = "op"     # which rows were counted: "op", "device+memcpy" or "all"
     steps: list[dict] = field(default_factory=list)
     by_op: list[dict] = field(default_factory=list)
     by_type: list[dict] = field(default_factory=list)
     by_device: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"total_ns": self.total_ns, "op_count": self.op_count, "steps": self.steps,
+        return {"total_ns": self.total_ns, "op_count": self.op_count, "counted": self.counted,
+                "steps": self.steps,
                 "by_op": self.by_op, "by_type": self.by_type, "by_device": self.by_device}
 
     def to_json(self) -> str:
@@ -46,7 +48,8 @@ class Summary:
         return out.getvalue()
 
     def to_text(self) -> str:
-        lines = [f"{self.op_count} ops, {_ms(self.total_ns)} of op time"]
+        what = {"op": "ops", "device+memcpy": "device events", "all": "events"}.get(self.counted, "ops")
+        lines = [f"{self.op_count} {what}, {_ms(self.total_ns)} in all"]
         if self.steps:
             durations = [s["duration_ns"] for s in self.steps]
             lines.append(f"{len(self.steps)} steps, median {_ms(int(np.median(durations)))} "
@@ -59,18 +62,31 @@ class Summary:
     __str__ = to_text
 
 
+def counted_rows(trace: Trace) -> tuple[np.ndarray, str]:
+    """The rows a summary counts: TF ops when there are any (host annotations such as
+    ``EagerExecute`` enclose ops and would count their time twice), else device kernels
+    and copies (a TPU profile), else every row."""
+    category = trace.ops["category"]
+    for wanted, label in (((OP,), "op"), ((DEVICE, MEMCPY), "device+memcpy")):
+        mask = np.isin(category, wanted)
+        if mask.any():
+            return mask, label
+    return np.ones(len(trace), dtype=bool), "all"
+
+
 def summarize(trace: Trace, top: int | None = None) -> Summary:
+    mask, counted = counted_rows(trace)
     ops = trace.ops
-    duration = (ops["end_ns"] - ops["start_ns"]).astype(np.int64)
+    duration = (ops["end_ns"] - ops["start_ns"]).astype(np.int64)[mask]
     total = int(duration.sum())
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
     return Summary(
-        total_ns=total, op_count=len(trace),
+        total_ns=total, op_count=int(mask.sum()), counted=counted,
         steps=[{"number": s.number, "name": s.name, "start_ns": s.start_ns,
                 "duration_ns": s.duration_ns} for s in trace.steps],
-        by_op=_group(ops["name"], duration, trace.strings, total, top),
-        by_type=_group(ops["op_type"], duration, trace.strings, total, top),
-        by_device=_group(ops["device"], duration, devices, total, top),
+        by_op=_group(ops["name"][mask], duration, trace.strings, total, top),
+        by_type=_group(ops["op_type"][mask], duration, trace.strings, total, top),
+        by_device=_group(ops["device"][mask], duration, devices, total, top),
     )
 
 
@@ -103,8 +119,11 @@ def describe(trace: Trace) -> dict:
     for allocator in np.unique(counters["allocator"]).tolist():
         mine = counters["allocator"] == allocator
         peaks[trace.strings[allocator]] = int(counters["bytes_in_use"][mine].max())
+    categories = np.bincount(ops["category"], minlength=len(CATEGORY_NAMES)) if len(trace) else \
+        np.zeros(len(CATEGORY_NAMES), dtype=np.int64)
     return {
         "format": trace.source_format,
+        "categories": {name: int(n) for name, n in zip(CATEGORY_NAMES, categories) if n},
         "metadata": dict(trace.metadata),
         "ops": len(trace),
         "steps": [{"number": s.number, "name": s.name, "duration_ns": s.duration_ns} for s in trace.steps],

@@ -1,23 +1,27 @@
 """Captures: the only part of tracebridge that imports TensorFlow.
 
-``trace(session)`` takes the TF1 path (:mod:`.session`). Tracing TF2 code
-(``trace(fn)``, ``with trace():``) is not part of this release yet and says so.
+``trace(session)`` takes the TF1 path (:mod:`.session`); ``trace(fn)`` and
+``with trace(**options):`` the TF2 path (:mod:`.profiler`); both give the same ``Trace``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..errors import CaptureError
+from .profiler import ProfileTrace, enable_cpu_memory_events
 from .schedule import Schedule
 from .session import SessionTrace, is_session
 
-__all__ = ["Schedule", "SessionTrace", "trace"]
+__all__ = ["ProfileTrace", "Schedule", "SessionTrace", "enable_cpu_memory_events", "trace"]
 
 
 def trace(target: Any = None, **options: Any):
-    """``trace(session, *, warmup=0, every=1, steps=None, trace_level="auto")``."""
+    """``trace(session, **options)``: a :class:`SessionTrace`;
+    ``trace(fn, **options)``: a traced callable (a :class:`ProfileTrace`);
+    ``trace(**options)``: a :class:`ProfileTrace` for a ``with`` block."""
     if target is not None and is_session(target):
         return SessionTrace(target, **options)
-    raise CaptureError("tracebridge.trace() captures TF1 sessions (an object with run() and "
-                       "graph) in this release; TF2 functions and code blocks are not supported yet")
+    if target is not None and not callable(target):
+        from ..errors import CaptureError
+        raise CaptureError(f"trace() takes a TF1 session, a function or nothing, not {type(target).__name__}")
+    return ProfileTrace(target, **options)

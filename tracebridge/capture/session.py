@@ -151,7 +151,11 @@ class SessionTrace:
 
 
 def _tf2_profiler_active() -> bool:
-    """Whether ``tf.profiler.experimental.start`` is running in this process."""
+    """Whether a TF2 profiler runs in this process: ``tf.profiler.experimental.start`` or a
+    tracebridge TF2 capture."""
+    from .profiler import tracebridge_capture_active
+    if tracebridge_capture_active():
+        return True
     try:
         from tensorflow.python.profiler import profiler_v2
     except ImportError:  # a TF without the v2 profiler cannot conflict with it

@@ -46,6 +46,7 @@ class TraceBuilder:
         self.columns = {kind: {c: [] for c in cols} for kind, cols in TABLE_COLUMNS.items()}
         self._chunks: dict[str, list[dict[str, np.ndarray]]] = {kind: [] for kind in TABLE_COLUMNS}
         self.blocks = 0  # device-stats blocks handed out so far (see ops.block)
+        self._step_updates: list[tuple[np.ndarray, np.ndarray]] = []
         self._devices: dict[tuple[str, str | None], int] = {}
         self.device_list: list[Device] = []
         self._steps: list[dict[str, Any]] = []
@@ -68,6 +69,11 @@ class TraceBuilder:
         self._steps.append({"number": number, "name": name, "start_ns": start_ns, "end_ns": end_ns})
         return len(self._steps) - 1
 
+    def set_steps(self, ops: np.ndarray, steps: np.ndarray) -> None:
+        """Assign ops (row numbers) to steps after they were added (XSpace steps are found
+        after the events)."""
+        self._step_updates.append((np.asarray(ops, dtype=np.int64), np.asarray(steps, dtype=np.int64)))
+
     def lane(self, device: int, name: str, thread_id: int | None = None) -> int:
         """A lane given by the source (an XSpace line); ops on it keep it as it is."""
         key = (device, name)
@@ -82,7 +88,7 @@ class TraceBuilder:
                kernel: str | None = None, label: str = "", inputs: tuple[str, ...] = (),
                op_start_ns: int | None = None, op_end_ns: int | None = None,
                scheduled_ns: int = 0, thread_id: int = 0, lane: int = UNASSIGNED,
-               step: int = NO_STEP, block: int | None = None, flags: int = 0,
+               step: int = NO_STEP, block: int | None = None, flags: int = 0, category: int = 0,
                temp_bytes: int = 0, persistent_bytes: int = 0) -> int:
         s = self.strings
         ops = self.columns["ops"]
@@ -94,6 +100,7 @@ class TraceBuilder:
             "op_end_ns": end_ns if op_end_ns is None else op_end_ns,
             "scheduled_ns": scheduled_ns, "thread_id": thread_id, "device": device, "lane": lane,
             "step": step, "block": device if block is None else block, "flags": flags,
+            "category": category,
             "temp_bytes": temp_bytes, "persistent_bytes": persistent_bytes,
             "device_temp_bytes": 0, "device_persistent_bytes": 0,
         }
@@ -105,7 +112,7 @@ class TraceBuilder:
             inputs_name.append(s[text])
         return index
 
-    def add_row(self, kind: str, **values: Any) -> int:
+    def add_row(self, kind: str, /, **values: Any) -> int:
         """Append one row to a child table (outputs, memory, allocations, transfers, counters).
         String values are interned; columns not given are 0."""
         index = self.rows(kind)
@@ -114,15 +121,17 @@ class TraceBuilder:
             values_list.append(self.strings[value] if isinstance(value, str) else value)
         return index
 
-    def extend(self, kind: str, **columns: Any) -> None:
-        """Append many rows at once as columns (arrays or lists of equal length); every
-        column of the table must be given. String columns must already be ids."""
+    def extend(self, kind: str, /, **columns: Any) -> None:
+        """Append many rows at once as columns (arrays or lists of equal length); columns
+        not given are 0. String columns must already be ids."""
         self._flush(kind)
         dtypes = TABLE_COLUMNS[kind]
-        missing = set(dtypes) - set(columns)
-        if missing:
-            raise ValueError(f"extend({kind!r}) misses columns {sorted(missing)}")
-        self._chunks[kind].append({c: np.asarray(columns[c], dtype=dtypes[c]) for c in dtypes})
+        unknown = set(columns) - set(dtypes)
+        if unknown or not columns:
+            raise ValueError(f"extend({kind!r}): unknown columns {sorted(unknown)}")
+        rows = len(next(iter(columns.values())))
+        self._chunks[kind].append({c: np.asarray(columns[c], dtype=dtypes[c]) if c in columns
+                                   else np.zeros(rows, dtype=dtypes[c]) for c in dtypes})
 
     def rows(self, kind: str) -> int:
         current = self.columns[kind]
@@ -151,13 +160,18 @@ class TraceBuilder:
                                 np.zeros(0, dtype=dtypes[c])) for c in dtypes}
             self._chunks[kind] = []  # free the chunks early
         ops = tables["ops"]
+        if self._step_updates:
+            ops["step"] = ops["step"].copy()
+            for rows, steps in self._step_updates:
+                ops["step"][rows] = steps
         lanes = self._assign_lanes(ops)
         steps = self._finish_steps(ops)
         if len(tables["counters"]["time_ns"]) == 0 and len(tables["allocations"]["time_ns"]):
             tables["counters"] = _counters_from_allocations(tables["memory"], tables["allocations"])
-        for kind in ("inputs", "outputs", "memory", "transfers", "aliases"):
+        for kind in ("inputs", "outputs", "memory", "transfers", "aliases", "event_stats"):
             _sort_by_parent(tables[kind], "op")
         _sort_by_parent(tables["allocations"], "memory")
+        _sort_by_parent(tables["links"], "producer")
         return Trace(strings=self.strings.as_tuple(), devices=tuple(self.device_list),
                      lanes=lanes, steps=steps, tables={k: Table(v) for k, v in tables.items()},
                      metadata=self.metadata)

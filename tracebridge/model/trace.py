@@ -8,7 +8,7 @@ a trace handed to a writer or an analysis can never change under it.
 Tables and their columns (``*`` marks a string id, ``op`` a row of ``ops``):
 
     ops          name* op_type* kernel* label* start_ns end_ns op_start_ns op_end_ns
-                 scheduled_ns thread_id device lane step block flags
+                 scheduled_ns thread_id device lane step block flags category
                  temp_bytes persistent_bytes device_temp_bytes device_persistent_bytes
     inputs       op name*                     (control inputs keep their "^")
     outputs      op slot dtype shape* requested_bytes allocated_bytes allocator*
@@ -19,6 +19,14 @@ Tables and their columns (``*`` marks a string id, ``op`` a row of ``ops``):
     counters     allocator* time_ns bytes_in_use
     aliases      op name*                     (the source's name for an op, where it differs:
                                                GPU tracer records annotated ``@@op#``)
+    event_stats  op key* value*               (XSpace stats of an event, as text)
+    links        producer consumer kind*       (XSpace: work handed across threads, tf.data
+                                               elements; both ends are op rows)
+
+``ops.category`` says what a row is: a TF op kernel run by an executor (``OP``), a kernel
+or copy on an accelerator (``DEVICE``, ``MEMCPY``), or, from XSpace, a host annotation
+(``HOST``: TraceMe events such as ``EagerExecute``), a Python function (``PYTHON``) or a
+tf.data iterator event (``DATA``). Summaries and comparisons count ``OP`` rows by default.
 """
 
 from __future__ import annotations
@@ -50,6 +58,10 @@ OUT_HAS_ALLOCATION = 4
 OUT_SINGLE_REFERENCE = 8
 
 NO_STEP = -1
+
+# ops.category values
+OP, DEVICE, MEMCPY, HOST, PYTHON, DATA = range(6)
+CATEGORY_NAMES = ("op", "device", "memcpy", "host", "python", "data")
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,7 @@ _OP_COLUMNS = {
     "name": np.int32, "op_type": np.int32, "kernel": np.int32, "label": np.int32,
     "start_ns": np.int64, "end_ns": np.int64, "op_start_ns": np.int64, "op_end_ns": np.int64,
     "scheduled_ns": np.int64, "thread_id": np.uint32, "device": np.int32, "lane": np.int32,
-    "step": np.int32, "block": np.int32, "flags": np.uint8,
+    "step": np.int32, "block": np.int32, "flags": np.uint8, "category": np.uint8,
     "temp_bytes": np.int64, "persistent_bytes": np.int64,
     "device_temp_bytes": np.int64, "device_persistent_bytes": np.int64,
 }
@@ -124,6 +136,8 @@ TABLE_COLUMNS: dict[str, dict[str, Any]] = {
     },
     "counters": {"allocator": np.int32, "time_ns": np.int64, "bytes_in_use": np.int64},
     "aliases": {"op": np.int32, "name": np.int32},
+    "event_stats": {"op": np.int32, "key": np.int32, "value": np.int32},
+    "links": {"producer": np.int32, "consumer": np.int32, "kind": np.int32},
 }
 
 
@@ -298,10 +312,17 @@ class Trace:
     def _take_ops(self, keep: np.ndarray) -> "Trace":
         tables = dict(self._tables)
         tables["ops"] = self.ops.take(keep)
-        for kind in ("inputs", "outputs", "memory", "transfers", "aliases"):
+        for kind in ("inputs", "outputs", "memory", "transfers", "aliases", "event_stats"):
             tables[kind] = child_take(keep, self._tables[kind], "op")
         memory_keep = keep[self.memory["op"]] if self.memory.rows else np.zeros(0, bool)
         tables["allocations"] = child_take(memory_keep, self.allocations, "memory")
+        links = self._tables["links"]
+        if links.rows:
+            both = keep[links["producer"]] & keep[links["consumer"]]
+            renumber = (np.cumsum(keep) - 1).astype(np.int32)
+            kept = links.take(both)
+            tables["links"] = kept.with_columns(producer=renumber[kept["producer"]],
+                                                consumer=renumber[kept["consumer"]])
         return self._with(tables=tables)
 
     def _with(self, *, steps: tuple | None = None, tables: Mapping[str, Table] | None = None) -> "Trace":
@@ -388,6 +409,7 @@ _STRING_COLUMNS = {
     "ops": {"name", "op_type", "kernel", "label"}, "inputs": {"name"},
     "outputs": {"shape", "allocator"}, "memory": {"allocator"},
     "transfers": {"src", "dst", "tensor"}, "counters": {"allocator"}, "aliases": {"name"},
+    "event_stats": {"key", "value"}, "links": {"kind"},
 }
 
 

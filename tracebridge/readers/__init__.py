@@ -13,22 +13,27 @@ import zlib
 from ..errors import TraceFormatError
 from ..model.trace import Trace
 
-FORMATS = ("runmetadata", "pbtxt", "pickle", "events", "chrome")
+FORMATS = ("runmetadata", "pbtxt", "pickle", "events", "chrome", "xspace")
 
 
-def load(path: str | os.PathLike, *, format: str | None = None) -> Trace:
-    """Read a trace file (or a directory of event files) into a :class:`Trace`.
+def load(path: str | os.PathLike, *, format: str | None = None, run: str | None = None) -> Trace:
+    """Read a trace file or folder into a :class:`Trace`.
 
     Formats, sniffed from the content unless ``format`` is given: binary RunMetadata or
     StepStats (``.pb``), their text dumps (``.pbtxt``), tfvis pickles of RunMetadata,
-    TensorBoard event files with ``tagged_run_metadata``, and Chrome trace JSON
-    (``.json``/``.json.gz``). Raises :class:`TraceFormatError` for anything else.
+    TensorBoard event files with ``tagged_run_metadata``, Chrome trace JSON
+    (``.json``/``.json.gz``) and XSpace (``.xplane.pb``). Folders: a TF2 profile logdir
+    (``plugins/profile/<run>/<host>.xplane.pb``; the newest run unless ``run`` names one,
+    all hosts merged) or a folder of event files. Raises :class:`TraceFormatError`.
     """
     name = os.fspath(path)
     if os.path.isdir(name):
-        return _load_directory(name)
+        return _load_directory(name, run)
     data = _read(name)
     kind = format or sniff(name, data)
+    if kind == "xspace":
+        from .xspace import read_xspace_files
+        return read_xspace_files([(name, data, None)])
     if kind == "chrome":
         return _load_chrome(name, data)
     if kind == "events":
@@ -54,6 +59,8 @@ def sniff(name: str, data: bytes) -> str:
     """The format of ``data`` (see :data:`FORMATS`)."""
     if data[:2] == b"\x1f\x8b" or name.endswith(".json") or name.endswith(".json.gz"):
         return "chrome"
+    if name.endswith(".xplane.pb"):
+        return "xspace"
     if "tfevents" in os.path.basename(name):
         return "events"
     head = data[:64].lstrip()
@@ -108,10 +115,46 @@ def _load_chrome(name: str, data: bytes) -> Trace:
     return read_chrome(parse_json(data, name), name)
 
 
-def _load_directory(name: str) -> Trace:
+def _load_directory(name: str, run: str | None = None) -> Trace:
+    profile_root = os.path.join(name, "plugins", "profile")
+    if not os.path.isdir(profile_root) and os.path.basename(os.path.normpath(name)) == "profile":
+        profile_root = name
+    if os.path.isdir(profile_root) or _xplanes(name):
+        return _load_profile(name, profile_root, run)
     event_files = sorted(f for f in os.listdir(name) if "tfevents" in f)
     if not event_files:
-        raise TraceFormatError("is a directory without event files (give a trace file)", path=name)
+        raise TraceFormatError("is a directory without event files or plugins/profile runs "
+                               "(give a trace file or a profile logdir)", path=name)
     from .events import read_event_files
     return read_event_files([(os.path.join(name, f), _read(os.path.join(name, f))) for f in event_files],
                             path=name)
+
+
+def profile_runs(logdir: str | os.PathLike) -> list[str]:
+    """Run folders of a TF2 profile logdir, oldest first (their names are timestamps)."""
+    root = os.path.join(os.fspath(logdir), "plugins", "profile")
+    if not os.path.isdir(root):
+        return []
+    return sorted(d for d in os.listdir(root) if _xplanes(os.path.join(root, d)))
+
+
+def _xplanes(folder: str) -> list[str]:
+    return sorted(f for f in os.listdir(folder) if f.endswith(".xplane.pb")) if os.path.isdir(folder) else []
+
+
+def _load_profile(name: str, profile_root: str, run: str | None) -> Trace:
+    """All hosts of one run of a profile logdir (or a run folder itself), merged."""
+    from .xspace import read_xspace_files
+    folder = name if _xplanes(name) else None
+    if folder is None:
+        runs = sorted(d for d in os.listdir(profile_root) if _xplanes(os.path.join(profile_root, d)))
+        if not runs:
+            raise TraceFormatError("profile logdir has no runs with .xplane.pb files", path=name)
+        if run is not None and run not in runs:
+            raise TraceFormatError(f"no run {run!r} (runs: {', '.join(runs)})", path=name)
+        folder = os.path.join(profile_root, run or runs[-1])
+    files = _xplanes(folder)
+    hosts = [f[:-len(".xplane.pb")] for f in files]
+    return read_xspace_files([(os.path.join(folder, f), _read(os.path.join(folder, f)),
+                               host if len(files) > 1 else None) for f, host in zip(files, hosts)],
+                             {"profile_run": os.path.basename(folder)})

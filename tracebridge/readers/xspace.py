@@ -1,0 +1,413 @@
+"""XSpace (``.xplane.pb``, TF2 profiler and xprof) into the model, without TensorFlow.
+
+Layout (TF_FACTS C.2): planes (``/host:CPU``, ``/device:GPU:N``, ``/device:TPU:N``, and a
+``Task Environment`` plane whose stats hold ``profile_start_time``), each with lines
+(threads or streams) of events; an event's name and display name live in its plane's
+``event_metadata``, stat names in ``stat_metadata`` (a ``ref_value`` is a stat-metadata id
+whose name is the string).
+
+Mapping: every plane with events is a device, every line a lane. Absolute time is
+``profile_start_time + line.timestamp_ns + offset_ps / 1000``; files without a Task
+Environment plane keep times relative to the profile start. Host events named
+``node:Type`` are TF ops (category ``OP``); other host events are annotations (``HOST``),
+Python tracer events (``PYTHON``, named ``$file.py:line func``) or tf.data iterator events
+(``DATA``); device-plane events are kernels and copies (``DEVICE``/``MEMCPY``).
+``MemoryAllocation``/``MemoryDeallocation`` become allocator counters and allocations of
+the op running on that thread at the time. Steps come from step markers (events with a
+``step_num`` stat) or, failing those, from tf.function call events.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+import numpy as np
+
+from ..errors import TraceFormatError
+from ..model.builder import TraceBuilder
+from ..model.trace import DATA, DEVICE, HAS_NANOS, HOST, LABEL_CANONICAL, MEMCPY, OP, PYTHON, Trace
+from .wire import FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings
+
+_OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
+_MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
+_TASK_ENVIRONMENT = "Task Environment"
+# XStat value fields: number -> kind
+_STAT_VALUES = {2: "double", 3: "uint64", 4: "int64", 5: "str", 6: "bytes", 7: "ref"}
+
+
+def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict | None = None) -> Trace:
+    """XSpace files ``(path, data, host)``, merged into one trace with a device per plane
+    and host (``host`` None: the file's own hostname)."""
+    builder = TraceBuilder({"source_format": "xspace", **(metadata or {})})
+    errors, warnings = [], []
+    for path, data, host in files:
+        try:
+            file_errors, file_warnings = add_xspace(builder, data, host=host)
+        except WireError as error:
+            raise error.to_format_error(path, "XSpace") from None
+        errors += file_errors
+        warnings += file_warnings
+    if errors:
+        builder.metadata["xspace_errors"] = "; ".join(errors)
+    if warnings:
+        builder.metadata["xspace_warnings"] = "; ".join(warnings)
+    if not builder.device_list:
+        raise TraceFormatError("XSpace holds no planes with events", path=files[0][0])
+    return builder.build()
+
+
+class _Plane:
+    """One plane's metadata, decoded: event names and categories, stat names."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.stat_names: dict[int, str] = {}
+        self.events: dict[int, tuple[str, str]] = {}   # metadata id -> (name, display name)
+        self.event_stats: dict[int, dict[str, str]] = {}  # metadata id -> stats on the metadata
+        self.stats: dict[str, object] = {}
+
+
+def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) -> tuple[list, list]:
+    """Decode one serialized XSpace into ``builder``; returns its errors and warnings."""
+    top = decode(raw, [0], [len(raw)])
+    _, plane_starts, plane_ends = top.spans(1)
+    errors = _all_strings(raw, top, 2)
+    warnings = _all_strings(raw, top, 3)
+    hostnames = _all_strings(raw, top, 4)
+    host = host if host is not None else (hostnames[0] if hostnames else None)
+    if not len(plane_starts):
+        return errors, warnings
+    planes_f = decode(raw, plane_starts, plane_ends)
+    planes = [_Plane(n) for n in _strings_per_message(raw, planes_f, 2, len(plane_starts))]
+    _read_stat_metadata(raw, planes_f, planes)
+    _read_event_metadata(raw, planes_f, planes)
+    _read_plane_stats(raw, planes_f, planes)
+    base_ns = 0
+    for plane in planes:
+        if plane.name == _TASK_ENVIRONMENT and isinstance(plane.stats.get("profile_start_time"), int):
+            base_ns = plane.stats["profile_start_time"]
+            options = plane.stats.get("profile_options")
+            if isinstance(options, bytes):
+                builder.metadata.update(_profile_options(options))
+    if base_ns:
+        builder.metadata.setdefault("profile_start_ns", base_ns)
+    else:
+        builder.metadata.setdefault("notes", "no profile_start_time: times are relative to the profile start")
+    if host:
+        builder.metadata.setdefault("host", host)
+
+    line_owner, line_starts, line_ends = planes_f.spans(3)
+    if not len(line_starts):
+        return errors, warnings
+    lines_f = decode(raw, line_starts, line_ends)
+    n_lines = len(line_starts)
+    line_names = _strings_per_message(raw, lines_f, 2, n_lines)
+    display = _strings_per_message(raw, lines_f, 11, n_lines)
+    line_ids = as_signed(lines_f.scalar(1, n_lines, np.uint64))
+    line_ts = as_signed(lines_f.scalar(3, n_lines, np.uint64))
+    event_line, event_starts, event_ends = lines_f.spans(4)
+    events_f = decode(raw, event_starts, event_ends)
+    n_events = len(event_starts)
+    metadata_id = as_signed(events_f.scalar(1, n_events, np.uint64))
+    offset_ps = as_signed(events_f.scalar(2, n_events, np.uint64))
+    duration_ps = as_signed(events_f.scalar(3, n_events, np.uint64))
+    aggregated = events_f.has(5, n_events)  # num_occurrences: an aggregate, no time of its own
+    stats = _event_stats(raw, events_f, n_events, planes, line_owner[event_line])
+
+    # Devices and lanes: one device per plane (and host), one lane per line.
+    plane_device = {p: -1 for p, plane in enumerate(planes) if plane.name != _TASK_ENVIRONMENT}
+    lane_of_line = np.full(n_lines, -1, dtype=np.int64)
+    device_of_line = np.full(n_lines, -1, dtype=np.int64)
+    has_events = np.bincount(event_line, minlength=n_lines) > 0
+    for p in plane_device:  # every plane is a device, even one that recorded nothing
+        plane_device[p] = builder.device(planes[p].name, host)
+    for line in range(n_lines):
+        p = int(line_owner[line])
+        if p not in plane_device or not has_events[line]:
+            continue
+        device_of_line[line] = plane_device[p]
+        name = line_names[line] or display[line] or f"line {int(line_ids[line])}"
+        lane_of_line[line] = builder.lane(plane_device[p], name, int(line_ids[line]))
+
+    event_plane = line_owner[event_line]
+    start_ps = offset_ps + line_ts[event_line] * 1000
+    start_ns = base_ns + start_ps // 1000
+    end_ns = base_ns + (start_ps + np.maximum(duration_ps, 0)) // 1000
+    kinds = _classify(builder, planes)
+    keys = event_plane.astype(np.int64) * (1 << 40) + metadata_id
+    kind_keys = np.array(sorted(kinds), dtype=np.int64)
+    position = np.searchsorted(kind_keys, keys)
+    known = (position < len(kind_keys)) & (kind_keys[np.minimum(position, len(kind_keys) - 1)] == keys)
+    table = np.array([kinds[k] for k in kind_keys.tolist()] or [(0, 0, 0, 0)], dtype=np.int64)
+    per_event = table[np.minimum(position, len(table) - 1)]
+    name_id, type_id, category, is_memory = per_event.T
+    keep = known & ~aggregated & (device_of_line[event_line] >= 0) & (is_memory == 0)
+
+    first_op = builder.op_count
+    rows = np.flatnonzero(keep)
+    flags = np.where(category[rows] == OP, HAS_NANOS | LABEL_CANONICAL, HAS_NANOS)
+    builder.extend("ops", name=name_id[rows], op_type=type_id[rows], kernel=type_id[rows],
+                   start_ns=start_ns[rows], end_ns=end_ns[rows], op_start_ns=start_ns[rows],
+                   op_end_ns=end_ns[rows], device=device_of_line[event_line[rows]],
+                   lane=lane_of_line[event_line[rows]], step=np.full(len(rows), -1),
+                   block=device_of_line[event_line[rows]], flags=flags, category=category[rows])
+    op_of_event = np.full(n_events, -1, dtype=np.int64)
+    op_of_event[rows] = first_op + np.arange(len(rows))
+    _add_event_stats(builder, stats, op_of_event)
+    memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_line[event_line] >= 0))
+    _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
+                event_line, op_of_event, category)
+    _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id)
+    _add_links(builder, stats, op_of_event)
+    return errors, warnings
+
+
+# --- metadata -----------------------------------------------------------------------------
+def _read_stat_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
+    owner, starts, ends = planes_f.spans(5)
+    if not len(owner):
+        return
+    entries = decode(raw, starts, ends)
+    keys = as_signed(entries.scalar(1, len(owner), np.uint64))
+    value_owner, value_starts, value_ends = entries.spans(2)
+    values = decode(raw, value_starts, value_ends)
+    names = _strings_per_message(raw, values, 2, len(value_owner))
+    for entry, name in zip(value_owner.tolist(), names):
+        planes[int(owner[entry])].stat_names[int(keys[entry])] = name
+
+
+def _read_event_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
+    owner, starts, ends = planes_f.spans(4)
+    if not len(owner):
+        return
+    entries = decode(raw, starts, ends)
+    keys = as_signed(entries.scalar(1, len(owner), np.uint64))
+    value_owner, value_starts, value_ends = entries.spans(2)
+    values = decode(raw, value_starts, value_ends)
+    count = len(value_owner)
+    names = _strings_per_message(raw, values, 2, count)
+    displays = _strings_per_message(raw, values, 4, count)
+    stat_owner, stat_starts, stat_ends = values.spans(5)
+    for entry, name, shown in zip(value_owner.tolist(), names, displays):
+        planes[int(owner[entry])].events[int(keys[entry])] = (name, shown)
+    if len(stat_owner):
+        stats_f = decode(raw, stat_starts, stat_ends)
+        plane_of_stat = owner[value_owner[stat_owner]]
+        for index, key, value in _stat_values(raw, stats_f, len(stat_owner), planes, plane_of_stat):
+            entry = int(value_owner[stat_owner[index]])
+            plane = planes[int(owner[entry])]
+            plane.event_stats.setdefault(int(keys[entry]), {})[key] = _text(value)
+
+
+def _read_plane_stats(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
+    owner, starts, ends = planes_f.spans(6)
+    if not len(owner):
+        return
+    stats_f = decode(raw, starts, ends)
+    for index, key, value in _stat_values(raw, stats_f, len(owner), planes, owner):
+        planes[int(owner[index])].stats[key] = value
+
+
+def _stat_values(raw: bytes, stats_f: Fields, count: int, planes: list[_Plane], plane_of_stat):
+    """``(stat index, name, value)`` for decoded XStat messages; refs resolved to names."""
+    ids = as_signed(stats_f.scalar(1, count, np.uint64))
+    for number, kind in _STAT_VALUES.items():
+        wire = LENGTH if kind in ("str", "bytes") else FIXED64 if kind == "double" else VARINT
+        owner, values, offsets = stats_f.select(number, wire)
+        if kind in ("str", "bytes"):
+            ends = offsets + values.astype(np.int64)
+            payloads = strings(raw, offsets, ends) if kind == "str" else \
+                [raw[a:b] for a, b in zip(offsets.tolist(), ends.tolist())]
+        elif kind == "double":
+            payloads = [struct.unpack("<d", struct.pack("<Q", v))[0] for v in values.tolist()]
+        elif kind == "int64":
+            payloads = as_signed(values).tolist()
+        else:
+            payloads = values.tolist()
+        for index, payload in zip(owner.tolist(), payloads):
+            plane = planes[int(plane_of_stat[index])]
+            if kind == "ref":
+                payload = plane.stat_names.get(int(payload), str(payload))
+            yield index, plane.stat_names.get(int(ids[index]), f"stat {int(ids[index])}"), payload
+
+
+def _event_stats(raw: bytes, events_f: Fields, n_events: int, planes, plane_of_event) -> dict:
+    """Stats of events: ``{stat name: (event indices, values)}``."""
+    owner, starts, ends = events_f.spans(4)
+    if not len(owner):
+        return {}
+    stats_f = decode(raw, starts, ends)
+    grouped: dict[str, tuple[list, list]] = {}
+    for index, key, value in _stat_values(raw, stats_f, len(owner), planes, plane_of_event[owner]):
+        events, values = grouped.setdefault(key, ([], []))
+        events.append(int(owner[index]))
+        values.append(value)
+    return grouped
+
+
+def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[int, tuple[int, int, int, int]]:
+    """Per (plane, event metadata): (name id, type id, category, is memory event)."""
+    s = builder.strings
+    kinds = {}
+    for p, plane in enumerate(planes):
+        device_plane = not plane.name.startswith("/host:")
+        for metadata_id, (name, shown) in plane.events.items():
+            key = p * (1 << 40) + metadata_id
+            if name in _MEMORY_EVENTS:  # 1: allocation, 2: deallocation
+                kinds[key] = (s[name], s[name], HOST, 1 if name == "MemoryAllocation" else 2)
+                continue
+            stats = plane.event_stats.get(metadata_id, {})
+            if device_plane:
+                category = MEMCPY if "memcpy" in name.lower() or "copy" in shown.lower() else DEVICE
+                op_type = stats.get("hlo_category") or shown or name
+                kinds[key] = (s[shown or name], s[op_type], category, 0)
+                continue
+            match = _OP_EVENT.match(name)
+            if match:
+                kinds[key] = (s[match.group(1)], s[match.group(2)], OP, 0)
+            elif name.startswith("$"):
+                kinds[key] = (s[name], s["python"], PYTHON, 0)
+            elif name.startswith(("Iterator::", "IteratorGetNext", "MakeIterator")) or \
+                    name.endswith(("Produce", "Consume")):
+                kinds[key] = (s[name], s[shown or name.split("::")[-1]], DATA, 0)
+            else:
+                kinds[key] = (s[name], s[shown or name], HOST, 0)
+    return kinds
+
+
+# --- rows -----------------------------------------------------------------------------------
+def _add_event_stats(builder: TraceBuilder, stats: dict, op_of_event: np.ndarray) -> None:
+    s = builder.strings
+    ops, keys, values = [], [], []
+    for key, (events, event_values) in stats.items():
+        key_id = s[key]
+        for event, value in zip(events, event_values):
+            op = op_of_event[event]
+            if op >= 0:
+                ops.append(op)
+                keys.append(key_id)
+                values.append(s[_text(value)])
+    if ops:
+        order = np.argsort(ops, kind="stable")
+        builder.extend("event_stats", op=np.array(ops)[order], key=np.array(keys)[order],
+                       value=np.array(values)[order])
+
+
+def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, stats: dict,
+                start_ns, end_ns, event_line, op_of_event, category) -> None:
+    """Allocator counters from ``bytes_allocated``; each allocation or free also becomes a
+    record of the TF op running on the same thread at that moment, when there is one."""
+    if not len(events):
+        return
+    lookup = {key: dict(zip(*stats[key])) for key in
+              ("allocator_name", "bytes_allocated", "allocation_bytes", "peak_bytes_in_use")
+              if key in stats}
+    op_events = np.flatnonzero(op_of_event >= 0)
+    op_events = op_events[category[op_events] == OP]
+    ops_by_line = {}
+    for line in np.unique(event_line[op_events]).tolist():
+        mine = op_events[event_line[op_events] == line]
+        ops_by_line[line] = mine[np.argsort(start_ns[mine], kind="stable")]
+    for event, is_free in zip(events.tolist(), frees.tolist()):
+        allocator = str(lookup.get("allocator_name", {}).get(event, "unknown"))
+        in_use = lookup.get("bytes_allocated", {}).get(event)
+        time = int(start_ns[event])
+        if isinstance(in_use, int):
+            builder.add_row("counters", allocator=allocator, time_ns=time, bytes_in_use=in_use)
+        size = lookup.get("allocation_bytes", {}).get(event)
+        candidates = ops_by_line.get(int(event_line[event]))
+        if not isinstance(size, int) or candidates is None:
+            continue
+        at = int(np.searchsorted(start_ns[candidates], time, side="right")) - 1
+        if at < 0 or end_ns[candidates[at]] < time:
+            continue  # no op was running on this thread then
+        peak = lookup.get("peak_bytes_in_use", {}).get(event, 0)
+        row = builder.add_row("memory", op=int(op_of_event[candidates[at]]), allocator=allocator,
+                              total_bytes=size, peak_bytes=peak if isinstance(peak, int) else 0,
+                              allocator_bytes_in_use=in_use if isinstance(in_use, int) else 0)
+        builder.add_row("allocations", memory=row, time_ns=time, bytes=-size if is_free else size)
+
+
+def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns, name_id) -> None:
+    """Steps from ``step_num`` markers, else from tf.function calls; ops are assigned to the
+    step whose span contains their start."""
+    names = builder.strings.as_tuple()
+    markers = []
+    if "step_num" in stats:
+        for event, number in zip(*stats["step_num"]):
+            if isinstance(number, int):
+                markers.append((int(start_ns[event]), int(end_ns[event]), number,
+                                f"{names[int(name_id[event])]} {number}"))
+    elif "tf_function_call" in stats:
+        for k, event in enumerate(sorted(stats["tf_function_call"][0], key=lambda e: start_ns[e])):
+            markers.append((int(start_ns[event]), int(end_ns[event]), k, f"{names[int(name_id[event])]} {k}"))
+    if not markers:
+        return
+    markers.sort()
+    step_ids = np.array([builder.step(number, name, start, end) for start, end, number, name in markers])
+    starts = np.array([m[0] for m in markers], dtype=np.int64)
+    ends = np.array([m[1] for m in markers], dtype=np.int64)
+    events = np.flatnonzero(op_of_event >= 0)
+    position = np.searchsorted(starts, start_ns[events], side="right") - 1
+    inside = (position >= 0) & (start_ns[events] <= ends[np.maximum(position, 0)])
+    builder.set_steps(op_of_event[events[inside]], step_ids[position[inside]])
+
+
+def _add_links(builder: TraceBuilder, stats: dict, op_of_event) -> None:
+    """Producer/consumer pairs: ``_p``/``_pt`` on a producer match ``_c``/``_ct`` on consumers
+    (cross-thread work), and tf.data ``*Produce``/``*Consume`` share an ``element_id``."""
+    links = []
+    if "_p" in stats and "_c" in stats:
+        types = {e: t for e, t in zip(*stats["_pt"])} if "_pt" in stats else {}
+        producers = {(types.get(e), v): e for e, v in zip(*stats["_p"])}
+        consumer_types = {e: t for e, t in zip(*stats["_ct"])} if "_ct" in stats else {}
+        for event, value in zip(*stats["_c"]):
+            producer = producers.get((consumer_types.get(event), value))
+            if producer is not None:
+                links.append((producer, event, "context"))
+    if "element_id" in stats:
+        by_element: dict = {}
+        for event, value in zip(*stats["element_id"]):
+            by_element.setdefault(value, []).append(event)
+        for events in by_element.values():
+            if len(events) == 2:
+                links.append((events[0], events[1], "element"))
+    for producer, consumer, kind in links:
+        p, c = op_of_event[producer], op_of_event[consumer]
+        if p >= 0 and c >= 0:
+            builder.add_row("links", producer=int(p), consumer=int(c), kind=kind)
+
+
+# --- helpers ----------------------------------------------------------------------------------
+def _strings_per_message(raw: bytes, fields: Fields, number: int, count: int) -> list[str]:
+    messages, starts, ends = fields.spans(number)
+    out = [""] * count
+    for m, text in zip(messages.tolist(), strings(raw, starts, ends)):
+        out[m] = text
+    return out
+
+
+def _all_strings(raw: bytes, fields: Fields, number: int) -> list[str]:
+    _, starts, ends = fields.spans(number)
+    return strings(raw, starts, ends)
+
+
+def _text(value) -> str:
+    if isinstance(value, bytes):
+        return value.hex() if len(value) <= 64 else f"<{len(value)} bytes>"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _profile_options(data: bytes) -> dict:
+    """The levels the profiler really applied (ProfileOptions on the Task Environment plane)."""
+    from .. import protos
+    try:
+        options = protos.ProfileOptions.FromString(data)
+    except Exception:  # a damaged options blob must not sink the whole trace
+        return {"profile_options": "unreadable"}
+    return {"host_tracer_level": options.host_tracer_level,
+            "python_tracer_level": options.python_tracer_level,
+            "device_tracer_level": options.device_tracer_level}
