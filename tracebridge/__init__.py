@@ -22,13 +22,27 @@ __version__ = "0.1.0"
 __all__ = [
     "CaptureError", "Device", "Lane", "MigrationError", "MissingDependencyError", "Op",
     "OutputError", "Step", "Trace", "TraceFormatError", "TracebridgeError", "UnsafePickleError",
-    "__version__", "load", "trace",
+    "__version__", "capture_remote", "load", "trace",
 ]
 
 
 def trace(target=None, **options):
-    """Capture a profile. ``trace(session)`` traces the ``session.run`` calls made inside
-    ``with``; see :class:`tracebridge.capture.session.SessionTrace` for the options
-    (``every``, ``warmup``, ``steps``, ``trace_level``). Imports TensorFlow."""
+    """Capture a profile; imports TensorFlow.
+
+    * ``with trace(session) as t:`` traces the ``session.run`` calls made inside (TF1), see
+      :class:`tracebridge.capture.session.SessionTrace`;
+    * ``traced = trace(fn)``: each call of ``traced`` is a step (TF2);
+    * ``with trace(**options) as t:`` traces the TF2 code inside, ``t.step()`` marks steps;
+      see :class:`tracebridge.capture.profiler.ProfileTrace`.
+
+    Options common to all: ``warmup``, ``every``, ``steps``. ``t.trace`` is the result.
+    """
     from .capture import trace as _trace
     return _trace(target, **options)
+
+
+def capture_remote(addresses, duration_ms, **options):
+    """Capture TF profiler servers (``["host:port", ...]``) for ``duration_ms`` into one
+    trace with a device per plane and host; see :mod:`tracebridge.capture.remote`."""
+    from .capture.remote import capture_remote as _capture_remote
+    return _capture_remote(addresses, duration_ms, **options)

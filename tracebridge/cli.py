@@ -64,6 +64,15 @@ def _parser() -> argparse.ArgumentParser:
     _add_filters(summary)
     summary.set_defaults(handler=_summary)
 
+    capture = commands.add_parser("capture", help="capture TF profiler servers (host:port,...) into a trace file")
+    capture.add_argument("addresses", help="HOST:PORT[,HOST:PORT...] of tf.profiler.experimental.server.start")
+    capture.add_argument("output", help="trace file to write (.json, .json.gz, .pb, .pbtxt)")
+    capture.add_argument("--duration-ms", type=int, default=2000, help="capture length (default 2000)")
+    capture.add_argument("--host-tracer-level", type=int, default=2, choices=(1, 2, 3))
+    capture.add_argument("--python-tracer-level", type=int, default=0, choices=(0, 1))
+    capture.add_argument("--device-tracer-level", type=int, default=1, choices=(0, 1))
+    capture.set_defaults(handler=_capture)
+
     demo = commands.add_parser("demo", help="trace a small model in a TF1 session (needs tracebridge[tf])")
     demo.add_argument("--out", default="tracebridge-demo", help="output folder (default ./tracebridge-demo)")
     demo.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
@@ -151,6 +160,19 @@ def _summary(args) -> int:
         sys.stdout.write(summary.to_csv())
     else:
         print(summary.to_text())
+    return 0
+
+
+def _capture(args) -> int:
+    from .capture.remote import capture_remote
+    from .writers import save, target_for
+    target = target_for(args.output)  # a bad name fails before the capture, not after
+    trace = capture_remote(args.addresses, args.duration_ms, host_tracer_level=args.host_tracer_level,
+                           python_tracer_level=args.python_tracer_level,
+                           device_tracer_level=args.device_tracer_level)
+    save(trace, args.output, to=target)
+    hosts = sorted({d.host for d in trace.devices if d.host})
+    print(f"wrote {args.output} ({len(trace)} events from {len(hosts)} hosts: {', '.join(hosts)})")
     return 0
 
 

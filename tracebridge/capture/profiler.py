@@ -44,6 +44,9 @@ from .schedule import Schedule
 # One capture at a time in this process: TF has a single profiler.
 _CAPTURE_LOCK = threading.Lock()
 _SERVER_PORT: int | None = None
+# The server remembers a Terminate for a session id that is not running and applies it to
+# the next capture with that id (ids are the start second): never reuse a terminated second.
+_LAST_TERMINATED_SECOND: datetime.datetime | None = None
 _LEVEL_OPTIONS = ("host_tracer_level", "python_tracer_level", "device_tracer_level")
 _MEMORY_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 MAX_SERVER_CAPTURE_MS = 3_600_000  # a server-side capture ends at this length at the latest
@@ -103,6 +106,8 @@ class ProfileTrace:
         self._index = 0
         self._in_block = False
         self._holds_lock = False
+        self._marker = None
+        self._current = -1
         self._trace: Trace | None = None
         self._whole_block = self._schedule == Schedule()
         if fn is not None:
@@ -113,63 +118,80 @@ class ProfileTrace:
         self._acquire()
         self._in_block = True
         if self._whole_block:
-            self._start_session()
+            try:
+                self._start_session()
+            except BaseException:
+                self._in_block = False
+                self._release()
+                raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self._in_block = False
         try:
+            self.end_step(failed=exc_type is not None) if self._marker is not None else None
             self._stop_session(save=exc_type is None or self._keep_on_error)
         finally:
             self._release()
-        if exc_type is None or self._keep_on_error:
-            self._trace = None  # rebuilt from the profiles on access
         return None  # the user's exception, if any, propagates unchanged
 
     @contextlib.contextmanager
     def step(self, number: int | None = None):
-        """Mark one step; profiled if the schedule selects it."""
+        """Mark one step; profiled if the schedule selects it. Yields the step number."""
+        number = self.begin_step(number)
+        try:
+            yield number
+        except BaseException:
+            self.end_step(failed=True)
+            raise
+        self.end_step()
+
+    def begin_step(self, number: int | None = None) -> int:
+        """Open a step (for callers without a ``with``, such as the Keras callback)."""
         index = self._index
         self._index += 1
+        self._current = index
         number = index if number is None else number
-        selected = self._schedule.wants(index)
-        if selected and self._session is None:
+        if self._schedule.wants(index) and self._session is None:
             self._start_session()
-        try:
-            if self._session is not None:
-                with self._tf.profiler.experimental.Trace(self._step_name, step_num=number, _r=1):
-                    yield number
-            else:
-                yield number
-        except BaseException:
-            if not self._whole_block:
-                self._stop_session(save=self._keep_on_error)
-            raise
-        if not self._whole_block and self._session is not None and not self._schedule.wants(index + 1):
+        if self._session is not None:
+            self._marker = self._tf.profiler.experimental.Trace(self._step_name, step_num=number, _r=1)
+            self._marker.__enter__()
+        return number
+
+    def end_step(self, failed: bool = False) -> None:
+        """Close the step opened by :meth:`begin_step`; stops profiling when the schedule
+        selects no next step, or when the step failed (keeping its data if asked)."""
+        marker, self._marker = self._marker, None
+        if marker is not None:
+            marker.__exit__(None, None, None)
+        if (self._in_block and self._whole_block) or self._session is None:
+            return  # a with-block without a schedule profiles until the block ends
+        if failed:
+            self._stop_session(save=self._keep_on_error)
+        elif not self._schedule.wants(self._current + 1):
+            self._stop_session(save=True)
+
+    def finish(self) -> None:
+        """Stop a session left open (the end of a fit, or a traced function's last call)."""
+        if self._marker is not None:
+            self.end_step()
+        if not self._in_block:
             self._stop_session(save=True)
 
     # --- the traced callable --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any):
         if self._fn is None:
             raise CaptureError("this trace wraps no function; use it as a context manager")
-        own_lock = not self._holds_lock
-        if own_lock and self._schedule.wants(self._index):
-            self._acquire()
-        try:
-            with self.step():
-                return self._fn(*args, **kwargs)
-        finally:
-            if own_lock and self._session is None and self._holds_lock and not self._in_block:
-                self._release()
+        with self.step():
+            return self._fn(*args, **kwargs)
 
     # --- results --------------------------------------------------------------------------
     @property
     def trace(self) -> Trace:
         """The captured trace; stops a session still open (a traced function)."""
         if self._session is not None and not self._in_block:
-            self._stop_session(save=True)
-            if self._holds_lock:
-                self._release()
+            self.finish()
         if self._trace is None:
             self._trace = self._build()
         return self._trace
@@ -212,19 +234,31 @@ class ProfileTrace:
             _CAPTURE_LOCK.release()
 
     def _start_session(self) -> None:
+        if not self._holds_lock:
+            self._acquire()
         if self._root is None:
             self._root = self._user_logdir or tempfile.mkdtemp(prefix="tracebridge-")
         folder = os.path.join(self._root, f"session-{len(self._profiles) + 1}")
         os.makedirs(folder, exist_ok=True)
         session_type = _ServerSession if self._levels else _LocalSession
-        self._session = session_type(self._tf, folder, self._levels, self._include_dataset_ops)
-        self._session.start()
+        session = session_type(self._tf, folder, self._levels, self._include_dataset_ops)
+        try:
+            session.start()
+        except BaseException:
+            if not self._in_block:
+                self._release()
+            raise
+        self._session = session
 
     def _stop_session(self, save: bool) -> None:
         session, self._session = self._session, None
         if session is None:
             return
-        run = session.stop(save)
+        try:
+            run = session.stop(save)
+        finally:
+            if not self._in_block:
+                self._release()
         if run:
             self._profiles.append(run)
             self._trace = None
@@ -297,6 +331,10 @@ class _ServerSession(_Session):
         options = {**{"host_tracer_level": 2, "python_tracer_level": 0, "device_tracer_level": 1},
                    **self.levels}
         self.error: BaseException | None = None
+        if _LAST_TERMINATED_SECOND is not None:
+            wait = (_LAST_TERMINATED_SECOND + datetime.timedelta(seconds=1) - datetime.datetime.now()).total_seconds()
+            if wait > 0:
+                time.sleep(wait)
         self.started = datetime.datetime.now()
 
         def capture():
@@ -330,23 +368,27 @@ class _ServerSession(_Session):
 
 
 def _terminate(address: str, started: datetime.datetime) -> None:
-    """End the server-side capture. Its session id is the run folder's name, the client's
-    clock at the second the capture began: try each second around that moment."""
+    """End the server-side capture. Its session id is the run folder's name: the client's
+    clock, to the second, when the capture began, which is ``started`` or, if the client's
+    call crossed a second boundary, the next second."""
+    global _LAST_TERMINATED_SECOND
     import grpc
 
     from .. import protos
+    seconds = sorted({(started + datetime.timedelta(seconds=delay)).replace(microsecond=0)
+                      for delay in (0, _ServerSession.START_DELAY_S)})
     channel = grpc.insecure_channel(address)
     try:
         call = channel.unary_unary("/tensorflow.ProfilerService/Terminate",
                                    request_serializer=lambda message: message.SerializeToString(),
                                    response_deserializer=lambda data: data)
-        for delta in range(-1, 3):
-            moment = started + datetime.timedelta(seconds=delta)
-            request = protos.TerminateRequest(session_id=moment.strftime("%Y_%m_%d_%H_%M_%S"))
+        for second in seconds:
+            request = protos.TerminateRequest(session_id=second.strftime("%Y_%m_%d_%H_%M_%S"))
             with contextlib.suppress(grpc.RpcError):
                 call(request, timeout=10)
     finally:
         channel.close()
+        _LAST_TERMINATED_SECOND = seconds[-1]
 
 
 def _free_port() -> int:

@@ -12,25 +12,34 @@ from __future__ import annotations
 import numpy as np
 
 from .. import protos
-from ..model.trace import (HAS_MEMORY_STATS, HAS_NANOS, HAS_SCHEDULED, LABEL_CANONICAL, OUT_HAS_ALLOCATION,
+from ..model.trace import (DEVICE, MEMCPY, OP, HAS_MEMORY_STATS, HAS_NANOS, HAS_SCHEDULED, LABEL_CANONICAL, OUT_HAS_ALLOCATION,
                            OUT_HAS_DESCRIPTION, OUT_HAS_SHAPE, OUT_SINGLE_REFERENCE,
                            Trace)
 
 
 def to_run_metadata(trace: Trace):
-    """All ops of ``trace`` in one RunMetadata, one DeviceStepStats per recorded block."""
+    """All node executions of ``trace`` in one RunMetadata, one DeviceStepStats per block."""
     run_metadata = protos.RunMetadata()
-    _fill_step_stats(trace, run_metadata.step_stats, np.arange(len(trace)))
+    _fill_step_stats(trace, run_metadata.step_stats, np.flatnonzero(node_rows(trace)))
     return run_metadata
 
 
 def run_metadata_per_step(trace: Trace):
     """``(step, RunMetadata)`` for each step, as ``FileWriter.add_run_metadata`` took them."""
     step_column = trace.ops["step"]
+    nodes = node_rows(trace)
     for position, step in enumerate(trace.steps):
         run_metadata = protos.RunMetadata()
-        _fill_step_stats(trace, run_metadata.step_stats, np.flatnonzero(step_column == position))
+        _fill_step_stats(trace, run_metadata.step_stats, np.flatnonzero(nodes & (step_column == position)))
         yield step, run_metadata
+
+
+def node_rows(trace: Trace) -> np.ndarray:
+    """Rows that are node executions in StepStats' sense: TF ops, device kernels and copies.
+    XSpace host annotations (``EagerExecute``, Python frames, tf.data) are not; a trace with
+    nothing else (host_tracer_level 1) is written whole rather than empty."""
+    rows = np.isin(trace.ops["category"], (OP, DEVICE, MEMCPY))
+    return rows if rows.any() else np.ones(len(trace), dtype=bool)
 
 
 def _fill_step_stats(trace: Trace, step_stats, rows: np.ndarray) -> None:
@@ -83,7 +92,8 @@ def _fill_step_stats(trace: Trace, step_stats, rows: np.ndarray) -> None:
 def _thread_names(trace: Trace, dev_stats, members: np.ndarray, columns) -> None:
     for lane_index in set(np.asarray(columns["lane"])[members].tolist()):
         lane = trace.lanes[lane_index]
-        if lane.thread_id is not None and lane.name and not lane.name.startswith("thread "):
+        if lane.thread_id is not None and 0 <= lane.thread_id < 2**32 and lane.name \
+                and not lane.name.startswith("thread "):
             dev_stats.thread_names[lane.thread_id] = lane.name
 
 

@@ -1,0 +1,129 @@
+"""XSpace files and profile logdirs, read without TensorFlow (the corpus: GPU and TPU)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import tracebridge
+from tracebridge import TraceFormatError, protos
+from tracebridge.model.trace import CATEGORY_NAMES, DEVICE, HOST, MEMCPY, OP
+
+GPU = "tfprofiler_gpu_multi_worker.xplane.pb"
+TPU = "xprof_tpu_inference_2.xplane.pb"
+
+
+def all_events(path):
+    space = protos.XSpace.FromString(path.read_bytes())
+    total = memory = 0
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                total += 1
+                memory += plane.event_metadata[event.metadata_id].name.startswith("Memory")
+    return space, total, memory
+
+
+@pytest.mark.parametrize("name", [GPU, TPU])
+def test_corpus_xspace_keeps_every_plane_and_event(corpus, name):
+    path = corpus / "xspace" / name
+    trace = tracebridge.load(path)
+    space, total, memory = all_events(path)
+    planes = [p.name for p in space.planes if p.name != "Task Environment"]
+    assert sorted(d.name for d in trace.devices) == sorted(planes)
+    # Every event is a row, except memory events, which are allocator counter samples.
+    assert len(trace) + memory == total
+    assert trace.counters.rows == memory
+    for plane in space.planes:
+        mine = trace.filter(device=f"^{plane.name}$") if plane.name != "Task Environment" else None
+        if mine is not None:
+            expected = sum(len(line.events) for line in plane.lines)
+            got = len(mine) + sum(1 for line in plane.lines for e in line.events
+                                  if plane.event_metadata[e.metadata_id].name.startswith("Memory"))
+            assert got == expected, plane.name
+
+
+def test_gpu_corpus_devices_streams_and_ops(corpus):
+    trace = tracebridge.load(corpus / "xspace" / GPU)
+    categories = {CATEGORY_NAMES[c] for c in set(trace.ops["category"].tolist())}
+    assert {"op", "host", "device", "memcpy"} <= categories
+    gpu4 = trace.filter(device="GPU:4$")
+    lanes = {trace.lanes[i].name for i in set(gpu4.ops["lane"].tolist())}
+    assert "Stream #134(Compute)" in lanes and "Stream #135(MemcpyH2D)" in lanes
+    ops = trace.filter(op_type="^RandomUniform$")
+    assert all(o.name.endswith("RandomUniform") for o in ops.records())
+    assert trace.metadata["host"] == "34.83.195.179:6003"
+    assert "relative" in trace.metadata["notes"]  # this old file has no Task Environment plane
+    stats = dict(zip(trace.column_strings("event_stats", "key"), trace.column_strings("event_stats", "value")))
+    assert "correlation_id" in stats and "memcpy_details" in stats
+    assert trace.table("links").rows > 0
+
+
+def test_tpu_corpus_absolute_time_and_xla_ops(corpus):
+    trace = tracebridge.load(corpus / "xspace" / TPU)
+    assert trace.metadata["profile_start_ns"] == 1741722099081044120
+    assert trace.start_ns >= 1741722099081044120
+    tpu = trace.filter(device="TPU:0")
+    types = {o.op_type for o in tpu.records()}
+    assert {"all-reduce", "broadcast"} & types
+    summary = trace.summary(top=5)
+    assert summary.counted == "device+memcpy" and summary.by_type
+
+
+def test_corrupt_xspace_fails_cleanly(corpus):
+    with pytest.raises(TraceFormatError) as info:
+        tracebridge.load(corpus / "bad" / "xprof_tpu_inference_2_reencoded.xplane.pb")
+    message = str(info.value)
+    assert "corrupt XSpace" in message and "byte " in message and "\n" not in message
+
+
+def test_logdir_runs_and_hosts(corpus, tmp_path):
+    logdir = tmp_path / "logs"
+    old = logdir / "plugins" / "profile" / "2024_01_01_00_00_00"
+    new = logdir / "plugins" / "profile" / "2024_01_02_00_00_00"
+    old.mkdir(parents=True)
+    new.mkdir(parents=True)
+    shutil.copy(corpus / "xspace" / TPU, old / "hostA.xplane.pb")
+    shutil.copy(corpus / "xspace" / GPU, new / "hostA.xplane.pb")
+    shutil.copy(corpus / "xspace" / GPU, new / "hostB.xplane.pb")
+    newest = tracebridge.load(logdir)
+    assert newest.metadata["profile_run"] == "2024_01_02_00_00_00"
+    assert {d.host for d in newest.devices} == {"hostA", "hostB"}
+    assert len(newest) == 2 * len(tracebridge.load(corpus / "xspace" / GPU))
+    chosen = tracebridge.load(logdir, run="2024_01_01_00_00_00")
+    assert any(d.name.startswith("/device:TPU") for d in chosen.devices)
+    with pytest.raises(TraceFormatError, match="no run"):
+        tracebridge.load(logdir, run="nope")
+    from tracebridge.readers import profile_runs
+    assert profile_runs(logdir) == ["2024_01_01_00_00_00", "2024_01_02_00_00_00"]
+
+
+def test_xspace_converts_to_every_writer(corpus, tmp_path):
+    trace = tracebridge.load(corpus / "xspace" / GPU)
+    for name in ("x.json", "x.json.gz", "x.pb", "x.pbtxt"):
+        trace.save(tmp_path / name)
+    back = tracebridge.load(tmp_path / "x.pb")
+    nodes = trace.filter(op_type=".")  # every row with a type
+    assert len(back) == int(((trace.ops["category"] == OP) | (trace.ops["category"] == DEVICE) |
+                             (trace.ops["category"] == MEMCPY)).sum())
+    assert nodes is not None
+    events = json.loads((tmp_path / "x.json").read_text())["traceEvents"]
+    assert sum(1 for e in events if e["ph"] == "X" and e.get("cat") == "Op") == len(trace)
+    assert HOST in set(trace.ops["category"].tolist())
+
+
+def test_reading_xspace_imports_no_tensorflow(corpus, tmp_path):
+    code = f"""
+import sys, json, tracebridge
+for name in ({GPU!r}, {TPU!r}):
+    t = tracebridge.load({str(corpus / 'xspace')!r} + '/' + name)
+    t.summary(); t.info(); t.save({str(tmp_path)!r} + '/x.json'); t.save({str(tmp_path)!r} + '/x.pb')
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'xprof'))))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
