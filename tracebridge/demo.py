@@ -1,17 +1,20 @@
-"""``tracebridge demo``: a small real model traced in a TF1 session, written out.
+"""``tracebridge demo``: one small real model traced both ways, written out.
 
-It builds a two-layer MLP in a ``tf.Graph``, trains it in a ``tf.compat.v1.Session``,
-traces three steps after one warm-up step, and writes to the output folder:
+The same two-layer MLP (dense ReLU layer, logits layer, softmax cross-entropy, SGD) is
+trained once as TF1 code (a ``tf.Graph`` in a ``tf.compat.v1.Session``) and once as a TF2
+``tf.function`` training step with a ``GradientTape``. Each traces three steps after one
+warm-up step. The output folder gets, for ``tf1`` and ``tf2``:
 
-    tf1_timeline.json     Chrome trace (open in https://ui.perfetto.dev or chrome://tracing)
-    tf1_run_metadata.pb   the traced steps as RunMetadata, for TF's own tools
-    tf1_summary.txt       where the time went
+    <run>_timeline.json     Chrome trace (open in https://ui.perfetto.dev or chrome://tracing)
+    <run>_run_metadata.pb   the traced steps as RunMetadata, for TF's own tools
+    <run>_summary.txt       where the time went
 """
 
 from __future__ import annotations
 
 import os
 
+from .capture.profiler import ProfileTrace
 from .capture.session import SessionTrace
 
 
@@ -36,28 +39,66 @@ def build_mlp(tf, *, batch: int = 64, features: int = 32, hidden: int = 64, clas
     return graph, x, y, train_op, loss, init
 
 
+def build_mlp_tf2(tf, *, features: int = 32, hidden: int = 64, classes: int = 10):
+    """The same MLP as TF2 code: variables and a ``tf.function`` training step."""
+    init = tf.random.stateless_normal
+    with tf.name_scope("dense"):
+        w1 = tf.Variable(init([features, hidden], seed=(1, 0), stddev=0.1), name="kernel")
+        b1 = tf.Variable(tf.zeros([hidden]), name="bias")
+    with tf.name_scope("logits"):
+        w2 = tf.Variable(init([hidden, classes], seed=(2, 0), stddev=0.1), name="kernel")
+        b2 = tf.Variable(tf.zeros([classes]), name="bias")
+    variables = [w1, b1, w2, b2]
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.matmul(x, w1) + b1, name="dense/Relu")
+            logits = tf.add(tf.matmul(h, w2), b2, name="logits/BiasAdd")
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+        for variable, gradient in zip(variables, tape.gradient(loss, variables)):
+            variable.assign_sub(0.1 * gradient)
+        return loss
+
+    return train_step
+
+
 def run_demo(out: str, *, steps: int = 3) -> None:
     import numpy as np
     import tensorflow as tf
 
     os.makedirs(out, exist_ok=True)
-    graph, x, y, train_op, loss, init = build_mlp(tf)
     rng = np.random.default_rng(0)
-    feed = {x: rng.random((64, 32), dtype=np.float32), y: rng.integers(0, 10, 64)}
+    features = rng.random((64, 32), dtype=np.float32)
+    labels = rng.integers(0, 10, 64).astype(np.int32)
+
+    graph, x, y, train_op, loss, init = build_mlp(tf)
     with tf.compat.v1.Session(graph=graph) as session:
         session.run(init)
         with SessionTrace(session, warmup=1, steps=steps) as capture:
             for _ in range(1 + steps):
-                session.run([train_op, loss], feed_dict=feed)
-    trace = capture.trace
-    paths = {name: os.path.join(out, name) for name in
-             ("tf1_timeline.json", "tf1_run_metadata.pb", "tf1_summary.txt")}
-    trace.save(paths["tf1_timeline.json"], memory=True)
-    trace.save(paths["tf1_run_metadata.pb"])
-    summary = trace.summary(top=10).to_text()
-    with open(paths["tf1_summary.txt"], "w", encoding="utf-8") as handle:
-        handle.write(summary + "\n")
-    print(summary)
-    print()
-    for path in paths.values():
+                session.run([train_op, loss], feed_dict={x: features, y: labels})
+    traces = {"tf1": capture.trace}
+
+    train_step = build_mlp_tf2(tf)
+    traced = ProfileTrace(train_step, warmup=1, steps=steps)
+    for _ in range(1 + steps):
+        traced(tf.constant(features), tf.constant(labels))
+    traces["tf2"] = traced.trace
+
+    written = []
+    for run, trace in traces.items():
+        paths = {kind: os.path.join(out, f"{run}_{kind}") for kind in
+                 ("timeline.json", "run_metadata.pb", "summary.txt")}
+        trace.save(paths["timeline.json"], memory=True)
+        trace.save(paths["run_metadata.pb"])
+        summary = trace.summary(top=10).to_text()
+        with open(paths["summary.txt"], "w", encoding="utf-8") as handle:
+            handle.write(summary + "\n")
+        print(f"== {run}: {trace}")
+        print(summary)
+        print()
+        written += paths.values()
+    for path in written:
         print(f"wrote {path}")

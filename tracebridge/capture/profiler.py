@@ -87,6 +87,7 @@ class ProfileTrace:
         import tensorflow as tf  # captures are the one place that needs TensorFlow
 
         self._tf = tf
+        self._step_marker = tf.profiler.experimental.Trace
         self._fn = fn
         self._schedule = Schedule(warmup=warmup, every=every, steps=steps)
         self._step_name = step_name
@@ -155,7 +156,7 @@ class ProfileTrace:
         if self._schedule.wants(index) and self._session is None:
             self._start_session()
         if self._session is not None:
-            self._marker = self._tf.profiler.experimental.Trace(self._step_name, step_num=number, _r=1)
+            self._marker = self._step_marker(self._step_name, step_num=number, _r=1)
             self._marker.__enter__()
         return number
 
@@ -183,8 +184,17 @@ class ProfileTrace:
     def __call__(self, *args: Any, **kwargs: Any):
         if self._fn is None:
             raise CaptureError("this trace wraps no function; use it as a context manager")
-        with self.step():
+        if self._session is None and not self._schedule.wants(self._index):
+            self._index += 1  # an unselected call costs this and nothing more
             return self._fn(*args, **kwargs)
+        self.begin_step()  # not self.step(): a generator context manager costs microseconds a call
+        try:
+            result = self._fn(*args, **kwargs)
+        except BaseException:
+            self.end_step(failed=True)
+            raise
+        self.end_step()
+        return result
 
     # --- results --------------------------------------------------------------------------
     @property

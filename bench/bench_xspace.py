@@ -1,0 +1,79 @@
+"""XSpace -> Chrome trace: tracebridge against xprof's converter, on the same real file.
+
+The input is a real TF 2.21 profile (bench/gen_xspace.py: 2,000 tiny ops x 1,500 steps,
+about 46 MB and 3M events). Each run is a fresh process; medians of --repeat runs.
+
+* tracebridge: ``tracebridge convert IN OUT.json``
+* xprof: ``xspace_to_tool_data([copy], "trace_viewer@", {})`` on a copy of the input (it
+  writes cache files beside its input), the anchor the issue names.
+
+Target: tracebridge <= 0.5x xprof's time and <= 0.5x its peak memory.
+
+    python bench/bench_xspace.py [--repeat 3] [--ops 2000 --steps 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from measure import machine, median_of, python, run_once  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+XPROF = """
+import sys
+from xprof.convert import raw_to_tool_data
+data, _ = raw_to_tool_data.xspace_to_tool_data([sys.argv[1]], "trace_viewer@", {})
+print(len(data) if data else 0)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ops", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=1500)
+    args = parser.parse_args()
+    out_dir = os.path.join(HERE, "out")
+    os.makedirs(out_dir, exist_ok=True)
+    source = os.path.join(out_dir, f"xspace_{args.ops}x{args.steps}.xplane.pb")
+    if not os.path.exists(source):
+        print(f"generating {source} ...", flush=True)
+        generated = run_once(python(os.path.join(HERE, "gen_xspace.py"), source, str(args.ops), str(args.steps)))
+        if generated.returncode:
+            raise SystemExit(generated.output)
+    size_mb = os.path.getsize(source) / 1e6
+    work = tempfile.mkdtemp(prefix="bench-xspace-")
+    try:
+        out_json = os.path.join(work, "out.json")
+        ours_s, ours_mb, _ = median_of(python("-m", "tracebridge", "convert", source, out_json), args.repeat)
+        json_mb = os.path.getsize(out_json) / 1e6
+        xprof_runs = []
+        for i in range(args.repeat):
+            copy = os.path.join(work, f"run{i}", "host.xplane.pb")
+            os.makedirs(os.path.dirname(copy))
+            shutil.copy(source, copy)
+            xprof_runs.append(run_once(python("-c", XPROF, copy)))
+        if any(r.returncode for r in xprof_runs):
+            raise SystemExit(xprof_runs[0].output[-2000:])
+        xprof_s = sorted(r.seconds for r in xprof_runs)[len(xprof_runs) // 2]
+        xprof_mb = sorted(r.peak_rss_mb for r in xprof_runs)[len(xprof_runs) // 2]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    time_ratio, memory_ratio = ours_s / xprof_s, ours_mb / xprof_mb
+    print(f"machine: {machine()}")
+    print(f"input: {source} ({size_mb:.1f} MB); medians of {args.repeat} fresh processes")
+    print(f"{'':24}{'wall s':>9}{'peak RSS MB':>13}")
+    print(f"{'tracebridge convert':24}{ours_s:9.2f}{ours_mb:13.0f}   -> {json_mb:.0f} MB JSON")
+    print(f"{'xprof trace_viewer@':24}{xprof_s:9.2f}{xprof_mb:13.0f}")
+    print(f"ratio (tracebridge/xprof): time {time_ratio:.2f}x, memory {memory_ratio:.2f}x")
+    met = time_ratio <= 0.5 and memory_ratio <= 0.5
+    print(f"target <= 0.5x time and <= 0.5x memory: {'MET' if met else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()

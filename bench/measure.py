@@ -1,0 +1,65 @@
+"""Measuring a command: wall time and peak RSS of a fresh child process, repeated, as medians.
+
+Peak RSS comes from ``wait4``'s rusage for that child alone, so runs do not blur each
+other the way ``RUSAGE_CHILDREN`` (a running maximum) would.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_rss_mb: float
+    returncode: int
+    output: str
+
+
+def run_once(command: list[str], *, timeout: float | None = None, env: dict | None = None) -> Run:
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               env={**os.environ, **(env or {})})
+    timer = threading.Timer(timeout, process.kill) if timeout else None
+    if timer:
+        timer.start()
+    output = process.stdout.read().decode("utf-8", "replace")
+    _, status, usage = os.wait4(process.pid, 0)  # this child's own rusage, then it is reaped
+    if timer:
+        timer.cancel()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    process.stdout.close()
+    seconds = time.perf_counter() - start
+    if process.returncode < 0:
+        output += "\n(killed: timeout)" if timeout else "\n(killed)"
+    return Run(seconds, usage.ru_maxrss / 1024, process.returncode, output)
+
+
+def median_of(command: list[str], repeat: int = 3, **kwargs) -> tuple[float, float, list[Run]]:
+    runs = [run_once(command, **kwargs) for _ in range(repeat)]
+    failed = [r for r in runs if r.returncode]
+    if failed:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{failed[0].output[-2000:]}")
+    return (statistics.median(r.seconds for r in runs), statistics.median(r.peak_rss_mb for r in runs), runs)
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def machine() -> str:
+    memory = ""
+    try:
+        with open("/proc/meminfo") as handle:
+            memory = f", {int(handle.readline().split()[1]) / 1024 / 1024:.0f} GiB"
+    except OSError:
+        pass
+    return f"{platform.machine()}, {os.cpu_count()} cores{memory}, Python {platform.python_version()}"
