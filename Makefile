@@ -23,6 +23,7 @@ demo: $(STAMP_TF)
 	$(BIN)/tracebridge demo
 
 test: $(STAMP_TEST)
+	bash tests/viewers/setup.sh $(VENV)
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP_TEST)
@@ -30,6 +31,8 @@ test-fast: $(STAMP_TEST)
 
 bench: $(STAMP_TEST)
 	$(BIN)/python bench/bench_stepstats.py
+	$(BIN)/python bench/bench_xspace.py
+	$(BIN)/python bench/bench_capture.py
 
 clean:
 	rm -rf $(VENV) tracebridge-demo bench/out
