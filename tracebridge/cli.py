@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     convert = commands.add_parser("convert", help="write a trace in another format")
     convert.add_argument("input")
     convert.add_argument("output")
-    convert.add_argument("--to", choices=("chrome", "runmetadata", "pbtxt"),
+    convert.add_argument("--to", choices=("chrome", "runmetadata", "pbtxt", "xspace"),
                          help="output format (default: from the output's suffix)")
     convert.add_argument("--no-dataflow", action="store_true", help="Chrome: no flow arrows")
     convert.add_argument("--memory", action="store_true", help="Chrome: allocator counter tracks")
@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("--csv", action="store_true")
     _add_filters(summary)
     summary.set_defaults(handler=_summary)
+
+    board = commands.add_parser("tensorboard", help="write an event file and an XSpace for TensorBoard")
+    board.add_argument("input")
+    board.add_argument("logdir")
+    board.add_argument("--run", help="run folder name under plugins/profile (default: the trace's start time)")
+    _add_filters(board)
+    board.set_defaults(handler=_tensorboard)
 
     capture = commands.add_parser("capture", help="capture TF profiler servers (host:port,...) into a trace file")
     capture.add_argument("addresses", help="HOST:PORT[,HOST:PORT...] of tf.profiler.experimental.server.start")
@@ -160,6 +167,13 @@ def _summary(args) -> int:
         sys.stdout.write(summary.to_csv())
     else:
         print(summary.to_text())
+    return 0
+
+
+def _tensorboard(args) -> int:
+    paths = _load(args).to_tensorboard(args.logdir, run=args.run)
+    print(f"wrote {paths['events']}")
+    print(f"wrote {paths['xspace']}")
     return 0
 
 

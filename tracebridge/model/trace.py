@@ -367,9 +367,16 @@ class Trace:
     def to_step_stats(self):
         return self.to_run_metadata().step_stats
 
+    def to_tensorboard(self, logdir: str | PathLike, *, run: str | None = None) -> dict[str, str]:
+        """Write an event file (one ``tagged_run_metadata`` per step) and an XSpace under
+        ``logdir/plugins/profile/<run>/`` for TensorBoard's graph dashboard and xprof."""
+        from ..writers.tensorboard import write_tensorboard
+        return write_tensorboard(self, logdir, run=run)
+
     def save(self, path: str | PathLike, **options: Any) -> None:
         """Write to ``path`` in the format its suffix names: ``.json``/``.json.gz``
-        (Chrome trace), ``.pb`` (RunMetadata) or ``.pbtxt`` (RunMetadata as text)."""
+        (Chrome trace), ``.pb`` (RunMetadata), ``.pbtxt`` (RunMetadata as text) or
+        ``.xplane.pb`` (XSpace)."""
         from ..writers import save
         save(self, path, **options)
 

@@ -13,6 +13,7 @@ import struct
 
 from .. import protos
 from ..errors import TraceFormatError
+from ..tfrecord import masked_crc32c
 from ..model.trace import Trace
 from .stepstats import read_run_metadatas
 
@@ -72,30 +73,3 @@ def read_event_files(files: list[tuple[str, bytes]], path=None) -> Trace:
     if notes:
         metadata["warnings"] = "; ".join(notes)
     return read_run_metadatas(runs, metadata, path=path or files[0][0])
-
-
-def masked_crc32c(data: bytes) -> int:
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC_TABLE = _table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli), as TFRecord uses it."""
-    crc = 0xFFFFFFFF
-    table = _CRC_TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF

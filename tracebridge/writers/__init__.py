@@ -11,20 +11,23 @@ from .._files import atomic_output, write_bytes
 from ..errors import OutputError
 from ..model.trace import Trace
 
-TARGETS = ("chrome", "runmetadata", "pbtxt")
+TARGETS = ("chrome", "runmetadata", "pbtxt", "xspace")
 
 
 def target_for(path: str | os.PathLike) -> str:
-    """``chrome`` for .json/.json.gz, ``pbtxt`` for .pbtxt/.txt, ``runmetadata`` for .pb."""
+    """``chrome`` for .json/.json.gz, ``pbtxt`` for .pbtxt/.txt, ``xspace`` for .xplane.pb,
+    ``runmetadata`` for .pb."""
     name = os.fspath(path).lower()
     if name.endswith((".json", ".json.gz")):
         return "chrome"
+    if name.endswith(".xplane.pb"):
+        return "xspace"
     if name.endswith((".pbtxt", ".txt")):
         return "pbtxt"
     if name.endswith(".pb"):
         return "runmetadata"
     raise OutputError(f"{os.fspath(path)}: cannot tell the output format from the name "
-                      "(use .json, .json.gz, .pb or .pbtxt, or choose one with --to)")
+                      "(use .json, .json.gz, .pb, .pbtxt or .xplane.pb, or choose one with --to)")
 
 
 def save(trace: Trace, path: str | os.PathLike, *, to: str | None = None, **options: Any) -> None:
@@ -36,6 +39,9 @@ def save(trace: Trace, path: str | os.PathLike, *, to: str | None = None, **opti
         write_chrome(trace, path, **options)
     elif target == "runmetadata":
         write_bytes(path, trace.to_run_metadata().SerializeToString(deterministic=True))
+    elif target == "xspace":
+        from .tensorboard import to_xspace
+        write_bytes(path, to_xspace(trace, str(trace.metadata.get("host") or "")).SerializeToString(deterministic=True))
     elif target == "pbtxt":
         with atomic_output(path, compress=False) as out:
             out.write(str(trace.to_run_metadata()).encode("utf-8"))

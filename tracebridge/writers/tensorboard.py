@@ -1,0 +1,154 @@
+"""TensorBoard outputs, so both of TensorBoard's worlds open any trace tracebridge reads:
+
+* an event file with one ``tagged_run_metadata`` per step, as ``FileWriter.add_run_metadata``
+  wrote for the graph dashboard (``LOGDIR/events.out.tfevents.<time>.<host>``);
+* an XSpace under ``LOGDIR/plugins/profile/<run>/<host>.xplane.pb``, the file the profile
+  plugin (xprof) reads, so TF1 runs open in its trace viewer and op statistics.
+
+XSpace layout written: a ``Task Environment`` plane with ``profile_start_time``; a
+``/host:CPU`` plane holding every CPU device's ops (a line per device lane, events named
+``node:Type`` as TF2's executor names them) and a ``Steps`` line of ``train`` step markers
+(``step_num``, ``_r``); one ``/device:GPU:N`` (or TPU) plane per accelerator, a line per lane.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+
+import numpy as np
+
+from .. import protos
+from .._files import atomic_output, write_bytes
+from ..errors import OutputError
+from ..model.trace import OP, Trace
+from ..tfrecord import frame
+from .stepstats import run_metadata_per_step, to_run_metadata
+
+_HOST_PLANE = "/host:CPU"
+
+
+def write_tensorboard(trace: Trace, logdir: str | os.PathLike, *, run: str | None = None,
+                      host: str | None = None) -> dict[str, str]:
+    """Write both outputs under ``logdir``; returns ``{"events": path, "xspace": path}``."""
+    logdir = os.fspath(logdir)
+    host = _safe(host or str(trace.metadata.get("host") or socket.gethostname()))
+    start = datetime.datetime.fromtimestamp(trace.start_ns / 1e9) if trace.start_ns > 1e17 else \
+        datetime.datetime.now()
+    run = run or start.strftime("%Y_%m_%d_%H_%M_%S")
+    if os.path.basename(run) != run or run in ("", ".", ".."):
+        raise OutputError(f"run name {run!r} must be a plain folder name")
+    profile_dir = os.path.join(logdir, "plugins", "profile", run)
+    try:
+        os.makedirs(profile_dir, exist_ok=True)
+    except OSError as error:
+        raise OutputError(f"{profile_dir}: cannot create ({error.strerror or error})") from None
+    events = os.path.join(logdir, f"events.out.tfevents.{int(start.timestamp())}.{host}")
+    write_events(trace, events)
+    xspace = os.path.join(profile_dir, f"{host}.xplane.pb")
+    write_bytes(xspace, to_xspace(trace, host).SerializeToString(deterministic=True))
+    return {"events": events, "xspace": xspace}
+
+
+def write_events(trace: Trace, path: str | os.PathLike) -> None:
+    """An event file: ``file_version`` then one ``tagged_run_metadata`` per step."""
+    wall = trace.start_ns / 1e9 if trace.start_ns > 1e17 else 0.0
+    with atomic_output(path, compress=False) as out:
+        out.write(frame(protos.Event(wall_time=wall, file_version="brain.Event:2").SerializeToString()))
+        if trace.steps:
+            tagged = ((step.number, step.name or f"step_{step.number}", md)
+                      for step, md in run_metadata_per_step(trace))
+        else:
+            tagged = [(0, "step_0", to_run_metadata(trace))]
+        for number, tag, run_metadata in tagged:
+            event = protos.Event(wall_time=wall, step=number)
+            event.tagged_run_metadata.tag = tag
+            event.tagged_run_metadata.run_metadata = run_metadata.SerializeToString(deterministic=True)
+            out.write(frame(event.SerializeToString()))
+
+
+def to_xspace(trace: Trace, host: str | None = None):
+    """The trace as an XSpace message (tracebridge's schema; TF's XSpace on the wire)."""
+    space = protos.XSpace()
+    if host:
+        space.hostnames.append(host)
+    base = trace.start_ns
+    ops = trace.ops
+    planes: dict[str, object] = {}
+    stat_ids: dict[tuple[str, str], int] = {}
+
+    def plane_for(name: str):
+        if name not in planes:
+            planes[name] = space.planes.add(id=len(planes), name=name)
+        return planes[name]
+
+    def stat_id(plane, stat_name: str) -> int:
+        key = (plane.name, stat_name)
+        if key not in stat_ids:
+            stat_ids[key] = len([k for k in stat_ids if k[0] == plane.name]) + 1
+            plane.stat_metadata[stat_ids[key]].id = stat_ids[key]
+            plane.stat_metadata[stat_ids[key]].name = stat_name
+        return stat_ids[key]
+
+    environment = plane_for("Task Environment")
+    environment.stats.add(metadata_id=stat_id(environment, "profile_start_time"), uint64_value=max(base, 0))
+    environment.stats.add(metadata_id=stat_id(environment, "profile_stop_time"), uint64_value=max(trace.end_ns, 0))
+
+    strings = trace.strings
+    starts, ends = ops["start_ns"], ops["end_ns"]
+    categories = ops["category"]
+    lane_rows: dict[int, np.ndarray] = {}
+    order = np.lexsort((starts, ops["lane"]))
+    lanes = ops["lane"][order]
+    cuts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1], True])
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        lane_rows[int(lanes[a])] = order[a:b]
+    metadata_ids: dict[tuple[str, str], int] = {}
+    for lane_index, rows in lane_rows.items():
+        lane = trace.lanes[lane_index]
+        device = trace.devices[lane.device]
+        plane = plane_for(_plane_name(device))
+        line = plane.lines.add(id=lane_index + 1, name=f"{device.short_name} {lane.name}".strip(),
+                               timestamp_ns=0)
+        for i in rows.tolist():
+            name = strings[ops["name"][i]]
+            op_type = strings[ops["op_type"][i]]
+            event_name = f"{name}:{op_type}" if categories[i] == OP and ":" not in name else name
+            key = (plane.name, event_name)
+            if key not in metadata_ids:
+                metadata_ids[key] = len([k for k in metadata_ids if k[0] == plane.name]) + 1
+                entry = plane.event_metadata[metadata_ids[key]]
+                entry.id = metadata_ids[key]
+                entry.name = event_name
+                entry.display_name = op_type
+            line.events.add(metadata_id=metadata_ids[key], offset_ps=(int(starts[i]) - base) * 1000,
+                            duration_ps=max(int(ends[i]) - int(starts[i]), 0) * 1000)
+    if trace.steps:
+        host_plane = plane_for(_HOST_PLANE)
+        steps_line = host_plane.lines.add(id=0, name="Steps", timestamp_ns=0)
+        key = (host_plane.name, "train")
+        if key not in metadata_ids:
+            metadata_ids[key] = len([k for k in metadata_ids if k[0] == host_plane.name]) + 1
+            host_plane.event_metadata[metadata_ids[key]].id = metadata_ids[key]
+            host_plane.event_metadata[metadata_ids[key]].name = "train"
+        for step in trace.steps:
+            event = steps_line.events.add(metadata_id=metadata_ids[key], offset_ps=(step.start_ns - base) * 1000,
+                                          duration_ps=max(step.duration_ns, 0) * 1000)
+            event.stats.add(metadata_id=stat_id(host_plane, "step_num"), int64_value=step.number)
+            event.stats.add(metadata_id=stat_id(host_plane, "_r"), int64_value=1)
+    return space
+
+
+def _plane_name(device) -> str:
+    """Accelerators keep a plane each (streams become its lines); everything else is host work."""
+    if device.name.startswith("/device:") and device.stream is None and device.type not in (None, "CPU"):
+        return device.name
+    if device.type in ("GPU", "TPU") and device.index is not None:
+        return f"/device:{device.type}:{device.index}"
+    return _HOST_PLANE
+
+
+def _safe(text: str) -> str:
+    """A host name fit for a file name."""
+    return "".join(c if c.isalnum() or c in "-._" else "_" for c in text) or "host"
