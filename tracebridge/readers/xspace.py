@@ -164,27 +164,33 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
 
 
 # --- metadata -----------------------------------------------------------------------------
-def _read_stat_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
-    owner, starts, ends = planes_f.spans(5)
+def _map_entries(raw: bytes, planes_f: Fields, number: int):
+    """A ``map<int64, Message>`` field of the planes: ``(plane of entry, key of entry,
+    entry of value, decoded values)``, or None when no plane has one."""
+    owner, starts, ends = planes_f.spans(number)
     if not len(owner):
-        return
+        return None
     entries = decode(raw, starts, ends)
     keys = as_signed(entries.scalar(1, len(owner), np.uint64))
     value_owner, value_starts, value_ends = entries.spans(2)
-    values = decode(raw, value_starts, value_ends)
+    return owner, keys, value_owner, decode(raw, value_starts, value_ends)
+
+
+def _read_stat_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
+    found = _map_entries(raw, planes_f, 5)
+    if found is None:
+        return
+    owner, keys, value_owner, values = found
     names = _strings_per_message(raw, values, 2, len(value_owner))
     for entry, name in zip(value_owner.tolist(), names):
         planes[int(owner[entry])].stat_names[int(keys[entry])] = name
 
 
 def _read_event_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
-    owner, starts, ends = planes_f.spans(4)
-    if not len(owner):
+    found = _map_entries(raw, planes_f, 4)
+    if found is None:
         return
-    entries = decode(raw, starts, ends)
-    keys = as_signed(entries.scalar(1, len(owner), np.uint64))
-    value_owner, value_starts, value_ends = entries.spans(2)
-    values = decode(raw, value_starts, value_ends)
+    owner, keys, value_owner, values = found
     count = len(value_owner)
     names = _strings_per_message(raw, values, 2, count)
     displays = _strings_per_message(raw, values, 4, count)
