@@ -33,6 +33,7 @@ bench: $(STAMP_TEST)
 	$(BIN)/python bench/bench_stepstats.py
 	$(BIN)/python bench/bench_xspace.py
 	$(BIN)/python bench/bench_capture.py
+	$(BIN)/python bench/bench_html.py
 
 clean:
 	rm -rf $(VENV) tracebridge-demo bench/out

@@ -15,6 +15,7 @@ def test_demo_writes_both_runs(tmp_path, tf):
         assert len(trace.steps) == 3
         assert len(tracebridge.load(out / f"{run}_run_metadata.pb")) > 0
         assert "Top ops by total time" in (out / f"{run}_summary.txt").read_text()
+        assert "tracebridge:first-draw" in (out / f"{run}_timeline.html").read_text()
     tf1 = tracebridge.load(out / "tf1_run_metadata.pb")
     tf2 = tracebridge.load(out / "tf2_run_metadata.pb")
     assert {o.name for o in tf1.records()} & {"dense/Relu", "loss"}

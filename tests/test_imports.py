@@ -65,6 +65,7 @@ def test_layering():
                          not i.startswith("tracebridge.model")}
             assert top_level <= {"tracebridge.errors", "tracebridge.analysis.summary",
                                  "tracebridge.writers.chrome", "tracebridge.writers.stepstats",
+                                 "tracebridge.writers.tensorboard", "tracebridge.writers.html",
                                  "tracebridge.writers"}, (rel, top_level)
         if rel.startswith(("readers/", "writers/", "analysis/")):
             assert not any(i.startswith("tracebridge.capture") for i in imports), rel

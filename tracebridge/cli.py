@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     convert = commands.add_parser("convert", help="write a trace in another format")
     convert.add_argument("input")
     convert.add_argument("output")
-    convert.add_argument("--to", choices=("chrome", "runmetadata", "pbtxt", "xspace"),
+    convert.add_argument("--to", choices=("chrome", "runmetadata", "pbtxt", "xspace", "html"),
                          help="output format (default: from the output's suffix)")
     convert.add_argument("--no-dataflow", action="store_true", help="Chrome: no flow arrows")
     convert.add_argument("--memory", action="store_true", help="Chrome: allocator counter tracks")
@@ -63,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("--csv", action="store_true")
     _add_filters(summary)
     summary.set_defaults(handler=_summary)
+
+    view = commands.add_parser("html", help="write the standalone HTML timeline view")
+    view.add_argument("input")
+    view.add_argument("output")
+    view.add_argument("--device-pattern", metavar="REGEX", help="only devices matching REGEX (tfvis's device_pattern)")
+    view.add_argument("--title")
+    _add_filters(view)
+    view.set_defaults(handler=_html)
 
     board = commands.add_parser("tensorboard", help="write an event file and an XSpace for TensorBoard")
     board.add_argument("input")
@@ -167,6 +175,19 @@ def _summary(args) -> int:
         sys.stdout.write(summary.to_csv())
     else:
         print(summary.to_text())
+    return 0
+
+
+def _html(args) -> int:
+    trace = _load(args)
+    if args.device_pattern:
+        import re
+        try:
+            re.compile(args.device_pattern)
+        except re.error as error:
+            raise _UsageError(f"--device-pattern: bad regular expression ({error})")
+    trace.to_html(args.output, device_pattern=args.device_pattern, title=args.title)
+    print(f"wrote {args.output} ({len(trace)} ops)")
     return 0
 
 

@@ -6,6 +6,7 @@ trained once as TF1 code (a ``tf.Graph`` in a ``tf.compat.v1.Session``) and once
 warm-up step. The output folder gets, for ``tf1`` and ``tf2``:
 
     <run>_timeline.json     Chrome trace (open in https://ui.perfetto.dev or chrome://tracing)
+    <run>_timeline.html     the standalone timeline view (any browser, no network)
     <run>_run_metadata.pb   the traced steps as RunMetadata, for TF's own tools
     <run>_summary.txt       where the time went
 """
@@ -90,8 +91,9 @@ def run_demo(out: str, *, steps: int = 3) -> None:
     written = []
     for run, trace in traces.items():
         paths = {kind: os.path.join(out, f"{run}_{kind}") for kind in
-                 ("timeline.json", "run_metadata.pb", "summary.txt")}
+                 ("timeline.json", "timeline.html", "run_metadata.pb", "summary.txt")}
         trace.save(paths["timeline.json"], memory=True)
+        trace.to_html(paths["timeline.html"], title=f"tracebridge demo: {run}")
         trace.save(paths["run_metadata.pb"])
         summary = trace.summary(top=10).to_text()
         with open(paths["summary.txt"], "w", encoding="utf-8") as handle:

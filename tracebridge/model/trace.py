@@ -367,6 +367,17 @@ class Trace:
     def to_step_stats(self):
         return self.to_run_metadata().step_stats
 
+    def to_html(self, path: str | PathLike, *, device_pattern: str | None = None,
+                title: str | None = None) -> None:
+        """Write the standalone HTML timeline (tfvis's successor): one file, no network."""
+        from ..writers.html import write_html
+        write_html(self, path, device_pattern=device_pattern, title=title)
+
+    def _repr_html_(self) -> str:
+        """The timeline in a sandboxed iframe (notebooks); traces above 300k ops get a hint."""
+        from ..writers import html
+        return html.notebook_html(self)
+
     def to_tensorboard(self, logdir: str | PathLike, *, run: str | None = None) -> dict[str, str]:
         """Write an event file (one ``tagged_run_metadata`` per step) and an XSpace under
         ``logdir/plugins/profile/<run>/`` for TensorBoard's graph dashboard and xprof."""
@@ -375,8 +386,8 @@ class Trace:
 
     def save(self, path: str | PathLike, **options: Any) -> None:
         """Write to ``path`` in the format its suffix names: ``.json``/``.json.gz``
-        (Chrome trace), ``.pb`` (RunMetadata), ``.pbtxt`` (RunMetadata as text) or
-        ``.xplane.pb`` (XSpace)."""
+        (Chrome trace), ``.pb`` (RunMetadata), ``.pbtxt`` (RunMetadata as text),
+        ``.xplane.pb`` (XSpace) or ``.html`` (timeline view)."""
         from ..writers import save
         save(self, path, **options)
 

@@ -11,7 +11,7 @@ from .._files import atomic_output, write_bytes
 from ..errors import OutputError
 from ..model.trace import Trace
 
-TARGETS = ("chrome", "runmetadata", "pbtxt", "xspace")
+TARGETS = ("chrome", "runmetadata", "pbtxt", "xspace", "html")
 
 
 def target_for(path: str | os.PathLike) -> str:
@@ -22,12 +22,14 @@ def target_for(path: str | os.PathLike) -> str:
         return "chrome"
     if name.endswith(".xplane.pb"):
         return "xspace"
+    if name.endswith((".html", ".htm")):
+        return "html"
     if name.endswith((".pbtxt", ".txt")):
         return "pbtxt"
     if name.endswith(".pb"):
         return "runmetadata"
     raise OutputError(f"{os.fspath(path)}: cannot tell the output format from the name "
-                      "(use .json, .json.gz, .pb, .pbtxt or .xplane.pb, or choose one with --to)")
+                      "(use .json, .json.gz, .pb, .pbtxt, .xplane.pb or .html, or choose one with --to)")
 
 
 def save(trace: Trace, path: str | os.PathLike, *, to: str | None = None, **options: Any) -> None:
@@ -39,6 +41,9 @@ def save(trace: Trace, path: str | os.PathLike, *, to: str | None = None, **opti
         write_chrome(trace, path, **options)
     elif target == "runmetadata":
         write_bytes(path, trace.to_run_metadata().SerializeToString(deterministic=True))
+    elif target == "html":
+        from .html import write_html
+        write_html(trace, path, **{k: v for k, v in options.items() if k in ("device_pattern", "title")})
     elif target == "xspace":
         from .tensorboard import to_xspace
         write_bytes(path, to_xspace(trace, str(trace.metadata.get("host") or "")).SerializeToString(deterministic=True))
