@@ -94,6 +94,10 @@ def test_logdir_runs_and_hosts(corpus, tmp_path):
     assert newest.metadata["profile_run"] == "2024_01_02_00_00_00"
     assert {d.host for d in newest.devices} == {"hostA", "hostB"}
     assert len(newest) == 2 * len(tracebridge.load(corpus / "xspace" / GPU))
+    out = tmp_path / "hosts.json"
+    newest.save(out)
+    again = tracebridge.load(out)  # hosts survive Chrome JSON as process labels
+    assert {(d.name, d.host) for d in again.devices} == {(d.name, d.host) for d in newest.devices}
     chosen = tracebridge.load(logdir, run="2024_01_01_00_00_00")
     assert any(d.name.startswith("/device:TPU") for d in chosen.devices)
     with pytest.raises(TraceFormatError, match="no run"):

@@ -54,6 +54,7 @@ def read_chrome(document, path=None) -> Trace:
             metadata[key] = other[key]
     builder = TraceBuilder(metadata)
     process_names: dict = {}
+    process_hosts: dict = {}
     thread_names: dict = {}
     for index, event in enumerate(events):
         if not isinstance(event, dict):
@@ -63,6 +64,8 @@ def read_chrome(document, path=None) -> Trace:
             args = event.get("args") if isinstance(event.get("args"), dict) else {}
             if event.get("name") == "process_name":
                 process_names[event.get("pid")] = str(args.get("name", ""))
+            elif event.get("name") == "process_labels" and str(args.get("labels", "")).startswith("host:"):
+                process_hosts[event.get("pid")] = str(args["labels"])[len("host:"):]
             elif event.get("name") == "thread_name":
                 thread_names[(event.get("pid"), event.get("tid"))] = str(args.get("name", ""))
     ops: list[tuple] = []
@@ -93,11 +96,12 @@ def read_chrome(document, path=None) -> Trace:
             continue
         device = process[:-len(" Compute")] if process.endswith(" Compute") else process
         ops.append((device, pid, event.get("tid"), ts, dur, event, args))
-    _add_ops(builder, ops, steps, thread_names, ours)
+    _add_ops(builder, ops, steps, thread_names, ours, process_hosts)
     return builder.build()
 
 
-def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names: dict, ours: bool) -> None:
+def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names: dict, ours: bool,
+             hosts: dict) -> None:
     # Steps: tracebridge's own step markers, else one per _SOURCE run, else one step.
     if steps:
         boundaries = [start for start, _, _, _ in steps]
@@ -109,7 +113,7 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
     sorted_starts = np.array(boundaries, dtype=np.int64)[order] if boundaries else np.zeros(0, np.int64)
     flags = LABEL_CANONICAL | (HAS_NANOS if ours else 0)
     for device_name, pid, tid, ts, dur, event, args in ops:
-        device = builder.device(device_name)
+        device = builder.device(device_name, hosts.get(pid))
         name = str(args.get("name", event.get("name", "")))
         kernel = str(args.get("op", event.get("name", "unknown")))
         inputs = [str(args[k]) for k in sorted((k for k in args if _INPUT_KEY.match(k)),

@@ -11,23 +11,36 @@ only the ``*_micros`` ones. Nanoseconds are used when present, else micros × 10
 Labels: ``name = KernelType(in0, in1, ^ctrl)`` for executor nodes; GPU tracer devices
 (``/stream:``, ``/memcpy``) name kernels ``node:op`` with an optional ``@@node#`` in the
 label; ``RecvTensor`` labels are ``[<bytes>B] [<rate>] edge_<id>_<tensor> from <src> to <dst>``.
+
+Speed (a million node_stats in about 4 s on 2 cores): nodes are read in chunks; labels of
+the usual form are taken apart in bulk, as bytes, and only the others one by one; from
+``PARALLEL_MIN_NODES`` on, a forked worker reads the second half of the chunks and hands
+its rows back through a temporary file (``TRACEBRIDGE_WORKERS=1`` turns that off). The
+result is the same either way, string ids included.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pickle
 import re
+import signal
+import tempfile
+import traceback
+import warnings
 from collections.abc import Iterable
+from itertools import islice, repeat
 
 import numpy as np
-from google.protobuf import text_format
 
-from .. import protos
+from .._fork import automatic_fork_ok, workers_setting
 from ..errors import TraceFormatError
 from ..model.builder import UNASSIGNED, TraceBuilder
 from ..model.trace import (HAS_MEMORY_STATS, HAS_NANOS, HAS_SCHEDULED, LABEL_CANONICAL, OUT_HAS_ALLOCATION,
-                           OUT_HAS_DESCRIPTION, OUT_HAS_SHAPE, OUT_SINGLE_REFERENCE,
-                           Trace)
-from .wire import LENGTH, Fields, WireError, as_signed, decode, intern_strings, strings
+                           OUT_HAS_DESCRIPTION, OUT_HAS_SHAPE, OUT_SINGLE_REFERENCE, TABLE_COLUMNS,
+                           Trace, _is_string_column)
+from .wire import LENGTH, Buffer, Fields, WireError, as_signed, decode, intern_all, intern_strings, strings
 
 _RECV = re.compile(
     r"\[(?P<bytes>\d+)B\]\s*\[(?P<rate>[\d.]+)(?P<unit>[KMG]?)b/s\]\s*(?P<edge>\S+)"
@@ -37,11 +50,20 @@ _UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
 _NAME, _START_US, _OP_START_US, _OP_END_US, _END_US = 1, 2, 3, 4, 5
 _MEMORY, _OUTPUT, _LABEL, _SCHED_US, _THREAD, _MEMORY_STATS = 6, 7, 8, 9, 10, 12
 _START_NS, _OP_START_NS, _OP_END_NS, _END_NS, _SCHED_NS = 13, 14, 15, 16, 17
-_CHUNK = 200_000  # nodes decoded at once: bounds the decoder's temporary arrays
+# Nodes decoded at once: at most _CHUNK (bounds the decoder's temporary arrays), at least
+# _MIN_CHUNK (numpy's per-call overhead), else an eighth of the nodes, so that two processes
+# can share the work. Chunks depend on the input only, so one process or two read the same.
+_CHUNK = 100_000
+_MIN_CHUNK = 20_000
+# From this many nodes on, two processes read (see _add_devices).
+PARALLEL_MIN_NODES = 60_000
 
 
 def text_to_bytes(text: str, path=None) -> bytes:
     """``str(run_metadata)`` or ``str(step_stats)`` dumps, as binary RunMetadata."""
+    from google.protobuf import text_format  # only text dumps need protobuf
+
+    from .. import protos
     head = text.lstrip()[:64]
     target = protos.StepStats() if head.startswith("dev_stats") else protos.RunMetadata()
     try:
@@ -146,11 +168,217 @@ def _add_devices(builder: TraceBuilder, raw: bytes, dev_fields: Fields, dev_star
     blocks = np.arange(len(names)) + builder.blocks
     builder.blocks += len(names)
     device_ids = np.array([builder.device(n, host) for n in names], dtype=np.int64)
-    for chunk in range(0, len(node_starts), _CHUNK):
-        part = slice(chunk, chunk + _CHUNK)
-        owner = node_owner[part]
-        _add_nodes(builder, raw, node_starts[part], node_ends[part], device_ids[owner], blocks[owner],
-                   [names[i] for i in owner.tolist()], step, op_types)
+    # GPU tracer devices name their kernels differently (see _kernel_name)
+    special = np.array([_is_tracer_device(n) for n in names], dtype=bool)
+    total = len(node_starts)
+    size = min(_CHUNK, max(_MIN_CHUNK, -(-total // 8)))
+    chunks = [(lo, min(lo + size, total)) for lo in range(0, total, size)]
+
+    def read(target, some_chunks) -> None:
+        for lo, hi in some_chunks:
+            owner = node_owner[lo:hi]
+            _add_nodes(target, raw, node_starts[lo:hi], node_ends[lo:hi], device_ids[owner], blocks[owner],
+                       special[owner], step, op_types)
+
+    # Two processes: a forked worker reads the second half of the chunks into a
+    # recording, this process the first half; then the recording is added after it.
+    # Chunks are the same as in one process, so the trace is the same, string ids too.
+    split = (len(chunks) + 1) // 2  # the worker also pickles its part: it gets no more
+    worker_first_op = builder.op_count + (chunks[split][0] if split < len(chunks) else 0)
+
+    def second_half():
+        recorder = _Recorder(builder.strings, worker_first_op)
+        read(recorder, chunks[split:])
+        return recorder.recording()
+
+    worker = _Worker.start(second_half) if len(chunks) >= 2 and _use_worker(total) else None
+    if worker is None:
+        read(builder, chunks)
+        return
+    with worker:
+        read(builder, chunks[:split])
+        recording = worker.result()  # raises what the worker raised
+    if recording is None:  # the worker died (killed, out of memory): read its part here
+        warnings.warn("tracebridge: the reader's worker process failed; reading on in one process",
+                      RuntimeWarning, stacklevel=2)
+        read(builder, chunks[split:])
+    else:
+        recording.replay(builder)
+
+
+def _use_worker(nodes: int) -> bool:
+    """Whether to read with a second process: many nodes and forking allowed (see
+    :mod:`tracebridge._fork`), unless ``TRACEBRIDGE_WORKERS`` decides."""
+    setting = workers_setting()
+    if setting is not None:
+        return setting >= 2 and hasattr(os, "fork")
+    return nodes >= PARALLEL_MIN_NODES and automatic_fork_ok()
+
+
+class _Recorder:
+    """Stands in for the :class:`TraceBuilder` in the worker process: keeps the rows that
+    :func:`_add_nodes` adds. String ids are ids in the worker's copy of the string table;
+    op numbers start where the worker's first op will be; memory rows count from 0."""
+
+    def __init__(self, strings, first_op: int):
+        self.strings = strings
+        self._base = len(strings)
+        self._first_op = first_op
+        self._rows: dict[str, int] = {}
+        self._records: list[tuple] = []
+
+    @property
+    def op_count(self) -> int:
+        return self._first_op + self._rows.get("ops", 0)
+
+    def rows(self, kind: str) -> int:
+        return self._rows.get(kind, 0)
+
+    def extend(self, kind: str, /, **columns) -> None:
+        dtypes = TABLE_COLUMNS[kind]
+        columns = {c: np.asarray(v, dtype=dtypes[c]) for c, v in columns.items()}
+        self._rows[kind] = self.rows(kind) + len(next(iter(columns.values())))
+        self._records.append(("extend", kind, columns, ()))
+
+    def add_row(self, kind: str, /, **values) -> None:
+        texts = tuple(k for k, v in values.items() if isinstance(v, str))
+        values = {k: self.strings[v] if k in texts else v for k, v in values.items()}
+        self._rows[kind] = self.rows(kind) + 1
+        self._records.append(("row", kind, values, texts))
+
+    def recording(self) -> "_Recording":
+        return _Recording(list(islice(self.strings, self._base, None)), self._base, self._first_op,
+                          self._records)
+
+
+class _Recording:
+    """What the worker read, to be added to the real builder after this process's part."""
+
+    def __init__(self, new_strings: list[str], base: int, first_op: int, records: list[tuple]):
+        self.new_strings, self.base, self.first_op, self.records = new_strings, base, first_op, records
+
+    def replay(self, builder: TraceBuilder) -> None:
+        if builder.op_count != self.first_op:
+            raise RuntimeError(f"worker rows start at op {self.first_op}, not {builder.op_count}")
+        # The worker's new strings, interned in its order: ids come out as in one process.
+        remap = np.arange(self.base + len(self.new_strings), dtype=np.int64)
+        remap[self.base:] = intern_all(builder.strings, self.new_strings)
+        memory_base = builder.rows("memory")
+        for action, kind, values, texts in self.records:
+            if action == "extend":
+                values = {c: remap[v] if _is_string_column(kind, c) else v for c, v in values.items()}
+                if kind == "allocations":
+                    values["memory"] = values["memory"] + memory_base
+                builder.extend(kind, **values)
+            else:
+                builder.add_row(kind, **{k: int(remap[v]) if k in texts else v for k, v in values.items()})
+
+
+class _Worker:
+    """Runs ``job()`` in a forked process (:meth:`start`). ``result()`` waits for it and
+    returns what it returned (pickled through a temporary file), raises what it raised,
+    or returns None if the process died. Leaving the ``with`` block before that kills
+    the process; the temporary file is always removed."""
+
+    def __init__(self, job):
+        self.job = job
+        self.pid: int | None = None
+        self.path: str | None = None
+        self.report: int | None = None
+
+    @classmethod
+    def start(cls, job) -> "_Worker | None":
+        """The running worker, or None if no process could be started."""
+        worker = cls(job)
+        try:
+            fd, worker.path = tempfile.mkstemp(prefix="tracebridge-", suffix=".pickle")
+            os.close(fd)
+            read_end, write_end = os.pipe()
+            try:
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns about fork() while threads are alive (numpy's BLAS
+                    # pool); the worker only computes and leaves through os._exit.
+                    warnings.filterwarnings("ignore", category=DeprecationWarning)
+                    worker.pid = os.fork()
+            except BaseException:
+                os.close(read_end)
+                os.close(write_end)
+                raise
+        except BaseException as error:
+            worker.__exit__(None, None, None)
+            if isinstance(error, OSError):  # no temporary file, no pipe, no process
+                return None
+            raise
+        if worker.pid == 0:
+            os.close(read_end)
+            _worker_main(job, worker.path, write_end)  # never returns
+        os.close(write_end)
+        worker.report = read_end
+        return worker
+
+    def __enter__(self) -> "_Worker":
+        return self
+
+    def result(self):
+        message = b""
+        while True:
+            data = os.read(self.report, 64)
+            if not data:
+                break
+            message += data
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        if status != 0 or message != b"ok":
+            return None
+        with open(self.path, "rb") as handle:
+            outcome, value, detail = pickle.load(handle)
+        if outcome == "error":
+            if detail and hasattr(value, "add_note"):
+                value.add_note(f"raised in the reader's worker process:\n{detail}")
+            raise value
+        return value
+
+    def __exit__(self, *exc) -> None:
+        if self.pid:  # still running: leaving on an error or an interrupt
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(self.pid, 0)
+            self.pid = None
+        if self.report is not None:
+            os.close(self.report)
+            self.report = None
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self.path = None
+
+
+def _worker_main(job, path: str, report: int) -> None:
+    """The worker process: run ``job``, pickle its outcome to ``path``, say "ok" on the
+    ``report`` pipe and leave with os._exit (no atexit handlers, no stdio flushes)."""
+    status = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt is handled by the parent
+        try:
+            outcome = ("ok", job(), None)
+        except Exception as error:  # noqa: BLE001 - re-raised in the parent
+            outcome = ("error", error, traceback.format_exc())
+        with open(path, "wb") as handle:
+            try:
+                pickle.dump(outcome, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # noqa: BLE001 - an exception that cannot be pickled
+                handle.seek(0)
+                handle.truncate()
+                pickle.dump(("error", RuntimeError(outcome[2] or traceback.format_exc()), None), handle)
+        os.write(report, b"ok")
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _is_tracer_device(name: str) -> bool:
+    return "/stream:" in name or "/memcpy" in name
 
 
 def _add_thread_names(builder, raw, dev_fields: Fields, names: list[str], host) -> None:
@@ -165,7 +393,7 @@ def _add_thread_names(builder, raw, dev_fields: Fields, names: list[str], host) 
 
 
 def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, blocks,
-               device_names: list[str], step: int, op_types: dict[str, str]) -> None:
+               special: np.ndarray, step: int, op_types: dict[str, str]) -> None:
     n = len(starts)
     f = decode(raw, starts, ends)
     signed = lambda number: as_signed(f.scalar(number, n, np.uint64))  # noqa: E731
@@ -180,53 +408,194 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
     flags = (has_nanos * 1).astype(np.uint8) * HAS_NANOS
     flags |= (scheduled != 0).astype(np.uint8) * HAS_SCHEDULED
     flags |= f.has(_MEMORY_STATS, n).astype(np.uint8) * HAS_MEMORY_STATS
-    node_names = _strings_per_message(raw, f, _NAME, n)
-    labels = _strings_per_message(raw, f, _LABEL, n)
+    name_start, name_end = _span_per_message(f, _NAME, n)
+    label_start, label_end = _span_per_message(f, _LABEL, n)
+    node_names = strings(raw, name_start, name_end)
 
     first_op = builder.op_count
     s = builder.strings
-    names_col, kernels, types, label_ids = [], [], [], []
-    inputs_op, inputs_name = [], []
-    special = [i for i, d in enumerate(device_names) if "/stream:" in d or "/memcpy" in d] \
-        if any("/stream:" in d or "/memcpy" in d for d in set(device_names)) else []
-    special_set = set(special)
-    canonical_rows = []
-    add_input_op, add_input_name = inputs_op.append, inputs_name.append
-    for i, (node_name, label) in enumerate(zip(node_names, labels)):
-        if i in special_set:
+    # Labels of the usual form "<node name> = Kernel(in0, in1)" are taken apart in bulk;
+    # the rest (GPU tracer records, RecvTensor, other label forms) one by one below.
+    labels = _CanonicalLabels(raw, name_start, name_end, label_start, label_end,
+                              special | (np.array(node_names, dtype=object) == "RecvTensor"))
+    fast = labels.rows
+    fast_names = node_names if len(fast) == n else [node_names[i] for i in fast.tolist()]
+    names_col = np.zeros(n, dtype=np.int64)
+    names_col[fast] = intern_all(s, fast_names)
+    kernels = np.zeros(n, dtype=np.int64)
+    kernels[fast] = intern_strings(raw, labels.kernel_start, labels.kernel_end, s)
+    input_counts, input_texts = labels.inputs()
+    inputs_op = np.repeat(fast + first_op, input_counts)
+    inputs_name = intern_all(s, input_texts)
+    label_ids = np.zeros(n, dtype=np.int64)
+    flags[fast] |= LABEL_CANONICAL
+    types = kernels.copy()
+    if op_types:
+        graph_types = list(map(op_types.get, fast_names))
+        known = [i for i, t in enumerate(graph_types) if t is not None]
+        types[fast[known]] = intern_all(s, [graph_types[i] for i in known])
+
+    slow_op, slow_name = [], []
+    add_input_op, add_input_name = slow_op.append, slow_name.append
+    for i in labels.others.tolist():
+        node_name = node_names[i]
+        label = raw[label_start[i]:label_end[i]].decode("utf-8", "replace")
+        if special[i]:
             name, kernel = _kernel_name(node_name, label)
-            label_ids.append(s[label])
+            label_ids[i] = s[label]
             if node_name != f"{name}:{kernel}":  # an @@op# annotation renamed it
                 builder.add_row("aliases", op=first_op + i, name=node_name)
         elif node_name == "RecvTensor":
             name, kernel = node_name, "RecvTensor"
             _add_transfer(builder, first_op + i, label)
-            label_ids.append(s[label])
+            label_ids[i] = s[label]
         else:
             name = node_name
             kernel, inputs, canonical = _parse_label(label, node_name)
             if canonical:  # rebuilt from name, kernel and inputs when written back
-                canonical_rows.append(i)
-                label_ids.append(0)
+                flags[i] |= LABEL_CANONICAL
             else:
-                label_ids.append(s[label])
+                label_ids[i] = s[label]
             op = first_op + i
             for text in inputs:
                 add_input_op(op)
                 add_input_name(s[text])
-        names_col.append(s[name])
-        kernels.append(s[kernel])
-        types.append(s[op_types.get(name, kernel)] if op_types else kernels[-1])
-    flags[canonical_rows] |= LABEL_CANONICAL
+        names_col[i] = s[name]
+        kernels[i] = s[kernel]
+        types[i] = s[op_types.get(name, kernel)] if op_types else kernels[i]
     memory_stats = _memory_stats(raw, f, n)
     builder.extend("ops", name=names_col, op_type=types, kernel=kernels,
                    label=label_ids, start_ns=start, end_ns=end,
                    op_start_ns=op_start, op_end_ns=op_end, scheduled_ns=scheduled,
                    thread_id=f.scalar(_THREAD, n), device=device_ids, lane=np.full(n, UNASSIGNED),
                    step=np.full(n, step), block=blocks, flags=flags, **memory_stats)
+    if slow_op:  # keep the inputs in op order
+        inputs_op = np.concatenate([inputs_op, np.array(slow_op, dtype=np.int64)])
+        inputs_name = np.concatenate([inputs_name, np.array(slow_name, dtype=np.int64)])
+        order = np.argsort(inputs_op, kind="stable")
+        inputs_op, inputs_name = inputs_op[order], inputs_name[order]
     builder.extend("inputs", op=inputs_op, name=inputs_name)
     _add_outputs(builder, raw, f, first_op)
     _add_memory(builder, raw, f, first_op)
+
+
+def _span_per_message(fields: Fields, number: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(start, end)`` of a singular length-delimited field per message (last wins; an
+    empty span where absent)."""
+    messages, starts, ends = fields.spans(number)
+    span_start = np.zeros(count, dtype=np.int64)
+    span_end = np.zeros(count, dtype=np.int64)
+    span_start[messages] = starts
+    span_end[messages] = ends
+    return span_start, span_end
+
+
+class _CanonicalLabels:
+    """Finds, in bulk, the nodes whose label is exactly ``f"{name} = {kernel}({args})"``
+    and reads kernel and arguments from the bytes, as :func:`_parse_label` would.
+
+    ``rows``: those nodes (the others are ``others``, left to ``_parse_label``);
+    ``kernel_start``/``kernel_end``/``args_start``/``args_end``: byte spans in ``raw``.
+    Nodes with a non-ASCII name or an ``=`` in it are left out, so that byte
+    comparisons are text comparisons and the first ``" = "`` follows the name. Bytes
+    are compared eight at a time, as 64-bit words."""
+
+    def __init__(self, raw: bytes, name_start, name_end, label_start, label_end, excluded):
+        buf = Buffer(raw)
+        data, words = buf.bytes, buf.words
+        name_len = name_end - name_start
+        kernel_start = label_start + name_len + 3
+        ok = ~excluded & (label_end - kernel_start >= 2)  # at least "()" after " = "
+        # word reads stay inside the buffer
+        ok &= (np.maximum(name_end, label_end) + 8 <= len(data))
+        ok &= data[np.where(ok, label_end - 1, 0)] == ord(")")
+        for k, char in enumerate(b" = "):
+            ok &= data[np.where(ok, label_start + name_len + k, 0)] == char
+        rows = np.flatnonzero(ok)
+        # The name's bytes against the label's first bytes: equal, ASCII, no "=".
+        for k in range(0, int(name_len[rows].max(initial=0)), 8):
+            rows = rows[name_len[rows] > k]
+            name_word = words[name_start[rows] + k]
+            left = np.minimum(name_len[rows] - k, 8).astype(np.uint64)
+            mask = np.where(left == 8, _ALL_BITS, (np.uint64(1) << (left * np.uint64(8))) - np.uint64(1))
+            bad = ((name_word ^ words[label_start[rows] + k]) & mask) != 0
+            bad |= (name_word & mask & _HIGH_BITS) != 0
+            bad |= _has_byte(name_word, mask, ord("="))
+            ok[rows[bad]] = False
+        # The first "(" after " = ", before the closing ")".
+        rows = np.flatnonzero(ok)
+        paren = np.full(len(rows), -1, dtype=np.int64)
+        pending = np.arange(len(rows))
+        k = 0
+        while len(pending):
+            at = kernel_start[rows[pending]] + k
+            inside = at < label_end[rows[pending]] - 1
+            pending, at = pending[inside], at[inside]
+            if not len(pending):
+                break
+            word = words[at]
+            found = _first_byte(word, ord("("))
+            hit = found >= 0
+            hit &= at + found < label_end[rows[pending]] - 1
+            paren[pending[hit]] = at[hit] + found[hit]
+            pending = pending[~hit]
+            k += 8
+        ok[rows[paren < 0]] = False
+        keep = paren >= 0
+        rows, paren = rows[keep], paren[keep]
+        self.rows = rows
+        self.others = np.flatnonzero(~ok)
+        self.kernel_start, self.kernel_end = kernel_start[rows], paren
+        self.args_start, self.args_end = paren + 1, label_end[rows] - 1
+        self._raw = raw
+
+    def inputs(self) -> tuple[np.ndarray, list[str]]:
+        """Number of inputs of each row, and all inputs' texts in row order
+        (``args.split(", ")`` of each row's non-empty arguments). The arguments are
+        joined with NUL, decoded once and split twice."""
+        starts, ends = self.args_start, self.args_end
+        nonempty = np.flatnonzero(ends > starts)
+        counts = np.zeros(len(starts), dtype=np.int64)
+        raw = self._raw
+        pieces = [raw[a:b] for a, b in zip(starts[nonempty].tolist(), ends[nonempty].tolist())]
+        if not pieces:
+            return counts, []
+        joined = b"\\x00".join(pieces)
+        if joined.count(b"\\x00") == len(pieces) - 1:
+            text = joined.decode("utf-8", "replace")
+            per_row = text.split("\\x00")
+            texts = text.replace("\\x00", ", ").split(", ")
+        else:  # an argument holds NUL
+            per_row = [piece.decode("utf-8", "replace") for piece in pieces]
+            texts = ", ".join(per_row).split(", ")
+        counts[nonempty] = np.fromiter(map(str.count, per_row, repeat(", ")), dtype=np.int64,
+                                       count=len(per_row)) + 1
+        return counts, texts
+
+
+_ALL_BITS = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+_HIGH_BITS = np.uint64(0x8080_8080_8080_8080)
+_LOW_BITS = np.uint64(0x0101_0101_0101_0101)
+
+
+def _zero_bytes(x: np.ndarray) -> np.ndarray:
+    """The high bit of each byte of ``x`` that is zero; exact for the lowest zero byte
+    (a borrow can only mark bytes above a zero byte)."""
+    return (x - _LOW_BITS) & ~x & _HIGH_BITS
+
+
+def _has_byte(word: np.ndarray, mask: np.ndarray, char: int) -> np.ndarray:
+    """Whether a byte equal to ``char`` is among the bytes of ``word`` that ``mask`` keeps."""
+    x = (word ^ (_LOW_BITS * np.uint64(char))) | ~mask
+    return _zero_bytes(x) != 0
+
+
+def _first_byte(word: np.ndarray, char: int) -> np.ndarray:
+    """Index (0-7) of the first byte of ``word`` equal to ``char``, -1 where none."""
+    z = _zero_bytes(word ^ (_LOW_BITS * np.uint64(char)))
+    lowest = z & (~z + np.uint64(1))
+    index = (np.frexp(lowest.astype(np.float64))[1] >> 3) - 1  # bit 8i+7 -> i
+    return np.where(z != 0, index, -1)
 
 
 def _memory_stats(raw: bytes, f: Fields, n: int) -> dict[str, np.ndarray]:
@@ -303,11 +672,15 @@ def _add_memory(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) -> 
                        bytes=as_signed(records.scalar(2, m, np.uint64)))
 
 
-def _shape_text(payload: bytes) -> str:
-    """A serialized TensorShapeProto as ``"64,128"`` (``""`` for a scalar, ``"?"`` for
-    unknown rank; unknown dims are ``-1``)."""
-    shape = protos.TensorShapeProto.FromString(payload)
-    return "?" if shape.unknown_rank else ",".join(str(d.size) for d in shape.dim)
+def _shape_text(raw: bytes, start: int, end: int) -> str:
+    """The TensorShapeProto at ``raw[start:end]`` as ``"64,128"`` (``""`` for a scalar,
+    ``"?"`` for unknown rank; unknown dims are ``-1``)."""
+    shape = decode(raw, [start], [end])
+    if shape.scalar(3, 1)[0]:  # unknown_rank
+        return "?"
+    _, dim_starts, dim_ends = shape.spans(2)
+    sizes = as_signed(decode(raw, dim_starts, dim_ends).scalar(1, len(dim_starts), np.uint64))
+    return ",".join(map(str, sizes.tolist()))
 
 
 def _parse_label(label: str, node_name: str = "") -> tuple[str, list[str], bool]:

@@ -5,15 +5,16 @@ Why: walking a million parsed NodeExecStats through the protobuf Python API cost
 Here all messages of one nesting level are decoded in lockstep: one numpy pass per field
 position, whatever the number of messages, with zero copies of the input buffer.
 
-``decode(buf, starts, ends)`` returns every field of every message as columns:
-``message`` (which message), ``field``, ``wire_type``, ``value`` (varint or fixed value)
-and, for length-delimited fields, ``offset``/``length`` into ``buf``. Malformed input raises
-:class:`~tracebridge.errors.TraceFormatError` naming the byte offset.
+``decode(buf, starts, ends)`` returns every field of every message, grouped by field
+number: ``message`` (which message), ``wire_type``, ``value`` (varint or fixed value; the
+length of a length-delimited field) and ``offset`` (where a length-delimited or fixed
+payload starts, else where the field starts). Malformed input raises :class:`WireError`,
+which readers turn into :class:`~tracebridge.errors.TraceFormatError` naming the byte offset.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -21,33 +22,61 @@ from ..errors import TraceFormatError
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 _MAX_VARINT = 10
+_MAX_FIELD = (1 << 29) - 1  # protobuf's largest field number
+_COLUMNS = ("message", "wire_type", "value", "offset")
+_DTYPES = {"message": np.int64, "wire_type": np.int8, "value": np.uint64, "offset": np.int64}
 
 
-@dataclass
 class Fields:
     """All fields found in a set of messages, grouped by field number; within a field,
-    the occurrences of each message are in wire order."""
+    the occurrences of each message are in wire order.
 
-    message: np.ndarray    # int64: index of the message in starts/ends
-    field: np.ndarray      # int64 field number
-    wire_type: np.ndarray  # int8
-    value: np.ndarray      # uint64: varint / fixed value; the length for LENGTH fields
-    offset: np.ndarray     # int64: where a LENGTH field's payload starts, else where the field starts
-    groups: dict = None    # field number -> slice of the rows above
+    ``select``/``scalar``/``has``/``spans`` read one field. The flat columns ``message``,
+    ``field``, ``wire_type``, ``value`` and ``offset`` (rows ordered by field number,
+    ``groups[number]`` the slice of one field) are built on first use."""
+
+    def __init__(self, parts: dict[int, dict[str, np.ndarray]]):
+        self._parts = dict(sorted(parts.items()))
+        self.groups: dict[int, slice] = {}
+        row = 0
+        for number, columns in self._parts.items():
+            count = len(columns["message"])
+            self.groups[number] = slice(row, row + count)
+            row += count
+        self._flat: dict[str, np.ndarray] | None = None
+
+    def _column(self, name: str) -> np.ndarray:
+        if self._flat is None:
+            flat = {k: [p[k] for p in self._parts.values()] for k in _COLUMNS}
+            self._flat = {k: np.concatenate(v) if v else np.zeros(0, _DTYPES[k]) for k, v in flat.items()}
+            self._flat["field"] = np.repeat(np.array(list(self._parts), dtype=np.int64),
+                                            [len(p["message"]) for p in self._parts.values()])
+        return self._flat[name]
+
+    message = property(lambda self: self._column("message"))
+    field = property(lambda self: self._column("field"))
+    wire_type = property(lambda self: self._column("wire_type"))
+    value = property(lambda self: self._column("value"))
+    offset = property(lambda self: self._column("offset"))
+
+    def numbers(self) -> list[int]:
+        """The field numbers present, ascending."""
+        return list(self._parts)
 
     def select(self, number: int, wire_type: int = VARINT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(message, value, offset)`` of one field, sorted by message; a field whose
         wire type is not the expected one is rejected."""
-        rows = self.groups.get(number)
-        if rows is None:
+        part = self._parts.get(number)
+        if part is None:
             empty = np.zeros(0, dtype=np.int64)
             return empty, np.zeros(0, dtype=np.uint64), empty
-        types = self.wire_type[rows]
-        if np.any(types != wire_type):
-            wrong = np.flatnonzero(types != wire_type)[0]
-            raise WireError(f"field {number} has wire type {int(types[wrong])}, expected {wire_type}",
-                            int(self.offset[rows][wrong]))
-        message, value, offset = self.message[rows], self.value[rows], self.offset[rows]
+        types = part["wire_type"]
+        wrong = types != wire_type
+        if wrong.any():
+            first = int(np.flatnonzero(wrong)[0])
+            raise WireError(f"field {number} has wire type {int(types[first])}, expected {wire_type}",
+                            int(part["offset"][first]))
+        message, value, offset = part["message"], part["value"], part["offset"]
         if len(message) > 1 and np.any(message[1:] < message[:-1]):
             order = np.argsort(message, kind="stable")  # repeated fields: restore message order
             message, value, offset = message[order], value[order], offset[order]
@@ -62,9 +91,9 @@ class Fields:
 
     def has(self, number: int, count: int) -> np.ndarray:
         present = np.zeros(count, dtype=bool)
-        rows = self.groups.get(number)
-        if rows is not None:
-            present[self.message[rows]] = True
+        part = self._parts.get(number)
+        if part is not None:
+            present[part["message"]] = True
         return present
 
     def spans(self, number: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -83,26 +112,99 @@ class WireError(Exception):
     def to_format_error(self, path=None, what: str = "protobuf") -> TraceFormatError:
         return TraceFormatError(f"corrupt {what}: {self.reason}", path=path, where=f"byte {self.offset}")
 
+    def __reduce__(self):  # picklable (it may be raised in a worker process)
+        return WireError, (self.reason, self.offset)
 
-def _varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+
+_CONTINUATION = np.uint64(0x8080_8080_8080_8080)
+_LOW7 = np.uint64(0x7F7F_7F7F_7F7F_7F7F)
+# (mask of the low half, mask of the high half after shifting, shift): three steps pack the
+# 7-bit groups of eight bytes into 56 contiguous bits.
+_PACK = [(np.uint64(0x007F_007F_007F_007F), np.uint64(0x3F80_3F80_3F80_3F80), np.uint64(1)),
+         (np.uint64(0x0000_3FFF_0000_3FFF), np.uint64(0x0FFF_C000_0FFF_C000), np.uint64(2)),
+         (np.uint64(0x0000_0000_0FFF_FFFF), np.uint64(0x00FF_FFFF_F000_0000), np.uint64(4))]
+
+
+class Buffer:
+    """The input as bytes (``.bytes``) and as the little-endian 64-bit word starting at
+    every offset (``.words``, an unaligned strided view: one gather reads 8 bytes)."""
+
+    def __init__(self, raw):
+        self.bytes = np.frombuffer(raw, dtype=np.uint8)
+        size = len(self.bytes)
+        self.words = (np.ndarray((size - 7,), dtype="<u8", buffer=self.bytes, strides=(1,))
+                      if size >= 8 else np.zeros(0, dtype=np.uint64))
+
+
+def _varints(buf: Buffer, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode one varint at each position; returns (values, byte lengths).
 
-    Byte k is read only for the varints still unfinished after byte k-1, so the usual
-    one- and two-byte varints (tags, lengths, small ints) cost one or two passes."""
+    One-byte varints (tags, small lengths and ints) cost one byte gather. Longer ones
+    (timestamps take 8 or 9 bytes) are decoded from one 64-bit word each with bit
+    tricks: the first byte without a continuation bit ends the varint, and three
+    shift-and-mask steps pack the 7-bit groups."""
     if np.any(pos >= limit):
         raise WireError("varint runs past the end of its message", int(pos[pos >= limit][0]))
-    first = buf[pos]
-    values = (first & 0x7F).astype(np.uint64)
+    first = buf.bytes[pos]
+    long_ = np.flatnonzero(first >= 0x80)
+    if not len(long_):
+        return first.astype(np.uint64), np.ones(len(pos), dtype=np.int64)
+    values = first.astype(np.uint64)
     length = np.ones(len(pos), dtype=np.int64)
-    unfinished = np.flatnonzero(first >= 0x80)
-    for k in range(1, _MAX_VARINT):
+    at, lim = pos[long_], limit[long_]
+    near_end = at >= len(buf.words)  # fewer than 8 bytes left in the buffer
+    if near_end.any():
+        v, n = _varints_bytewise(buf.bytes, at[near_end], lim[near_end])
+        values[long_[near_end]], length[long_[near_end]] = v, n
+        far = ~near_end
+        long_, at, lim = long_[far], at[far], lim[far]
+    word = buf.words[at]
+    stops = ~word & _CONTINUATION          # the high bit of every byte that ends a varint
+    lowest = stops & (~stops + np.uint64(1))  # the first such bit; 0: the varint is 9+ bytes
+    count = np.frexp(lowest.astype(np.float64))[1] >> 3  # bit 8k+7 -> k+1 bytes (0 when none)
+    x = word & ((lowest << np.uint64(1)) - np.uint64(1)) & _LOW7  # bytes of this varint, 7 bits each
+    for low, high, shift in _PACK:
+        x = (x & low) | ((x >> shift) & high)
+    long_tail = np.flatnonzero(count == 0)
+    if len(long_tail):  # bytes 9 and 10
+        count[long_tail] = 9
+        tail_at, tail_lim = at[long_tail], lim[long_tail]
+        ninth = buf.bytes[np.minimum(tail_at + 8, len(buf.bytes) - 1)]
+        tenth_needed = ninth >= 0x80
+        tenth = buf.bytes[np.minimum(tail_at + 9, len(buf.bytes) - 1)]
+        count[long_tail[tenth_needed]] = 10
+        past = tail_at + count[long_tail] > tail_lim
+        too_long = tenth_needed & (tenth >= 0x80) & ~past
+        _check_varints(tail_at, past, too_long)
+        x[long_tail] |= (ninth & 0x7F).astype(np.uint64) << np.uint64(56)
+        x[long_tail] |= np.where(tenth_needed, tenth & 1, 0).astype(np.uint64) << np.uint64(63)
+    _check_varints(at, at + count > lim, None)
+    values[long_] = x
+    length[long_] = count
+    return values, length
+
+
+def _check_varints(at: np.ndarray, past: np.ndarray, too_long: np.ndarray | None) -> None:
+    bad = past if too_long is None else past | too_long
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        reason = "varint runs past the end of its message" if past[i] else "varint longer than 10 bytes"
+        raise WireError(reason, int(at[i]))
+
+
+def _varints_bytewise(data: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints read one byte position per pass (for the few near the end of the buffer)."""
+    values = np.zeros(len(pos), dtype=np.uint64)
+    length = np.zeros(len(pos), dtype=np.int64)
+    unfinished = np.arange(len(pos))
+    for k in range(_MAX_VARINT):
         if not len(unfinished):
             return values, length
         at = pos[unfinished] + k
         past = at >= limit[unfinished]
         if past.any():
             raise WireError("varint runs past the end of its message", int(pos[unfinished][past][0]))
-        byte = buf[at]
+        byte = data[at]
         values[unfinished] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
         length[unfinished] += 1
         unfinished = unfinished[byte >= 0x80]
@@ -115,169 +217,213 @@ def _varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.nd
 _LOCKSTEP_MIN = 32
 
 
-def decode(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> Fields:
+def decode(raw: bytes, starts, ends) -> Fields:
     """Decode every field of the messages ``raw[starts[i]:ends[i]]``.
 
-    Many messages are decoded in lockstep; the last few unfinished ones (one long
-    DeviceStepStats, say, with 250k node_stats) are finished by a sequential scan.
+    Many messages are decoded in lockstep, one field of each per pass; the last few
+    unfinished ones (one long DeviceStepStats, say, with 250k node_stats) are finished
+    by a sequential scan. Each pass's rows go straight to their field's group (a pass
+    usually reads the same field of every message), so nothing is sorted afterwards.
     """
-    buf = np.frombuffer(raw, dtype=np.uint8)
+    buf = Buffer(raw)
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
-    if len(starts) and (ends.max(initial=0) > len(buf) or np.any(ends < starts)):
-        raise WireError("message extends past the end of the data", int(len(buf)))
-    pos, end, owner = starts.copy(), ends.copy(), np.arange(len(starts), dtype=np.int64)
-    active = pos < end
-    pos, end, owner = pos[active], end[active], owner[active]
-    out: dict[str, list[np.ndarray]] = {k: [] for k in ("message", "field", "wire_type", "value", "offset")}
+    if len(starts) and (ends.max(initial=0) > len(buf.bytes) or np.any(ends < starts) or starts.min() < 0):
+        raise WireError("message extends past the end of the data", int(len(buf.bytes)))
+    active = starts < ends
+    pos, end, owner = starts[active], ends[active], np.flatnonzero(active)
+    pieces: dict[int, list[dict[str, np.ndarray]]] = {}
     while len(pos):
         if len(pos) < _LOCKSTEP_MIN:
-            for column, values in _scan(raw, pos, end, owner).items():
-                out[column].append(values)
+            _group(pieces, _scan(raw, pos, end, owner))
             break
         tags, tag_len = _varints(buf, pos, end)
+        if tag_len.max() > 5:  # a tag is a 32-bit varint
+            i = int(np.flatnonzero(tag_len > 5)[0])
+            raise WireError("tag longer than 5 bytes", int(pos[i]))
         field_start = pos
         pos = pos + tag_len
         wire_type = (tags & np.uint64(7)).astype(np.int8)
         number = (tags >> np.uint64(3)).astype(np.int64)
-        if np.any(number == 0):
-            raise WireError("field number 0", int(field_start[number == 0][0]))
-        value = np.zeros(len(pos), dtype=np.uint64)
-        offset = np.full(len(pos), -1, dtype=np.int64)
-        is_varint = wire_type == VARINT
-        is_length = wire_type == LENGTH
-        is_fixed64 = wire_type == FIXED64
-        is_fixed32 = wire_type == FIXED32
-        unknown = ~(is_varint | is_length | is_fixed64 | is_fixed32)
-        if unknown.any():
-            i = int(np.flatnonzero(unknown)[0])
-            raise WireError(f"unsupported wire type {int(wire_type[i])} (field {int(number[i])})",
-                            int(field_start[i]))
-        needs_varint = is_varint | is_length
-        if needs_varint.all():  # the usual pass: no fixed-width fields, no subset gathers
-            value, v_len = _varints(buf, pos, end)
-            pos = pos + v_len
-        elif needs_varint.any():
-            v, v_len = _varints(buf, pos[needs_varint], end[needs_varint])
-            value[needs_varint] = v
-            advance = np.zeros(len(pos), dtype=np.int64)
-            advance[needs_varint] = v_len
-            pos = pos + advance
-        if is_length.any():
-            lengths = value[is_length]
-            room = (end[is_length] - pos[is_length]).astype(np.uint64)
-            too_long = lengths > room
-            if too_long.any():
-                i = int(np.flatnonzero(too_long)[0])
-                raise WireError(f"length field claims {int(lengths[i])} bytes, only "
-                                f"{int(room[i])} remain", int(field_start[is_length][i]))
-            offset[is_length] = pos[is_length]
-            pos[is_length] += lengths.astype(np.int64)
-        for mask, width in ((is_fixed64, 8), (is_fixed32, 4)):
-            if mask.any():
-                at = pos[mask]
-                if np.any(at + width > end[mask]):
-                    raise WireError("fixed-width field runs past the end", int(at[at + width > end[mask]][0]))
-                gathered = buf[at[:, None] + np.arange(width)].astype(np.uint64)
-                value[mask] = np.bitwise_or.reduce(gathered << (np.arange(width, dtype=np.uint64) * np.uint64(8)), axis=1)
-                offset[mask] = at
-                pos[mask] += width
-        out["message"].append(owner)
-        out["field"].append(number)
-        out["wire_type"].append(wire_type)
-        out["value"].append(value)
-        out["offset"].append(np.where(is_length | is_fixed64 | is_fixed32, offset, field_start))
-        if np.any(pos > end):
-            raise WireError("field runs past the end of its message", int(field_start[pos > end][0]))
+        bad = (number == 0) | (number > _MAX_FIELD)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise WireError(f"field number {int(number[i])} out of range", int(field_start[i]))
+        kind = int(wire_type[0])
+        if (wire_type == kind).all():  # the usual pass: one wire type, no subset gathers
+            pos, value, offset = _payloads(buf, kind, pos, end, field_start, number)
+        else:
+            value = np.zeros(len(pos), dtype=np.uint64)
+            offset = np.zeros(len(pos), dtype=np.int64)
+            new_pos = np.zeros(len(pos), dtype=np.int64)
+            for kind in np.unique(wire_type).tolist():
+                rows = np.flatnonzero(wire_type == kind)
+                new_pos[rows], value[rows], offset[rows] = _payloads(
+                    buf, kind, pos[rows], end[rows], field_start[rows], number[rows])
+            pos = new_pos
+        _group(pieces, {"number": number, "message": owner, "wire_type": wire_type,
+                        "value": value, "offset": offset})
         more = pos < end
-        pos, end, owner = pos[more], end[more], owner[more]
-    if not out["message"]:
-        empty = np.zeros(0, dtype=np.int64)
-        return Fields(empty, empty, np.zeros(0, np.int8), np.zeros(0, np.uint64), empty, {})
-    columns = {k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in out.items()}
-    # Group rows by field number. Field numbers are small, so a stable sort on 16 bits
-    # (numpy's radix sort) is cheap; rows of one field keep their emission order.
-    numbers = columns["field"]
-    key = numbers.astype(np.uint16) if numbers.max() < 65536 else numbers
-    order = np.argsort(key, kind="stable")
-    columns = {k: v[order] for k, v in columns.items()}
-    sorted_numbers = columns["field"]
+        if not more.all():
+            pos, end, owner = pos[more], end[more], owner[more]
+    parts = {number: {k: np.concatenate([p[k] for p in chunks]) if len(chunks) > 1 else chunks[0][k]
+                      for k in _COLUMNS}
+             for number, chunks in pieces.items()}
+    return Fields(parts)
+
+
+def _payloads(buf: Buffer, kind: int, pos, end, field_start, number):
+    """Values of fields of one wire type whose payloads start at ``pos``: returns
+    ``(position after the field, value, offset)``."""
+    if kind == VARINT:
+        value, length = _varints(buf, pos, end)
+        return pos + length, value, field_start
+    if kind == LENGTH:
+        value, length = _varints(buf, pos, end)
+        pos = pos + length
+        room = (end - pos).astype(np.uint64)
+        too_long = value > room
+        if too_long.any():
+            i = int(np.flatnonzero(too_long)[0])
+            raise WireError(f"length field claims {int(value[i])} bytes, only {int(room[i])} remain",
+                            int(field_start[i]))
+        return pos + value.astype(np.int64), value, pos
+    if kind in (FIXED64, FIXED32):
+        width = 8 if kind == FIXED64 else 4
+        past = pos + width > end
+        if past.any():
+            raise WireError("fixed-width field runs past the end", int(pos[past][0]))
+        gathered = buf.bytes[pos[:, None] + np.arange(width)].astype(np.uint64)
+        value = np.bitwise_or.reduce(gathered << (np.arange(width, dtype=np.uint64) * np.uint64(8)), axis=1)
+        return pos + width, value, pos
+    raise WireError(f"unsupported wire type {kind} (field {int(number[0])})", int(field_start[0]))
+
+
+def _group(pieces: dict[int, list], rows: dict[str, np.ndarray]) -> None:
+    """Append decoded rows to their field's list of pieces, keeping row order per field."""
+    number = rows.pop("number")
+    if not len(number):
+        return
+    first = int(number[0])
+    if (number == first).all():
+        pieces.setdefault(first, []).append(rows)
+        return
+    if number.max() < 4096:  # a few small field numbers: one mask each, no sort
+        present = np.flatnonzero(np.bincount(number))
+        if len(present) <= 8:
+            for value in present.tolist():
+                take = np.flatnonzero(number == value)
+                pieces.setdefault(value, []).append({k: v[take] for k, v in rows.items()})
+            return
+    order = np.argsort(number, kind="stable")
+    sorted_numbers = number[order]
     edges = np.flatnonzero(np.r_[True, sorted_numbers[1:] != sorted_numbers[:-1], True])
-    groups = {int(sorted_numbers[a]): slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])}
-    return Fields(**columns, groups=groups)
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        take = order[a:b]
+        pieces.setdefault(int(sorted_numbers[a]), []).append({k: v[take] for k, v in rows.items()})
 
 
 def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> dict[str, np.ndarray]:
-    """The sequential twin of the lockstep loop, for a few messages with many fields."""
-    rows: dict[str, list] = {k: [] for k in ("message", "field", "wire_type", "value", "offset")}
-    message_col, field_col, type_col, value_col, offset_col = rows.values()
-    for p, e, m in zip(pos.tolist(), end.tolist(), owner.tolist()):
+    """The sequential twin of the lockstep loop, for a few messages with many fields.
+
+    The loop body is kept to the bone (it runs once per field: a million times for the
+    node_stats of a big DeviceStepStats): one-byte tags and lengths of up to two bytes
+    are read inline, everything else through ``_read_varint``."""
+    tags: list[int] = []
+    values: list[int] = []
+    offsets: list[int] = []
+    counts: list[int] = []
+    add_tag, add_value, add_offset = tags.append, values.append, offsets.append
+    for p, e in zip(pos.tolist(), end.tolist()):
+        before = len(tags)
         while p < e:
             field_start = p
             tag = data[p]
-            if tag < 0x80:
+            if 8 <= tag < 0x80 and tag & 7 == LENGTH:
+                # A run of one length-delimited field (the node_stats of a device, say):
+                # the tightest loop, tags are added after the run.
+                run = len(values)
+                while True:
+                    q = p + 1
+                    if q >= e:
+                        raise WireError("varint runs past the end of its message", q)
+                    value = data[q]
+                    q += 1
+                    if value >= 0x80:
+                        if q < e and data[q] < 0x80:
+                            value = (value & 0x7F) | (data[q] << 7)
+                            q += 1
+                        else:
+                            value, q = _read_varint(data, q - 1, e)
+                    if value > e - q:
+                        raise WireError(f"length field claims {value} bytes, only {e - q} remain", p)
+                    add_offset(q)
+                    add_value(value)
+                    p = q + value
+                    if p >= e or data[p] != tag:
+                        break
+                tags.extend(repeat(tag, len(values) - run))
+                continue
+            p += 1
+            if tag >= 0x80:
+                tag, p = _read_varint(data, field_start, e)
+                if p - field_start > 5:
+                    raise WireError("tag longer than 5 bytes", field_start)
+            if tag < 8 or tag >> 3 > _MAX_FIELD:
+                raise WireError(f"field number {tag >> 3} out of range", field_start)
+            kind = tag & 7
+            if kind == LENGTH:
+                if p >= e:
+                    raise WireError("varint runs past the end of its message", p)
+                value = data[p]
                 p += 1
-            else:
-                tag, p = _read_varint(data, p, e)
-            wire_type, number = tag & 7, tag >> 3
-            if number == 0:
-                raise WireError("field number 0", field_start )
-            if wire_type == VARINT:
-                value = data[p] if p < e else 0x80
-                if value < 0x80:
-                    p += 1
-                else:
-                    value, p = _read_varint(data, p, e)
-                offset = field_start
-            elif wire_type == LENGTH:
-                value = data[p] if p < e else 0x80
-                if value < 0x80:
-                    p += 1
-                elif p + 1 < e and data[p + 1] < 0x80:  # two-byte lengths: most node_stats
-                    value = (value & 0x7F) | (data[p + 1] << 7)
-                    p += 2
-                else:
-                    value, p = _read_varint(data, p, e)
+                if value >= 0x80:
+                    if p < e and data[p] < 0x80:  # two-byte lengths: most node_stats
+                        value = (value & 0x7F) | (data[p] << 7)
+                        p += 1
+                    else:
+                        value, p = _read_varint(data, p - 1, e)
                 if value > e - p:
-                    raise WireError(f"length field claims {value} bytes, only {e - p} remain",
-                                    field_start )
-                offset = p
+                    raise WireError(f"length field claims {value} bytes, only {e - p} remain", field_start)
+                add_offset(p)
                 p += value
-            elif wire_type in (FIXED64, FIXED32):
-                width = 8 if wire_type == FIXED64 else 4
+            elif kind == VARINT:
+                value, p = _read_varint(data, p, e)
+                add_offset(field_start)
+            elif kind == FIXED64 or kind == FIXED32:
+                width = 8 if kind == FIXED64 else 4
                 if p + width > e:
-                    raise WireError("fixed-width field runs past the end", p )
+                    raise WireError("fixed-width field runs past the end", p)
                 value = int.from_bytes(data[p:p + width], "little")
-                offset = p
+                add_offset(p)
                 p += width
             else:
-                raise WireError(f"unsupported wire type {wire_type} (field {number})", field_start )
-            message_col.append(m)
-            field_col.append(number)
-            type_col.append(wire_type)
-            value_col.append(value)
-            offset_col.append(offset )
+                raise WireError(f"unsupported wire type {kind} (field {tag >> 3})", field_start)
+            add_tag(tag)
+            add_value(value)
+        counts.append(len(tags) - before)
+    tag_array = np.array(tags, dtype=np.uint64)
     return {
-        "message": np.array(message_col, dtype=np.int64), "field": np.array(field_col, dtype=np.int64),
-        "wire_type": np.array(type_col, dtype=np.int8), "value": np.array(value_col, dtype=np.uint64),
-        "offset": np.array(offset_col, dtype=np.int64),
+        "number": (tag_array >> np.uint64(3)).astype(np.int64),
+        "message": np.repeat(owner, counts),
+        "wire_type": (tag_array & np.uint64(7)).astype(np.int8),
+        "value": np.array(values, dtype=np.uint64),
+        "offset": np.array(offsets, dtype=np.int64),
     }
 
 
 def _read_varint(data, p: int, end: int) -> tuple[int, int]:
-    byte = data[p] if p < end else 0x80
-    if byte < 0x80:
-        return byte, p + 1
+    """The varint at ``p`` as an unsigned 64-bit value and the position after it."""
     result, shift = 0, 0
     for i in range(_MAX_VARINT):
         if p + i >= end:
-            break
+            raise WireError("varint runs past the end of its message", p)
         byte = data[p + i]
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result, p + i + 1
+            return result & 0xFFFF_FFFF_FFFF_FFFF, p + i + 1
         shift += 7
-    raise WireError("varint runs past the end of its message", p)
+    raise WireError("varint longer than 10 bytes", p)
 
 
 def as_signed(values: np.ndarray) -> np.ndarray:
@@ -300,25 +446,70 @@ def strings(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> list[str]:
 def intern_strings(raw: bytes, starts: np.ndarray, ends: np.ndarray, table: dict,
                    convert=None) -> np.ndarray:
     """Ids in ``table`` (a :class:`~tracebridge.model.builder.Strings`) of the payloads,
-    for fields with few distinct values (allocator names, shapes): only distinct payloads
-    are converted, found by ``np.unique`` over fixed-width byte rows. ``convert`` turns a
-    payload into its text (default: UTF-8)."""
-    convert = convert or (lambda payload: payload.decode("utf-8", "replace"))
-    lengths = (ends - starts).astype(np.int64)
+    for fields with few distinct values (allocator names, shapes, kernel types): only
+    distinct payloads are converted. ``convert(raw, start, end)`` turns a payload into
+    its text (default: UTF-8). New distinct payloads enter ``table`` in byte order.
+
+    Payloads of up to 64 bytes are told apart in bulk: their bytes are read as 64-bit
+    words, hashed to one key each and grouped with ``np.unique``; a group is checked
+    word by word, so a hash collision only costs the exact (slower) grouping."""
+    convert = convert or _utf8
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(ends, dtype=np.int64) - starts
+    ids = np.zeros(len(starts), dtype=np.int64)
     if not len(starts):
-        return np.zeros(0, dtype=np.int64)
+        return ids
+    buf = Buffer(raw)
     width = int(lengths.max())
+    count = max(1, -(-width // 8))
+    bulk = starts + 8 * count <= len(buf.bytes)
     if width > 64:
-        return np.array([table[convert(raw[a:b])] for a, b in zip(starts.tolist(), ends.tolist())],
-                        dtype=np.int64)
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    width = max(width, 1)
-    index = starts[:, None] + np.arange(width)
-    inside = np.arange(width) < lengths[:, None]
-    rows = np.where(inside, buf[np.minimum(index, len(buf) - 1)], 0).astype(np.uint8)
-    keys = np.concatenate([rows, lengths.astype("<u2").view(np.uint8).reshape(-1, 2)], axis=1)
-    keys = np.ascontiguousarray(keys).view(f"V{width + 2}").ravel()
-    unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    ids = np.array([table[convert(raw[a:b])]
-                    for a, b in zip(starts[first].tolist(), ends[first].tolist())], dtype=np.int64)
-    return ids[inverse.ravel()]
+        bulk[:] = False
+    for i in np.flatnonzero(~bulk).tolist():  # long payloads, or too near the end for word reads
+        ids[i] = table[convert(raw, int(starts[i]), int(starts[i] + lengths[i]))]
+    rows = np.flatnonzero(bulk)
+    if not len(rows):
+        return ids
+    at, size = starts[rows], lengths[rows]
+    words = []
+    for k in range(count):
+        left = np.clip(size - 8 * k, 0, 8).astype(np.uint64)
+        mask = np.where(left == 8, _ALL_BITS, (np.uint64(1) << (left * np.uint64(8))) - np.uint64(1))
+        words.append(buf.words[at + 8 * k] & mask)
+    if width <= 7:  # the length fits in the top byte: the word itself is the key
+        key = words[0] | (size.astype(np.uint64) << np.uint64(56))
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    else:
+        key = size.astype(np.uint64)
+        for word in words:
+            key = (key ^ word) * _MIX
+            key ^= key >> np.uint64(29)
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        if any(np.any(word != word[first][inverse]) for word in words + [size]):  # a collision
+            keys = np.ascontiguousarray(np.stack(words + [size.astype(np.uint64)], axis=1))
+            _, first, inverse = np.unique(keys.view(f"V{8 * (count + 1)}").ravel(),
+                                          return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    spans = list(zip(at[first].tolist(), (at[first] + size[first]).tolist()))
+    payloads = [raw[a:b] for a, b in spans]
+    distinct = np.zeros(len(payloads), dtype=np.int64)
+    # zero-padded bytes, then length: the order earlier versions interned them in
+    for j in sorted(range(len(payloads)), key=lambda j: (payloads[j].ljust(width, b"\0"), len(payloads[j]))):
+        distinct[j] = table[convert(raw, *spans[j])]
+    ids[rows] = distinct[inverse]
+    return ids
+
+
+def _utf8(raw: bytes, start: int, end: int) -> str:
+    return raw[start:end].decode("utf-8", "replace")
+
+
+_ALL_BITS = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+_MIX = np.uint64(0x9E37_79B9_7F4A_7C15)
+
+
+def intern_all(table: dict, texts: list[str]) -> np.ndarray:
+    """Ids in ``table`` (a :class:`~tracebridge.model.builder.Strings`, which adds a text
+    it has not seen) of many texts at once."""
+    return np.fromiter(map(table.__getitem__, texts), dtype=np.int64, count=len(texts))

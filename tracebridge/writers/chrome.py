@@ -7,95 +7,385 @@ thread for transfers. Op events follow TF's timeline.py (``name`` = op type, arg
 to its consumers on other lanes or devices, as timeline.py's ``show_dataflow`` does.
 
 Timestamps are absolute microseconds since the epoch like timeline.py's, written as exact
-decimals (``1700000000000123.456``) so nanoseconds survive in the text. The output is
-streamed in chunks and deterministic: the same trace gives the same bytes.
+decimals (``1700000000000123.456``) so nanoseconds survive in the text. Counter samples
+of one allocator at the same timestamp are merged into the last one (the counter is a
+step function, so nothing is lost). The output is streamed in chunks and deterministic:
+the same trace gives the same bytes.
+
+Speed: events are formatted a chunk at a time from columns prepared with numpy (quoted
+strings, pids, tids, the parts of timestamps), so the per-event Python work is one
+f-string. Large outputs are written by two processes (see :func:`write_chrome`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
+import tempfile
+import traceback
+import warnings
 from json.encoder import encode_basestring_ascii as _quote
 
 import numpy as np
 
 from .._files import atomic_output
+from .._fork import automatic_fork_ok, workers_setting
+from ..errors import OutputError
 from ..model.trace import Trace
 
 STEPS_PID, ALLOCATORS_PID, FIRST_DEVICE_PID = 0, 1, 2
 NETWORK_TID = 999_999
 _CHUNK = 20_000
+# Below this many events one process writes everything: forking and joining the
+# second half costs more than it saves.
+PARALLEL_MIN_EVENTS = 300_000
+# Relative cost of one event of each kind (measured), to split the work in two halves.
+_COST = {"ops": 1.0, "flows": 1.0, "counters": 0.4}
 
 
 def write_chrome(trace: Trace, path: str | os.PathLike, *, dataflow: bool = True,
-                 memory: bool = False, progress=None) -> None:
+                 memory: bool = False, progress=None, workers: int | None = None) -> None:
     """Write ``trace`` to ``path`` (``.json``, or gzip for ``.json.gz``).
 
     ``dataflow`` adds flow arrows between lanes; ``memory`` adds allocator counters.
     ``progress(done, total)`` is called as op events are written.
+
+    ``workers``: processes that format events. The default (``None``) uses two for
+    large uncompressed outputs on systems with ``fork`` and at least two CPUs, else
+    one; the environment variable ``TRACEBRIDGE_WORKERS=1`` forces one. With two, a
+    forked child formats the second half of the events into a temporary file beside
+    ``path`` while this process formats the first half; the child's file is then
+    appended. An error in the child is raised here (as :class:`OutputError`), an error
+    or interrupt here stops the child, and the temporary file is removed in every case.
     """
+    events = _Events(trace, dataflow=dataflow, memory=memory)
+    units = events.units()
+    compress = os.fspath(path).endswith(".gz")
+    n = len(trace)
     with atomic_output(path) as out:
-        for chunk in chrome_chunks(trace, dataflow=dataflow, memory=memory, progress=progress):
-            out.write(chunk.encode("utf-8"))
+        out.write(events.header().encode("utf-8"))
+        split = _split_point(units) if _use_two(workers, units, compress) else len(units)
+        child = _Child.start(path, units[split:]) if split < len(units) else None
+        if child is None:
+            _write_units(out, units, first=True, progress=progress, total=n)
+        else:
+            with child:
+                nothing_yet = _write_units(out, units[:split], first=True, progress=progress, total=n)
+                child.append_to(out, skip_separator=nothing_yet)
+            if progress and n and any(unit.ops_done for unit in units[split:]):
+                progress(n, n)
+        out.write(events.footer().encode("utf-8"))
 
 
 def chrome_chunks(trace: Trace, *, dataflow: bool = True, memory: bool = False, progress=None):
     """The Chrome trace JSON as a sequence of text chunks."""
-    quoted = _QuotedStrings(trace.strings)
-    header = {"source_format": trace.source_format}
-    header.update({k: v for k, v in trace.metadata.items() if isinstance(v, (str, int, float))})
-    other = ",".join(f"{_quote(str(k))}:{_json_scalar(v)}" for k, v in sorted(header.items()))
-    yield '{"displayTimeUnit":"ns","otherData":{' + other + '},"traceEvents":[\n'
+    events = _Events(trace, dataflow=dataflow, memory=memory)
+    yield events.header()
     first = True
-    for chunk in _event_chunks(trace, quoted, dataflow=dataflow, memory=memory, progress=progress):
+    for unit in events.units():
+        chunk = unit.text()
         if chunk:
             yield ("" if first else ",\n") + chunk
             first = False
-    yield "\n]}\n"
+        if progress and unit.ops_done is not None:
+            progress(unit.ops_done, len(trace))
+    yield events.footer()
 
 
-def _event_chunks(trace: Trace, quoted: "_QuotedStrings", *, dataflow: bool, memory: bool, progress):
-    yield ",\n".join(_metadata_events(trace, memory))
-    yield ",\n".join(_step_events(trace))
-    ops = trace.ops
-    n = len(trace)
-    pid, tid = _pids_and_tids(trace)
-    start, end = ops["start_ns"], ops["end_ns"]
-    input_offsets = trace.input_offsets()
-    input_names = trace.inputs["name"]
-    transfers = _transfer_args(trace, quoted)
-    for lo in range(0, n, _CHUNK):
-        hi = min(n, lo + _CHUNK)
-        ts = _micros(start[lo:hi])
-        dur = _micros(end[lo:hi] - start[lo:hi])
-        names = ops["name"][lo:hi].tolist()
-        kernels = ops["kernel"][lo:hi].tolist()
-        pids, tids = pid[lo:hi].tolist(), tid[lo:hi].tolist()
-        offsets = input_offsets[lo:hi + 1].tolist()
-        inputs = input_names[offsets[0]:offsets[-1]].tolist()
-        base = offsets[0]
-        events = []
-        for i in range(hi - lo):
-            kernel = quoted[kernels[i]]
-            args = quoted.inputs(inputs[offsets[i] - base:offsets[i + 1] - base])
-            extra = transfers.get(lo + i, "")
-            events.append(
-                f'{{"ph":"X","cat":"Op","name":{kernel},"pid":{pids[i]},"tid":{tids[i]},'
-                f'"ts":{ts[i]},"dur":{dur[i]},"args":{{"name":{quoted[names[i]]},"op":{kernel}{args}{extra}}}}}')
-        yield ",\n".join(events)
-        if progress:
-            progress(hi, n)
-    if dataflow:
-        yield from _flow_chunks(trace, quoted, pid, tid)
-    if memory:
-        yield from _counter_chunks(trace, quoted)
+class _Unit:
+    """A slice of the event list: ``text()`` formats it (events joined by ",\\n")."""
+
+    __slots__ = ("format", "lo", "hi", "weight", "ops_done")
+
+    def __init__(self, format, lo: int, hi: int, weight: float, ops_done: int | None = None):
+        self.format, self.lo, self.hi, self.weight, self.ops_done = format, lo, hi, weight, ops_done
+
+    def text(self) -> str:
+        return self.format(self.lo, self.hi)
+
+
+class _Events:
+    """Everything the event formatters share, prepared once (before any fork)."""
+
+    def __init__(self, trace: Trace, *, dataflow: bool, memory: bool):
+        self.trace, self.dataflow, self.memory = trace, dataflow, memory
+        self.quoted = np.array(list(map(_quote, trace.strings)), dtype=object)
+        ops = trace.ops
+        self.pid, self.tid = _pids_and_tids(trace)
+        self.where = _pid_tid_texts(self.pid, self.tid)
+        self.start, self.end = ops["start_ns"], ops["end_ns"]
+        self.input_offsets = trace.input_offsets()
+        self.transfers = _transfer_args(trace, self.quoted)
+        self.transfer_ops = np.array(sorted(self.transfers), dtype=np.int64)
+        self.consumer = self.producer = np.zeros(0, dtype=np.int64)
+        if dataflow:
+            consumer, producer = dataflow_edges(trace)
+            if len(consumer):
+                differs = (self.pid[consumer] != self.pid[producer]) | (self.tid[consumer] != self.tid[producer])
+                self.consumer, self.producer = consumer[differs], producer[differs]
+        self.counters = _merged_counters(trace.counters) if memory else None
+
+    @staticmethod
+    def header() -> str:
+        # traceEvents first and no displayTimeUnit: some trace processors stop at unknown
+        # leading keys or read every time as nanoseconds when that key is present.
+        return '{"traceEvents":[\n'
+
+    def footer(self) -> str:
+        trace = self.trace
+        other = {"source_format": trace.source_format}
+        other.update({k: v for k, v in trace.metadata.items() if isinstance(v, (str, int, float))})
+        text = ",".join(f"{_quote(str(k))}:{_json_scalar(v)}" for k, v in sorted(other.items()))
+        return '\n],"otherData":{' + text + "}}\n"
+
+    def units(self) -> list[_Unit]:
+        trace = self.trace
+        units = [_Unit(lambda lo, hi: ",\n".join(_metadata_events(trace, self.memory)), 0, 0, 0.0),
+                 _Unit(lambda lo, hi: ",\n".join(_step_events(trace)), 0, 0, 0.0)]
+        n = len(trace)
+        for lo in range(0, n, _CHUNK):
+            hi = min(n, lo + _CHUNK)
+            units.append(_Unit(self._op_events, lo, hi, _COST["ops"] * (hi - lo), ops_done=hi))
+        for lo in range(0, len(self.consumer), _CHUNK):
+            hi = min(len(self.consumer), lo + _CHUNK)
+            units.append(_Unit(self._flow_events, lo, hi, _COST["flows"] * (hi - lo)))
+        if self.counters is not None:
+            rows = len(self.counters[0])
+            for lo in range(0, rows, _CHUNK):
+                hi = min(rows, lo + _CHUNK)
+                units.append(_Unit(self._counter_events, lo, hi, _COST["counters"] * (hi - lo)))
+        return units
+
+    def _op_events(self, lo: int, hi: int) -> str:
+        """Op events. Ops with up to two inputs (most) are formatted by count of inputs,
+        each input a field of the f-string; the others join their inputs first."""
+        ops, quoted = self.trace.ops, self.quoted
+        kernel, name = quoted[ops["kernel"][lo:hi]], quoted[ops["name"][lo:hi]]
+        where = self.where[lo:hi]
+        ts, ts_frac = _micros_columns(self.start[lo:hi])
+        dur, dur_frac = _micros_columns(self.end[lo:hi] - self.start[lo:hi])
+        offsets = self.input_offsets[lo:hi + 1]
+        counts = np.diff(offsets)
+        inputs = self.trace.inputs["name"]
+        other = counts > 2
+        if len(self.transfer_ops):
+            at = self.transfer_ops
+            other[at[(at >= lo) & (at < hi)] - lo] = True
+        events = np.empty(hi - lo, dtype=object)
+        for count in range(3):
+            rows = np.flatnonzero((counts == count) & ~other)
+            if not len(rows):
+                continue
+            columns = [c[rows].tolist() for c in (kernel, where, ts, ts_frac, dur, dur_frac, name)]
+            first = offsets[rows]
+            if count == 0:
+                events[rows] = [
+                    f'{{"ph":"X","cat":"Op","name":{k},{w},"ts":{a}{af},"dur":{d}{df},'
+                    f'"args":{{"name":{nm},"op":{k}}}}}'
+                    for k, w, a, af, d, df, nm in zip(*columns)]
+            elif count == 1:
+                events[rows] = [
+                    f'{{"ph":"X","cat":"Op","name":{k},{w},"ts":{a}{af},"dur":{d}{df},'
+                    f'"args":{{"name":{nm},"op":{k},"input0":{i0}}}}}'
+                    for k, w, a, af, d, df, nm, i0 in zip(*columns, quoted[inputs[first]].tolist())]
+            else:
+                events[rows] = [
+                    f'{{"ph":"X","cat":"Op","name":{k},{w},"ts":{a}{af},"dur":{d}{df},'
+                    f'"args":{{"name":{nm},"op":{k},"input0":{i0},"input1":{i1}}}}}'
+                    for k, w, a, af, d, df, nm, i0, i1 in zip(*columns, quoted[inputs[first]].tolist(),
+                                                               quoted[inputs[first + 1]].tolist())]
+        rows = np.flatnonzero(other)
+        if len(rows):
+            columns = [c[rows].tolist() for c in (kernel, where, ts, ts_frac, dur, dur_frac, name)]
+            args = [self._input_args(offsets[r], offsets[r + 1]) for r in rows.tolist()]
+            extra = [self.transfers.get(lo + r, "") for r in rows.tolist()]
+            events[rows] = [
+                f'{{"ph":"X","cat":"Op","name":{k},{w},"ts":{a}{af},"dur":{d}{df},'
+                f'"args":{{"name":{nm},"op":{k}{i}{e}}}}}'
+                for k, w, a, af, d, df, nm, i, e in zip(*columns, args, extra)]
+        return ",\n".join(events.tolist())
+
+    def _input_args(self, first: int, last: int) -> str:
+        """``,"input0":"a","input1":"b"`` for the input rows ``first:last``."""
+        names = self.quoted[self.trace.inputs["name"][first:last]].tolist()
+        return "".join([f',"input{k}":{text}' for k, text in enumerate(names)])
+
+    def _flow_events(self, lo: int, hi: int) -> str:
+        """One arrow per data input whose producer ran on another lane or device. Both
+        ends sit at the start of their slice, with the slice's own timestamp text: viewers
+        read timestamps as doubles (0.25 us steps at epoch scale), and only the exact same
+        text is sure to land inside the slice ("bp":"e" = bind to the enclosing slice)."""
+        consumer, producer = self.consumer[lo:hi], self.producer[lo:hi]
+        names = self.quoted[self.trace.ops["name"][producer]].tolist()
+        start_ts, start_frac = _micros_parts(self.start[producer])
+        end_ts, end_frac = _micros_parts(self.start[consumer])
+        return ",\n".join([
+            f'{{"ph":"s","cat":"DataFlow","name":{name},"id":{i},{pw},"ts":{a}{af}}},\n'
+            f'{{"ph":"t","cat":"DataFlow","name":{name},"id":{i},{cw},"ts":{b}{bf},"bp":"e"}}'
+            for name, i, pw, a, af, cw, b, bf in zip(
+                names, range(lo, hi), self.where[producer].tolist(), start_ts, start_frac,
+                self.where[consumer].tolist(), end_ts, end_frac)])
+
+    def _counter_events(self, lo: int, hi: int) -> str:
+        allocator, time_ns, in_use = (column[lo:hi] for column in self.counters)
+        ts, ts_frac = _micros_parts(time_ns)
+        return ",\n".join([
+            f'{{"ph":"C","cat":"Memory","name":{name},"pid":{ALLOCATORS_PID},"tid":0,"ts":{a}{af},'
+            f'"args":{{"bytes_in_use":{value}}}}}'
+            for name, a, af, value in zip(self.quoted[allocator].tolist(), ts, ts_frac, in_use.tolist())])
+
+
+def _write_units(out, units: list[_Unit], *, first: bool, progress=None, total: int = 0) -> bool:
+    """Write the units' events to ``out``; returns whether nothing was written yet."""
+    for unit in units:
+        chunk = unit.text()
+        if chunk:
+            if not first:
+                out.write(b",\n")
+            out.write(chunk.encode("utf-8"))
+            first = False
+        if progress and unit.ops_done is not None:
+            progress(unit.ops_done, total)
+    return first
+
+
+def _use_two(workers: int | None, units: list[_Unit], compress: bool) -> bool:
+    if workers is None:
+        workers = workers_setting()
+    if workers is not None:
+        return workers >= 2 and hasattr(os, "fork") and not compress
+    events = sum(unit.hi - unit.lo for unit in units)
+    return events >= PARALLEL_MIN_EVENTS and not compress and automatic_fork_ok()
+
+
+def _split_point(units: list[_Unit]) -> int:
+    """Index of the first unit of the second half, by estimated cost."""
+    total = sum(unit.weight for unit in units)
+    done = 0.0
+    for index, unit in enumerate(units):
+        if done >= 0.5 * total:
+            return index
+        done += unit.weight
+    return len(units)
+
+
+class _Child:
+    """A forked process that formats ``units`` into a temporary file beside ``path``
+    (each chunk preceded by ",\\n"); :meth:`start` starts it."""
+
+    def __init__(self, path, units: list[_Unit]):
+        self.path, self.units = os.fspath(path), units
+        self.pid = None
+        self.part = None
+        self.report = None
+
+    @classmethod
+    def start(cls, path, units: list[_Unit]) -> "_Child | None":
+        """The running child, or None if none could be started (then one process writes)."""
+        child = cls(path, units)
+        try:
+            directory = os.path.dirname(os.path.abspath(child.path))
+            fd, child.part = tempfile.mkstemp(prefix=".tracebridge-", suffix=".part", dir=directory)
+            os.close(fd)
+            read_end, write_end = os.pipe()
+            try:
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns about fork() while threads are alive (numpy's BLAS
+                    # pool); the child only formats text and leaves through os._exit.
+                    warnings.filterwarnings("ignore", category=DeprecationWarning)
+                    child.pid = os.fork()
+            except BaseException:
+                os.close(read_end)
+                os.close(write_end)
+                raise
+        except BaseException as error:
+            child.__exit__(None, None, None)
+            if isinstance(error, OSError):
+                return None
+            raise
+        if child.pid == 0:  # the child: never returns
+            os.close(read_end)
+            _child_main(units, child.part, write_end)
+        os.close(write_end)
+        child.report = os.fdopen(read_end, "rb")
+        return child
+
+    def __enter__(self) -> "_Child":
+        return self
+
+    def append_to(self, out, *, skip_separator: bool) -> None:
+        """Wait for the child and append its part to ``out``; ``skip_separator``: nothing
+        precedes it, so its leading ",\\n" is dropped."""
+        message = self.report.read()  # EOF when the child exits
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        if status != 0 or not message.startswith(b"ok"):
+            detail = message.decode("utf-8", "replace").strip() or _status_text(status)
+            raise OutputError(f"{self.path}: the second writer process failed: {detail}")
+        out.flush()
+        with open(self.part, "rb") as source:
+            if skip_separator and message == b"ok":
+                source.seek(2)
+            _append(source, out)
+
+    def __exit__(self, *exc) -> None:
+        if self.pid:  # still running: we are leaving on an error or an interrupt
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(self.pid, 0)
+            self.pid = None
+        if self.report is not None:
+            self.report.close()
+            self.report = None
+        if self.part is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.part)
+            self.part = None
+
+
+def _child_main(units: list[_Unit], part: str, report: int) -> None:
+    status = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent handles an interrupt
+        with open(part, "wb") as target:
+            empty = _write_units(target, units, first=False)
+        os.write(report, b"ok empty" if empty else b"ok")
+        status = 0
+    except BaseException:  # noqa: BLE001 - everything is reported to the parent
+        with contextlib.suppress(BaseException):
+            os.write(report, traceback.format_exc().encode("utf-8", "replace")[-4000:])
+    finally:
+        os._exit(status)
+
+
+def _status_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.WEXITSTATUS(status) if os.WIFEXITED(status) else status}"
+
+
+def _append(source, out) -> None:
+    """Copy the rest of ``source`` to the end of ``out`` (in the kernel where possible)."""
+    try:
+        in_fd, out_fd = source.fileno(), out.fileno()
+        while os.copy_file_range(in_fd, out_fd, 1 << 30):
+            pass
+    except (AttributeError, OSError):
+        shutil.copyfileobj(source, out, 1 << 22)
 
 
 def _metadata_events(trace: Trace, memory: bool) -> list[str]:
     events = []
     if trace.steps:
         events.append(_process_name(STEPS_PID, "Steps", -2))
+        events.append(f'{{"ph":"M","name":"thread_name","pid":{STEPS_PID},"tid":0,"args":{{"name":"steps"}}}}')
     if memory and trace.counters.rows:
         events.append(_process_name(ALLOCATORS_PID, "Allocators", -1))
+        events.append(f'{{"ph":"M","name":"thread_name","pid":{ALLOCATORS_PID},"tid":0,'
+                      f'"args":{{"name":"allocators"}}}}')
     lanes_by_device: dict[int, list[tuple[int, str]]] = {}
     local = _local_lane_numbers(trace)
     for index, lane in enumerate(trace.lanes):
@@ -104,6 +394,9 @@ def _metadata_events(trace: Trace, memory: bool) -> list[str]:
     for index, device in enumerate(trace.devices):
         pid = FIRST_DEVICE_PID + index
         events.append(_process_name(pid, device.name, index))
+        if device.host:  # devices of several hosts share names: the host is a label
+            events.append(f'{{"ph":"M","name":"process_labels","pid":{pid},'
+                          f'"args":{{"labels":{_quote("host:" + device.host)}}}}}')
         for tid, name in lanes_by_device.get(index, []):
             events.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},'
                           f'"args":{{"name":{_quote(name)}}}}}')
@@ -149,7 +442,26 @@ def _pids_and_tids(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return pid, tid
 
 
-def _transfer_args(trace: Trace, quoted: "_QuotedStrings") -> dict[int, str]:
+def _pid_tid_texts(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """``'"pid":2,"tid":0'`` for every op, made once for each of the few distinct pairs
+    (found without sorting when pids and tids are small)."""
+    if not len(pid):
+        return np.zeros(0, dtype=object)
+    tid = tid.astype(np.int64)
+    # few distinct: lane numbers and the network thread
+    tids = np.flatnonzero(np.bincount(tid)) if 0 <= tid.min() and tid.max() <= NETWORK_TID else np.unique(tid)
+    if int(pid.max()) * len(tids) < 10_000_000 and pid.min() >= 0:
+        key = pid * len(tids) + np.searchsorted(tids, tid)
+        present = np.flatnonzero(np.bincount(key))
+        table = np.empty(int(key.max()) + 1, dtype=object)
+        table[present] = [f'"pid":{k // len(tids)},"tid":{tids[k % len(tids)]}' for k in present.tolist()]
+        return table[key]
+    pairs, pair_of_op = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+    texts = np.array([f'"pid":{p},"tid":{t}' for p, t in pairs.tolist()], dtype=object)
+    return texts[pair_of_op.ravel()]
+
+
+def _transfer_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
     t = trace.transfers
     out = {}
     for op, size, rate, src, dst, tensor in zip(t["op"].tolist(), t["bytes"].tolist(), t["rate_bps"].tolist(),
@@ -159,94 +471,145 @@ def _transfer_args(trace: Trace, quoted: "_QuotedStrings") -> dict[int, str]:
     return out
 
 
-def _flow_chunks(trace: Trace, quoted: "_QuotedStrings", pid: np.ndarray, tid: np.ndarray):
-    """One arrow per data input whose producer ran on another lane or device."""
-    consumer, producer = dataflow_edges(trace)
-    if not len(consumer):
-        return
-    differs = (pid[consumer] != pid[producer]) | (tid[consumer] != tid[producer])
-    consumer, producer = consumer[differs], producer[differs]
-    ops = trace.ops
-    # Bind the start to the producer's last nanosecond, inside its slice, and the end
-    # to the consumer's first ("bp":"e" = enclosing slice).
-    start_ts = _micros(np.maximum(ops["end_ns"][producer] - 1, ops["start_ns"][producer]))
-    end_ts = _micros(ops["start_ns"][consumer])
-    names = ops["name"][producer].tolist()
-    p_pid, p_tid = pid[producer].tolist(), tid[producer].tolist()
-    c_pid, c_tid = pid[consumer].tolist(), tid[consumer].tolist()
-    for lo in range(0, len(consumer), _CHUNK):
-        events = []
-        for i in range(lo, min(len(consumer), lo + _CHUNK)):
-            name = quoted[names[i]]
-            events.append(f'{{"ph":"s","cat":"DataFlow","name":{name},"id":{i},"pid":{p_pid[i]},'
-                          f'"tid":{p_tid[i]},"ts":{start_ts[i]}}},\n'
-                          f'{{"ph":"t","cat":"DataFlow","name":{name},"id":{i},"pid":{c_pid[i]},'
-                          f'"tid":{c_tid[i]},"ts":{end_ts[i]},"bp":"e"}}')
-        yield ",\n".join(events)
-
-
 def dataflow_edges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """``(consumer, producer)`` op rows for every data input whose producer is in the
     same step. Input ``x:1`` is produced by ``x``; partitioning suffixes (``x/_3``) are
-    dropped as timeline.py drops them; control inputs (``^x``) carry no data."""
+    dropped as timeline.py drops them; control inputs (``^x``) carry no data.
+
+    An input names its producer by text: the op whose name is the first string with
+    that text (after dropping the suffixes), looked up by (step, name)."""
     inputs = trace.inputs
     if not inputs.rows:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     strings = trace.strings
-    unique_inputs, inverse = np.unique(inputs["name"], return_inverse=True)
-    ops = trace.ops
-    name_ids = {}
-    for i, text in enumerate(strings):
-        name_ids.setdefault(text, i)
-    producer_name = np.full(len(unique_inputs), -1, dtype=np.int64)
-    for k, string_id in enumerate(unique_inputs.tolist()):
-        text = strings[string_id]
-        if text.startswith("^"):
-            continue
-        base = text.rsplit(":", 1)[0] if ":" in text and text.rsplit(":", 1)[1].isdigit() else text
-        found = name_ids.get(base)
-        if found is None and "/_" in base:
-            found = name_ids.get(base[:base.rfind("/_")])
-        if found is not None:
-            producer_name[k] = found
-    wanted = producer_name[inverse.ravel()]
+    index = _TextIndex(strings)
+    # A plain input text is a string itself: its producer name is the first string with
+    # that text. Texts with ":" or a leading "^" are looked at one by one.
+    producer_of = index.first.copy()
+    for i in _ids_containing(strings, (":", "^")):
+        found = _producer_name(strings[i], index)
+        producer_of[i] = -1 if found is None else found
+    wanted = producer_of[inputs["name"]]
     consumer = inputs["op"].astype(np.int64)
     keep = wanted >= 0
     consumer, wanted = consumer[keep], wanted[keep]
-    # Look producers up by (step, name): names repeat from step to step.
+    # Look producers up by (step, name): names repeat from step to step. The first op
+    # of each key is the producer.
+    ops = trace.ops
     width = np.int64(len(strings) + 1)
     op_keys = (ops["step"].astype(np.int64) + 1) * width + ops["name"]
+    keys = (ops["step"][consumer].astype(np.int64) + 1) * width + wanted
+    if len(op_keys) and int(op_keys.max()) < 4 * len(op_keys) + 1_000_000:
+        # a table indexed by key (one step, or few): no sort when keys are unique
+        table = np.full(int(op_keys.max()) + 1, -1, dtype=np.int64)
+        table[op_keys] = np.arange(len(op_keys))
+        if np.array_equal(table[op_keys], np.arange(len(op_keys))):
+            producer = table[np.minimum(keys, len(table) - 1)]
+            found = (keys < len(table)) & (producer >= 0)
+            return consumer[found], producer[found]
     order = np.argsort(op_keys, kind="stable")
     sorted_keys = op_keys[order]
-    keys = (ops["step"][consumer].astype(np.int64) + 1) * width + wanted
     where = np.searchsorted(sorted_keys, keys)
     found = (where < len(sorted_keys)) & (sorted_keys[np.minimum(where, len(sorted_keys) - 1)] == keys)
     producer = order[np.minimum(where, len(order) - 1)][found]
     return consumer[found], producer
 
 
-def _counter_chunks(trace: Trace, quoted: "_QuotedStrings"):
-    counters = trace.counters
-    ts = _micros(counters["time_ns"])
-    allocators = counters["allocator"].tolist()
-    values = counters["bytes_in_use"].tolist()
-    for lo in range(0, counters.rows, _CHUNK):
-        yield ",\n".join(
-            f'{{"ph":"C","name":{quoted[allocators[i]]},"pid":{ALLOCATORS_PID},"tid":0,"ts":{ts[i]},'
-            f'"args":{{"bytes_in_use":{values[i]}}}}}'
-            for i in range(lo, min(counters.rows, lo + _CHUNK)))
+class _TextIndex:
+    """Text -> first string id of that text, for a string table, without building a
+    dict of a million strings. ``first[i]``: the first id with the text of id ``i`` (``i``
+    itself unless the table repeats a text). For :meth:`get`, strings are grouped by their
+    (cached) hash with numpy, built on first use, and only equal hashes are compared."""
+
+    def __init__(self, strings: tuple[str, ...]):
+        self.strings = strings
+        self.first = np.arange(len(strings), dtype=np.int64)
+        self._sorted = None
+        if len(set(strings)) != len(strings):  # repeated texts (not from a TraceBuilder)
+            self._index()
+            same = np.flatnonzero(self._sorted[1:] == self._sorted[:-1])
+            for k in same.tolist():  # equal hashes: equal texts (or a collision)
+                later = int(self._order[k + 1])
+                for j in range(k, -1, -1):
+                    if self._sorted[j] != self._sorted[k + 1]:
+                        break
+                    earlier = int(self._order[j])
+                    if strings[earlier] == strings[later]:
+                        self.first[later] = self.first[earlier]
+                        break
+
+    def _index(self) -> None:
+        hashes = np.fromiter(map(hash, self.strings), dtype=np.int64, count=len(self.strings))
+        self._order = np.argsort(hashes, kind="stable")
+        self._sorted = hashes[self._order]
+
+    def get(self, text: str) -> int | None:
+        if self._sorted is None:
+            self._index()
+        h = hash(text)
+        at = int(np.searchsorted(self._sorted, h))
+        while at < len(self._sorted) and self._sorted[at] == h:
+            i = int(self._order[at])
+            if self.strings[i] == text:
+                return int(self.first[i])
+            at += 1
+        return None
+
+
+def _ids_containing(strings: tuple[str, ...], needles: tuple[str, ...]) -> list[int]:
+    """Ids of the strings that contain any of ``needles``; one scan of the joined text
+    decides whether to look further."""
+    joined = "\0".join(strings)
+    if not any(needle in joined for needle in needles):
+        return []
+    return [i for i, text in enumerate(strings) if any(needle in text for needle in needles)]
+
+
+def _producer_name(text: str, names) -> int | None:
+    """The string id of the op name an input refers to, or None (``names.get(text)``
+    gives the first string id of a text)."""
+    if text.startswith("^"):
+        return None
+    base = text.rsplit(":", 1)[0] if ":" in text and text.rsplit(":", 1)[1].isdigit() else text
+    found = names.get(base)
+    if found is None and "/_" in base:
+        found = names.get(base[:base.rfind("/_")])
+    return found
+
+
+def _merged_counters(counters) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counter rows with each run of samples of one allocator at one timestamp reduced to
+    its last sample (the value the counter holds from that time on)."""
+    allocator, time_ns, in_use = counters["allocator"], counters["time_ns"], counters["bytes_in_use"]
+    if len(allocator) > 1:
+        last = np.r_[(allocator[1:] != allocator[:-1]) | (time_ns[1:] != time_ns[:-1]), True]
+        if not last.all():
+            allocator, time_ns, in_use = allocator[last], time_ns[last], in_use[last]
+    return allocator, time_ns, in_use
+
+
+_FRACTIONS = np.array([""] + [f".{f:03d}" for f in range(1, 1000)], dtype=object)
+
+
+def _micros_columns(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer nanoseconds as exact decimal microseconds, in two parts to print side by
+    side: whole microseconds (floor) and ``".456"`` (``""`` for whole microseconds)."""
+    whole, frac = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
+    return whole, _FRACTIONS[frac]
+
+
+def _micros_parts(ns: np.ndarray) -> tuple[list[int], list[str]]:
+    """:func:`_micros_columns` as lists."""
+    whole, frac = _micros_columns(ns)
+    return whole.tolist(), frac.tolist()
 
 
 def _micros(ns: np.ndarray) -> list[str]:
     """Integer nanoseconds as exact decimal microseconds: ``1234567`` -> ``"1234.567"``,
     ``1234000`` -> ``"1234"``."""
-    ns = np.asarray(ns, dtype=np.int64)
-    whole, frac = np.divmod(ns, 1000)
-    whole_text = whole.tolist()
-    if not np.any(frac):
-        return [str(w) for w in whole_text]
-    return [f"{w}.{f:03d}" if f else str(w) for w, f in zip(whole_text, frac.tolist())]
+    whole, frac = _micros_parts(ns)
+    return [f"{w}{f}" for w, f in zip(whole, frac)]
 
 
 def _json_scalar(value) -> str:
@@ -255,23 +618,3 @@ def _json_scalar(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return repr(value)
-
-
-class _QuotedStrings:
-    """JSON-quoted strings of a trace's string table, quoted on first use."""
-
-    def __init__(self, strings: tuple[str, ...]):
-        self._strings = strings
-        self._quoted: dict[int, str] = {}
-        self._inputs: dict[tuple[int, ...], str] = {}
-
-    def __getitem__(self, index: int) -> str:
-        text = self._quoted.get(index)
-        if text is None:
-            text = self._quoted[index] = _quote(self._strings[index])
-        return text
-
-    def inputs(self, ids: list[int]) -> str:
-        if not ids:
-            return ""
-        return "".join(f',"input{k}":{self[i]}' for k, i in enumerate(ids))

@@ -1,0 +1,625 @@
+"""The vectorized wire decoder (``tracebridge.readers.wire``) against protobuf's parser.
+
+Messages are encoded with ``tracebridge.protos`` (or by hand, for fields no schema has)
+and decoded with ``wire.decode`` many at a time (the lockstep path), a few at a time
+(the sequential path) and mixed; protobuf's own parser is the reference. Malformed bytes
+must raise ``WireError``, never another exception, and never hang.
+
+The last sections test what is built on the decoder: the StepStats reader and the
+Chrome writer give the same results with one process and with two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import signal
+import tempfile
+
+import numpy as np
+import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tracebridge
+from tracebridge import protos
+from tracebridge.errors import TraceFormatError
+from tracebridge.model.builder import Strings
+from tracebridge.readers import stepstats, wire
+from tracebridge.readers.wire import FIXED32, FIXED64, LENGTH, VARINT, WireError, decode
+from tracebridge.writers.chrome import write_chrome
+
+common = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+U64 = (1 << 64) - 1
+
+
+# --- encoding by hand and the reference parse ------------------------------------------
+
+def varint(value: int) -> bytes:
+    value &= U64
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_field(number: int, wire_type: int, value) -> bytes:
+    head = varint(number << 3 | wire_type)
+    if wire_type == VARINT:
+        return head + varint(value)
+    if wire_type == FIXED64:
+        return head + (value & U64).to_bytes(8, "little")
+    if wire_type == FIXED32:
+        return head + (value & 0xFFFF_FFFF).to_bytes(4, "little")
+    return head + varint(len(value)) + value
+
+
+def _empty_message_class():
+    """A message type without fields: protobuf keeps every field as an unknown field,
+    which is the wire-level parse to compare with."""
+    proto = descriptor_pb2.FileDescriptorProto(name="tracebridge_test_empty.proto", package="tbtest")
+    proto.message_type.add(name="Empty")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tbtest.Empty"))
+
+
+Empty = _empty_message_class()
+
+
+def reference_fields(data: bytes) -> dict[int, list]:
+    """``{number: [(wire_type, value or payload), ...]}`` as protobuf parses ``data``."""
+    out: dict[int, list] = {}
+    for unknown in UnknownFieldSet(Empty.FromString(data)):
+        out.setdefault(unknown.field_number, []).append((unknown.wire_type, unknown.data))
+    return out
+
+
+def decoded_messages(data: bytes, fields: wire.Fields) -> dict[int, dict[int, list]]:
+    """The same shape from ``wire.decode`` output, for every message: ``{message: {...}}``.
+    Read from the flat columns, which keep fields of mixed wire types and, within a field
+    number, each message's occurrences in wire order."""
+    out: dict[int, dict[int, list]] = {}
+    for m, number, wire_type, value, offset in zip(fields.message.tolist(), fields.field.tolist(),
+                                                   fields.wire_type.tolist(), fields.value.tolist(),
+                                                   fields.offset.tolist()):
+        payload = data[offset:offset + value] if wire_type == LENGTH else value
+        out.setdefault(m, {}).setdefault(number, []).append((wire_type, payload))
+    return out
+
+
+def decoded_fields(data: bytes, fields: wire.Fields, message: int = 0) -> dict[int, list]:
+    return decoded_messages(data, fields).get(message, {})
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Fail instead of hanging (POSIX main thread only; elsewhere no limit)."""
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeoutError(f"took more than {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# --- strategies -----------------------------------------------------------------------
+
+numbers = st.one_of(st.integers(1, 20), st.integers(1, (1 << 29) - 1))
+varint_values = st.one_of(st.integers(0, 300), st.integers(0, U64), st.integers(-(1 << 63), -1),
+                          st.sampled_from([127, 128, 16383, 16384, 1 << 56, (1 << 63) - 1, 1 << 63, U64]))
+raw_fields = st.one_of(
+    st.tuples(numbers, st.just(VARINT), varint_values),
+    st.tuples(numbers, st.just(FIXED64), st.integers(0, U64)),
+    st.tuples(numbers, st.just(FIXED32), st.integers(0, 0xFFFF_FFFF)),
+    st.tuples(numbers, st.just(LENGTH), st.binary(max_size=300)),
+)
+raw_messages = st.lists(raw_fields, max_size=25).map(lambda fs: b"".join(encode_field(*f) for f in fs))
+
+text = st.text(max_size=30)
+int64s = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+@st.composite
+def node_exec_stats(draw):
+    """A NodeExecStats with a random subset of its fields set."""
+    node = protos.NodeExecStats()
+    for field in ("node_name", "timeline_label"):
+        if draw(st.booleans()):
+            setattr(node, field, draw(text))
+    for field in ("all_start_micros", "op_start_rel_micros", "op_end_rel_micros", "all_end_rel_micros",
+                  "scheduled_micros", "all_start_nanos", "op_start_rel_nanos", "op_end_rel_nanos",
+                  "all_end_rel_nanos", "scheduled_nanos"):
+        if draw(st.booleans()):
+            setattr(node, field, draw(int64s))
+    if draw(st.booleans()):
+        node.thread_id = draw(st.integers(0, 0xFFFF_FFFF))
+    for _ in range(draw(st.integers(0, 3))):
+        used = node.memory.add(allocator_name=draw(text), total_bytes=draw(int64s),
+                               allocator_bytes_in_use=draw(int64s))
+        for _ in range(draw(st.integers(0, 3))):
+            used.allocation_records.add(alloc_micros=draw(int64s), alloc_bytes=draw(int64s))
+    for _ in range(draw(st.integers(0, 3))):
+        out = node.output.add(slot=draw(st.integers(-(1 << 31), (1 << 31) - 1)))
+        if draw(st.booleans()):
+            out.tensor_description.dtype = draw(st.integers(0, 30))
+            for _ in range(draw(st.integers(0, 3))):
+                out.tensor_description.shape.dim.add(size=draw(int64s))
+            if draw(st.booleans()):
+                a = out.tensor_description.allocation_description
+                a.requested_bytes, a.ptr = draw(int64s), draw(st.integers(0, U64))
+                a.allocator_name = draw(text)
+    if draw(st.booleans()):
+        node.memory_stats.temp_memory_size = draw(int64s)
+        node.memory_stats.SetInParent()
+    return node
+
+
+def pack(messages: list[bytes], gaps: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """Messages laid out in one buffer with junk between them; returns (buffer, starts, ends)."""
+    data, starts, ends = b"", [], []
+    for i, message in enumerate(messages):
+        data += gaps[i % len(gaps)] if gaps else b""
+        starts.append(len(data))
+        data += message
+        ends.append(len(data))
+    return data + b"\xff" * 3, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+
+
+# --- valid input: the same fields as protobuf's parser ----------------------------------
+
+@common
+@given(raw_messages)
+def test_one_message_matches_protobuf(data):
+    assert decoded_fields(data, decode(data, [0], [len(data)])) == reference_fields(data)
+
+
+@common
+@given(st.lists(raw_messages, min_size=1, max_size=90), st.lists(st.binary(max_size=5), max_size=3))
+def test_many_messages_match_protobuf(messages, gaps):
+    # 32+ messages go through the lockstep passes and finish in the sequential scan
+    data, starts, ends = pack(messages, gaps)
+    decoded = decoded_messages(data, decode(data, starts, ends))
+    for i, message in enumerate(messages):
+        assert decoded.get(i, {}) == reference_fields(message)
+
+
+@common
+@given(st.lists(node_exec_stats(), min_size=1, max_size=70))
+def test_node_exec_stats_fields(nodes):
+    payloads = [n.SerializeToString() for n in nodes]
+    data, starts, ends = pack(payloads, [b"\x00\x07"])
+    fields = decode(data, starts, ends)
+    n = len(nodes)
+    for number, name in ((2, "all_start_micros"), (13, "all_start_nanos"), (17, "scheduled_nanos"),
+                         (5, "all_end_rel_micros")):
+        values = wire.as_signed(fields.scalar(number, n, np.uint64))
+        assert values.tolist() == [getattr(node, name) for node in nodes]
+    assert fields.scalar(10, n, np.uint64).tolist() == [node.thread_id for node in nodes]
+    owner, span_starts, span_ends = fields.spans(1)
+    names = {m: data[a:b].decode() for m, a, b in zip(owner.tolist(), span_starts.tolist(), span_ends.tolist())}
+    assert [names.get(i, "") for i in range(n)] == [node.node_name for node in nodes]
+    assert fields.has(12, n).tolist() == [node.HasField("memory_stats") for node in nodes]
+    # repeated messages: each occurrence's payload is the submessage, in order
+    for number, name in ((6, "memory"), (7, "output")):
+        owner, span_starts, span_ends = fields.spans(number)
+        got = [[] for _ in nodes]
+        for m, a, b in zip(owner.tolist(), span_starts.tolist(), span_ends.tolist()):
+            got[m].append(data[a:b])
+        assert got == [[item.SerializeToString() for item in getattr(node, name)] for node in nodes]
+    # one level down, all messages of the level at once
+    owner, span_starts, span_ends = fields.spans(6)
+    used = decode(data, span_starts, span_ends)
+    expected = [u.allocator_bytes_in_use for node in nodes for u in node.memory]
+    assert wire.as_signed(used.scalar(5, len(owner), np.uint64)).tolist() == expected
+
+
+@common
+@given(st.lists(node_exec_stats(), max_size=60))
+def test_decode_one_by_one_equals_all_at_once(nodes):
+    payloads = [n.SerializeToString() for n in nodes]
+    data, starts, ends = pack(payloads, [])
+    together = decoded_messages(data, decode(data, starts, ends))
+    for i in range(len(payloads)):
+        alone = decode(data, starts[i:i + 1], ends[i:i + 1])
+        assert decoded_fields(data, alone) == together.get(i, {})
+
+
+def test_varint_lengths_and_extremes():
+    values = [0, 1, 127, 128, 300, 16383, 16384, (1 << 35) + 5, 1 << 49, (1 << 56) - 1, 1 << 56,
+              (1 << 63) - 1, 1 << 63, U64, -1, -(1 << 63), 1_700_000_000_123_456_789]
+    message = b"".join(encode_field(1, VARINT, v) for v in values)
+    for layout in ([message], [message] * 40):  # sequential, then lockstep
+        data, starts, ends = pack(layout, [b""])
+        fields = decode(data, starts, ends)
+        _, got, _ = fields.select(1, VARINT)
+        assert got.tolist() == [v & U64 for v in values] * len(layout)
+
+
+def test_varints_at_the_very_end_of_the_buffer():
+    # the last bytes of a buffer are read one at a time, not as 64-bit words
+    for value in (5, 300, 1 << 40, 1 << 62, U64):
+        messages = [encode_field(3, VARINT, value)] * 40
+        data = b"".join(messages)
+        starts = np.arange(40) * len(messages[0])
+        fields = decode(data, starts, starts + len(messages[0]))
+        assert fields.scalar(3, 40, np.uint64).tolist() == [value] * 40
+
+
+def test_fixed_width_fields():
+    message = encode_field(2, FIXED64, 0x0102030405060708) + encode_field(3, FIXED32, 0xDEADBEEF)
+    for count in (1, 40):
+        data, starts, ends = pack([message] * count, [b"\x01"])
+        fields = decode(data, starts, ends)
+        assert fields.select(2, FIXED64)[1].tolist() == [0x0102030405060708] * count
+        assert fields.select(3, FIXED32)[1].tolist() == [0xDEADBEEF] * count
+    # a double, as XSpace stats carry them
+    plane = protos.XPlane()
+    plane.stats.add(metadata_id=1, double_value=2.5)
+    stat = plane.stats[0].SerializeToString()
+    _, values, _ = decode(stat, [0], [len(stat)]).select(2, FIXED64)
+    assert np.array(values, dtype=np.uint64).view(np.float64).tolist() == [2.5]
+
+
+def test_flat_columns_and_groups_stay_available():
+    data = encode_field(2, VARINT, 7) + encode_field(1, LENGTH, b"ab") + encode_field(2, VARINT, 9)
+    fields = decode(data, [0], [len(data)])
+    assert fields.field.tolist() == [1, 2, 2]
+    assert fields.value.tolist() == [2, 7, 9]
+    assert fields.message.tolist() == [0, 0, 0]
+    assert fields.groups == {1: slice(0, 1), 2: slice(1, 3)}
+    assert fields.scalar(2, 1).tolist() == [9]  # last wins
+    empty = decode(b"", [], [])
+    assert empty.numbers() == [] and len(empty.field) == 0
+
+
+def test_wrong_wire_type_is_rejected_by_select():
+    data = encode_field(4, LENGTH, b"xyz")
+    with pytest.raises(WireError, match="wire type 2"):
+        decode(data, [0], [len(data)]).scalar(4, 1)
+
+
+# --- strings ------------------------------------------------------------------------------
+
+@common
+@given(st.lists(st.one_of(st.sampled_from([b"cpu", b"GPU_0_bfc", b"", b"cuda_host_bfc"]),
+                          st.binary(max_size=80)), min_size=1, max_size=60))
+def test_intern_strings_matches_one_by_one(payloads):
+    data, starts, ends = pack(payloads, [b"\x05"])
+    data = data[:-3]  # the last payload ends at the end of the buffer
+    table = Strings()
+    ids = wire.intern_strings(data, starts, ends, table)
+    texts = list(table)
+    assert [texts[i] for i in ids.tolist()] == [p.decode("utf-8", "replace") for p in payloads]
+
+
+def test_intern_strings_survives_hash_collisions(monkeypatch):
+    payloads = [b"allocator_%d_long_name" % (i % 5) for i in range(50)]
+    data, starts, ends = pack(payloads, [b""])
+    table = Strings()
+    monkeypatch.setattr(wire, "_MIX", np.uint64(0))  # every key collides
+    ids = wire.intern_strings(data, starts, ends, table)
+    texts = list(table)
+    assert [texts[i] for i in ids.tolist()] == [p.decode() for p in payloads]
+
+
+def test_strings_with_nul_bytes():
+    payloads = [b"a\x00b", b"", "ünï".encode()]
+    data, starts, ends = pack(payloads, [b"\x00"])
+    assert wire.strings(data, starts, ends) == ["a\x00b", "", "ünï"]
+
+
+# --- malformed input: WireError, nothing else, no hang -------------------------------------
+
+def decode_or_error(data: bytes, starts, ends):
+    with time_limit(10):
+        try:
+            return decode(data, starts, ends)
+        except WireError as error:
+            assert isinstance(error.offset, int) and 0 <= error.offset <= len(data)
+            return error
+
+
+@common
+@given(st.binary(max_size=64))
+def test_random_bytes(data):
+    got = decode_or_error(data, [0], [len(data)])
+    try:
+        expected = reference_fields(data)
+    except DecodeError:
+        expected = None
+    if not isinstance(got, WireError):  # what the decoder accepts, protobuf reads the same
+        assert expected == decoded_fields(data, got)
+    elif expected is not None:  # protobuf is laxer only about field 0 and groups
+        assert 0 in expected or any(t in (3, 4) for rows in expected.values() for t, _ in rows)
+
+
+@common
+@given(st.lists(node_exec_stats(), min_size=1, max_size=50), st.data())
+def test_mutated_messages(nodes, data):
+    payloads = [n.SerializeToString() for n in nodes]
+    buffer, starts, ends = pack(payloads, [])
+    mutated = bytearray(buffer)
+    for _ in range(data.draw(st.integers(1, 6))):
+        if not mutated:
+            break
+        at = data.draw(st.integers(0, len(mutated) - 1))
+        mutated[at] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(mutated)))
+    blob = bytes(mutated[:cut])
+    got = decode_or_error(blob, starts[starts < cut], np.minimum(ends[starts < cut], cut))
+    if not isinstance(got, WireError):
+        decoded = decoded_messages(blob, got)
+        for i in range(int((starts < cut).sum())):
+            a, b = int(starts[i]), int(min(ends[i], cut))
+            assert decoded.get(i, {}) == reference_fields(blob[a:b])
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"\x08", "varint runs past"),                        # value missing
+    (b"\x08\x80", "varint runs past"),                    # value cut short
+    (b"\x08" + b"\xff" * 10 + b"\x01", "longer than 10"),  # 11-byte varint
+    (b"\x0a\x05ab", "claims 5 bytes"),                    # length past the end
+    (b"\x00\x01", "field number 0"),
+    (b"\x0b", "wire type 3"),                             # groups are not supported
+    (b"\x0c", "wire type 4"),
+    (b"\x0e", "wire type 6"),
+    (b"\x09\x01\x02", "fixed-width"),                     # fixed64 cut short
+    (b"\x88\x80\x80\x80\x80\x00\x01", "tag longer"),
+    (b"\xf8\xff\xff\xff\x1f\x01", "out of range"),        # field number beyond 2^29 - 1
+])
+def test_malformed_examples(data, reason):
+    for copies in (1, 40):  # sequential and lockstep
+        buffer, starts, ends = pack([data] * copies, [b""])
+        with pytest.raises(WireError, match=reason):
+            decode(buffer, starts, ends)
+
+
+def test_spans_outside_the_buffer():
+    with pytest.raises(WireError, match="past the end of the data"):
+        decode(b"\x08\x01", [0], [5])
+    with pytest.raises(WireError):
+        decode(b"\x08\x01", [2], [1])
+
+
+def test_wire_error_pickles_and_converts():
+    error = pickle.loads(pickle.dumps(WireError("varint runs past the end", 42)))
+    assert (error.reason, error.offset) == ("varint runs past the end", 42)
+    converted = error.to_format_error("x.pb", "RunMetadata")
+    assert isinstance(converted, TraceFormatError) and "byte 42" in str(converted)
+
+
+# --- the StepStats reader on bad bytes ------------------------------------------------------
+
+def _run_metadata(nodes: list) -> bytes:
+    run_metadata = protos.RunMetadata()
+    device = run_metadata.step_stats.dev_stats.add(device="/job:localhost/replica:0/task:0/device:CPU:0")
+    device.node_stats.extend(nodes)
+    return run_metadata.SerializeToString()
+
+
+@common
+@given(st.lists(node_exec_stats(), min_size=1, max_size=20), st.data())
+def test_reader_raises_only_trace_format_errors(nodes, data):
+    blob = bytearray(_run_metadata(nodes))
+    for _ in range(data.draw(st.integers(1, 4))):
+        blob[data.draw(st.integers(0, len(blob) - 1))] = data.draw(st.integers(0, 255))
+    with time_limit(10):
+        try:
+            stepstats.read_run_metadatas([(0, "", bytes(blob))], {"source_format": "runmetadata"})
+        except TraceFormatError as error:
+            assert error.where is None or error.where.startswith("byte ")
+
+
+# --- two processes give the same results as one -----------------------------------------------
+
+def _labelled_nodes(count: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    nodes = []
+    for i in range(count):
+        inputs = [f"n{j}" for j in range(max(0, i - 2), i)]
+        if i % 7 == 0:
+            inputs.append(f"^n{i // 2}")
+        if i % 11 == 0:
+            inputs.append(f"n{i // 3}:1")
+        start = 1_700_000_000_000_000_000 + int(rng.integers(0, 10**9))
+        node = protos.NodeExecStats(
+            node_name=f"n{i}", timeline_label=f"n{i} = Op{i % 4}({', '.join(inputs)})" if i % 13 else "odd",
+            all_start_nanos=start, all_end_rel_nanos=int(rng.integers(0, 10**6)), thread_id=i % 3)
+        used = node.memory.add(allocator_name="cpu" if i % 5 else "GPU_0_bfc", total_bytes=i)
+        used.allocation_records.add(alloc_micros=start // 1000, alloc_bytes=64)
+        used.allocation_records.add(alloc_micros=start // 1000 + 3, alloc_bytes=-64)
+        node.output.add(slot=0).tensor_description.shape.dim.add(size=i % 9)
+        nodes.append(node)
+    return nodes
+
+
+def test_reader_with_two_processes_matches_one(monkeypatch, tmp_path):
+    path = tmp_path / "run.pb"
+    path.write_bytes(_run_metadata(_labelled_nodes(120)))
+    monkeypatch.setattr(stepstats, "_CHUNK", 16)  # 8 chunks: 4 read in the worker
+    monkeypatch.setenv("TRACEBRIDGE_WORKERS", "1")
+    one = tracebridge.load(path)
+    monkeypatch.setenv("TRACEBRIDGE_WORKERS", "2")
+    two = tracebridge.load(path)
+    assert one == two and one.strings == two.strings  # string ids too
+
+
+def test_reader_worker_errors_surface(monkeypatch, tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    # the last node holds a group tag: it is read by the worker
+    device = encode_field(1, LENGTH, b"/job:localhost/replica:0/task:0/device:CPU:0") + b"".join(
+        encode_field(2, LENGTH, node.SerializeToString()) for node in _labelled_nodes(120))
+    device += encode_field(2, LENGTH, b"\x0b")
+    path = tmp_path / "bad.pb"
+    path.write_bytes(encode_field(1, LENGTH, encode_field(1, LENGTH, device)))
+    monkeypatch.setattr(stepstats, "_CHUNK", 16)
+    errors = []
+    for workers in ("1", "2"):
+        monkeypatch.setenv("TRACEBRIDGE_WORKERS", workers)
+        with pytest.raises(TraceFormatError) as caught:
+            tracebridge.load(path)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1]
+    assert list(scratch.iterdir()) == []  # the worker's result file is gone
+
+
+def test_writer_with_two_processes_matches_one(monkeypatch, tmp_path):
+    path = tmp_path / "run.pb"
+    path.write_bytes(_run_metadata(_labelled_nodes(300)))
+    trace = tracebridge.load(path)
+    monkeypatch.setattr("tracebridge.writers.chrome._CHUNK", 25)
+    outputs = {}
+    for workers in (1, 2):
+        for memory in (False, True):
+            out = tmp_path / f"w{workers}{memory}.json"
+            write_chrome(trace, out, dataflow=True, memory=memory, workers=workers)
+            outputs[workers, memory] = out.read_bytes()
+    for memory in (False, True):
+        assert outputs[1, memory] == outputs[2, memory]
+        json.loads(outputs[2, memory])
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tracebridge-")] == []
+
+
+def test_writer_child_failure_is_raised_and_cleaned_up(monkeypatch, tmp_path):
+    from tracebridge.writers import chrome
+    path = tmp_path / "run.pb"
+    path.write_bytes(_run_metadata(_labelled_nodes(200)))
+    trace = tracebridge.load(path)
+    monkeypatch.setattr(chrome, "_CHUNK", 25)
+    parent = os.getpid()
+    original = chrome._Events._counter_events
+
+    def broken(self, lo, hi):  # fails in the child only
+        if os.getpid() != parent:
+            raise ValueError("boom")
+        return original(self, lo, hi)
+    monkeypatch.setattr(chrome._Events, "_counter_events", broken)
+    out = tmp_path / "out.json"
+    with pytest.raises(tracebridge.OutputError, match="boom"):
+        chrome.write_chrome(trace, out, memory=True, workers=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pb"]
+
+
+def test_reader_falls_back_when_the_worker_dies(monkeypatch, tmp_path):
+    path = tmp_path / "run.pb"
+    path.write_bytes(_run_metadata(_labelled_nodes(120)))
+    monkeypatch.setattr(stepstats, "_CHUNK", 16)
+    monkeypatch.setenv("TRACEBRIDGE_WORKERS", "1")
+    expected = tracebridge.load(path)
+    parent = os.getpid()
+    original = stepstats._Recorder.recording
+
+    def dies(self):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
+        return original(self)
+    monkeypatch.setattr(stepstats._Recorder, "recording", dies)
+    monkeypatch.setenv("TRACEBRIDGE_WORKERS", "2")
+    with pytest.warns(RuntimeWarning, match="worker process failed"):
+        got = tracebridge.load(path)
+    assert got == expected and got.strings == expected.strings
+
+
+def test_one_process_when_fork_fails(monkeypatch, tmp_path):
+    path = tmp_path / "run.pb"
+    path.write_bytes(_run_metadata(_labelled_nodes(150)))
+    monkeypatch.setenv("TRACEBRIDGE_WORKERS", "1")
+    expected = tracebridge.load(path)
+    write_chrome(expected, tmp_path / "one.json", memory=True)
+
+    def no_fork():
+        raise OSError(11, "Resource temporarily unavailable")
+    monkeypatch.setattr(os, "fork", no_fork)
+    monkeypatch.setenv("TRACEBRIDGE_WORKERS", "2")  # one chunk only: also fine
+    assert tracebridge.load(path) == expected
+    monkeypatch.setattr(stepstats, "_CHUNK", 16)
+    assert tracebridge.load(path) == expected
+    write_chrome(expected, tmp_path / "two.json", memory=True, workers=2)
+    assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.json", "run.pb", "two.json"]
+
+
+def test_forks_leave_piped_stdout_alone(tmp_path):
+    """Forked workers leave through os._exit: what the parent buffered for a pipe is
+    written once, and the only output is the parent's."""
+    import subprocess
+    import sys
+    path = tmp_path / "run.pb"
+    path.write_bytes(_run_metadata(_labelled_nodes(400)))
+    script = ("import sys, tracebridge; from tracebridge.readers import stepstats; "
+              "from tracebridge.writers import chrome; stepstats._CHUNK = 50; chrome._CHUNK = 50; "
+              "print('before'); t = tracebridge.load(sys.argv[1]); t.to_chrome(sys.argv[2], memory=True); "
+              "print('after', len(t))")
+    done = subprocess.run([sys.executable, "-c", script, str(path), str(tmp_path / "out.json")],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TRACEBRIDGE_WORKERS="2"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "before\nafter 400\n"
+    assert done.stderr == ""
+    json.loads((tmp_path / "out.json").read_text())
+
+
+# --- the reader's bulk label parsing against the one-by-one parser ------------------------------
+
+label_parts = st.sampled_from(["n", "a/b", " ", "=", " = ", "(", ")", ", ", ",", "^", ":1", "/_3", "ü",
+                               "\x00", "K", "MatMul", "x y"])
+label_bytes = st.lists(label_parts, max_size=8).map(lambda parts: "".join(parts).encode())
+raw_names = st.one_of(label_bytes, st.binary(max_size=6))
+
+
+@st.composite
+def named_nodes(draw):
+    """(node_name, timeline_label) as bytes, often of the canonical form."""
+    name = draw(raw_names)
+    kind = draw(st.integers(0, 3))
+    if kind == 0:  # "name = Kernel(args)"
+        args = draw(st.lists(label_bytes, max_size=3))
+        label = name + b" = " + draw(label_bytes) + b"(" + b", ".join(args) + b")"
+    elif kind == 1:  # another name in front
+        label = draw(raw_names) + b" = " + draw(label_bytes) + b"(" + draw(label_bytes) + b")"
+    else:
+        label = draw(st.one_of(label_bytes, st.binary(max_size=12)))
+    return name, label
+
+
+@common
+@given(st.lists(named_nodes(), min_size=1, max_size=40))
+def test_bulk_labels_match_one_by_one(nodes):
+    device = encode_field(1, LENGTH, b"/job:localhost/replica:0/task:0/device:CPU:0")
+    for i, (name, label) in enumerate(nodes):
+        node = encode_field(1, LENGTH, name) + encode_field(8, LENGTH, label) + encode_field(13, VARINT, 1000 + i)
+        device += encode_field(2, LENGTH, node)
+    data = encode_field(1, LENGTH, encode_field(1, LENGTH, device))
+    bulk = stepstats.read_run_metadatas([(0, "", data)], {})
+    original = stepstats._CanonicalLabels.__init__
+
+    def nothing_in_bulk(self, *args):
+        original(self, *args)
+        self.others = np.arange(len(args[1]))
+        self.rows = self.rows[:0]
+        for name in ("kernel_start", "kernel_end", "args_start", "args_end"):
+            setattr(self, name, getattr(self, name)[:0])
+    stepstats._CanonicalLabels.__init__ = nothing_in_bulk
+    try:
+        one_by_one = stepstats.read_run_metadatas([(0, "", data)], {})
+    finally:
+        stepstats._CanonicalLabels.__init__ = original
+    assert bulk == one_by_one
+    assert [o.label for o in bulk.records()] == [o.label for o in one_by_one.records()]
