@@ -68,6 +68,11 @@ def read_chrome(document, path=None) -> Trace:
                 process_hosts[event.get("pid")] = str(args["labels"])[len("host:"):]
             elif event.get("name") == "thread_name":
                 thread_names[(event.get("pid"), event.get("tid"))] = str(args.get("name", ""))
+    # Every device process is a device, even one without ops (an idle GPU plane).
+    for pid, process in process_names.items():
+        if process not in (_STEPS, _ALLOCATORS) and not process.endswith(" Tensors"):
+            device = process[:-len(" Compute")] if process.endswith(" Compute") else process
+            builder.device(device, process_hosts.get(pid))
     ops: list[tuple] = []
     steps: list[tuple[int, int, str, int]] = []
     for index, event in enumerate(events):
