@@ -32,6 +32,7 @@ from .wire import FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode,
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
 _MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _TASK_ENVIRONMENT = "Task Environment"
+_EVENT_CHUNK = 500_000
 # XStat value fields: number -> kind
 _STAT_VALUES = {2: "double", 3: "uint64", 4: "int64", 5: "str", 6: "bytes", 7: "ref"}
 
@@ -107,13 +108,28 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
     line_ids = as_signed(lines_f.scalar(1, n_lines, np.uint64))
     line_ts = as_signed(lines_f.scalar(3, n_lines, np.uint64))
     event_line, event_starts, event_ends = lines_f.spans(4)
-    events_f = decode(raw, event_starts, event_ends)
     n_events = len(event_starts)
-    metadata_id = as_signed(events_f.scalar(1, n_events, np.uint64))
-    offset_ps = as_signed(events_f.scalar(2, n_events, np.uint64))
-    duration_ps = as_signed(events_f.scalar(3, n_events, np.uint64))
-    aggregated = events_f.has(5, n_events)  # num_occurrences: an aggregate, no time of its own
-    stats = _event_stats(raw, events_f, n_events, planes, line_owner[event_line])
+    metadata_id = np.zeros(n_events, dtype=np.int64)
+    offset_ps = np.zeros(n_events, dtype=np.int64)
+    duration_ps = np.zeros(n_events, dtype=np.int64)
+    aggregated = np.zeros(n_events, dtype=bool)  # num_occurrences: an aggregate, no time of its own
+    stats: dict[str, tuple[list, list]] = {}
+    plane_of_event = line_owner[event_line]
+    # Events are decoded a chunk at a time: the decoder's rows (one per field, 33 bytes
+    # each) for 3M events at once would be the largest allocation of the whole read.
+    for lo in range(0, n_events, _EVENT_CHUNK):
+        hi = min(n_events, lo + _EVENT_CHUNK)
+        events_f = decode(raw, event_starts[lo:hi], event_ends[lo:hi])
+        count = hi - lo
+        metadata_id[lo:hi] = as_signed(events_f.scalar(1, count, np.uint64))
+        offset_ps[lo:hi] = as_signed(events_f.scalar(2, count, np.uint64))
+        duration_ps[lo:hi] = as_signed(events_f.scalar(3, count, np.uint64))
+        aggregated[lo:hi] = events_f.has(5, count)
+        for key, (events, values) in _event_stats(raw, events_f, planes, plane_of_event[lo:hi], lo).items():
+            into = stats.setdefault(key, ([], []))
+            into[0].extend(events)
+            into[1].extend(values)
+        del events_f
 
     # Devices and lanes: one device per plane (and host), one lane per line.
     plane_device = {p: -1 for p, plane in enumerate(planes) if plane.name != _TASK_ENVIRONMENT}
@@ -130,32 +146,53 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
         name = line_names[line] or display[line] or f"line {int(line_ids[line])}"
         lane_of_line[line] = builder.lane(plane_device[p], name, int(line_ids[line]))
 
-    event_plane = line_owner[event_line]
+    event_plane = plane_of_event
+    # Memory matters here (3M events make every temporary 24 MB): compute each column
+    # once, in the narrowest type, and drop what is no longer needed as soon as possible.
     start_ps = offset_ps + line_ts[event_line] * 1000
+    del offset_ps
     start_ns = base_ns + start_ps // 1000
     end_ns = base_ns + (start_ps + np.maximum(duration_ps, 0)) // 1000
+    del start_ps, duration_ps
     kinds = _classify(builder, planes)
     keys = event_plane.astype(np.int64) * (1 << 40) + metadata_id
+    del metadata_id
     kind_keys = np.array(sorted(kinds), dtype=np.int64)
     position = np.searchsorted(kind_keys, keys)
     known = (position < len(kind_keys)) & (kind_keys[np.minimum(position, len(kind_keys) - 1)] == keys)
+    del keys
     table = np.array([kinds[k] for k in kind_keys.tolist()] or [(0, 0, 0, 0)], dtype=np.int64)
-    per_event = table[np.minimum(position, len(table) - 1)]
-    name_id, type_id, category, is_memory = per_event.T
-    keep = known & ~aggregated & (device_of_line[event_line] >= 0) & (is_memory == 0)
+    row_of_kind = np.minimum(position, len(table) - 1)
+    del position
+    name_id = table[row_of_kind, 0].astype(np.int32)
+    type_id = table[row_of_kind, 1].astype(np.int32)
+    category = table[row_of_kind, 2].astype(np.uint8)
+    is_memory = table[row_of_kind, 3].astype(np.uint8)
+    del row_of_kind
+    device_of_event = device_of_line[event_line].astype(np.int32)
+    keep = known & ~aggregated & (device_of_event >= 0) & (is_memory == 0)
 
     first_op = builder.op_count
     rows = np.flatnonzero(keep)
-    flags = np.where(category[rows] == OP, HAS_NANOS | LABEL_CANONICAL, HAS_NANOS)
-    builder.extend("ops", name=name_id[rows], op_type=type_id[rows], kernel=type_id[rows],
-                   start_ns=start_ns[rows], end_ns=end_ns[rows], op_start_ns=start_ns[rows],
-                   op_end_ns=end_ns[rows], device=device_of_line[event_line[rows]],
-                   lane=lane_of_line[event_line[rows]], step=np.full(len(rows), -1),
-                   block=device_of_line[event_line[rows]], flags=flags, category=category[rows])
+    every = len(rows) == n_events  # the usual case: no fancy-indexed copies needed
+
+    def kept(column: np.ndarray) -> np.ndarray:
+        return column if every else column[rows]
+
+    flags = np.where(kept(category) == OP, HAS_NANOS | LABEL_CANONICAL, HAS_NANOS).astype(np.uint8)
+    device_column, type_column = kept(device_of_event), kept(type_id)
+    start_column, end_column = kept(start_ns), kept(end_ns)
+    builder.extend("ops", name=kept(name_id), op_type=type_column, kernel=type_column,
+                   start_ns=start_column, end_ns=end_column, op_start_ns=start_column,
+                   op_end_ns=end_column, device=device_column,
+                   lane=lane_of_line[event_line if every else event_line[rows]].astype(np.int32),
+                   step=np.full(len(rows), -1, dtype=np.int32), block=device_column, flags=flags,
+                   category=kept(category))
+    del flags, device_column, type_column, start_column, end_column
     op_of_event = np.full(n_events, -1, dtype=np.int64)
     op_of_event[rows] = first_op + np.arange(len(rows))
     _add_event_stats(builder, stats, op_of_event)
-    memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_line[event_line] >= 0))
+    memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_event >= 0))
     _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
                 event_line, op_of_event, category)
     _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id)
@@ -238,8 +275,9 @@ def _stat_values(raw: bytes, stats_f: Fields, count: int, planes: list[_Plane], 
             yield index, plane.stat_names.get(int(ids[index]), f"stat {int(ids[index])}"), payload
 
 
-def _event_stats(raw: bytes, events_f: Fields, n_events: int, planes, plane_of_event) -> dict:
-    """Stats of events: ``{stat name: (event indices, values)}``."""
+def _event_stats(raw: bytes, events_f: Fields, planes, plane_of_event, first_event: int) -> dict:
+    """Stats of a chunk of events: ``{stat name: (event indices, values)}``; indices count
+    from ``first_event``."""
     owner, starts, ends = events_f.spans(4)
     if not len(owner):
         return {}
@@ -247,7 +285,7 @@ def _event_stats(raw: bytes, events_f: Fields, n_events: int, planes, plane_of_e
     grouped: dict[str, tuple[list, list]] = {}
     for index, key, value in _stat_values(raw, stats_f, len(owner), planes, plane_of_event[owner]):
         events, values = grouped.setdefault(key, ([], []))
-        events.append(int(owner[index]))
+        events.append(first_event + int(owner[index]))
         values.append(value)
     return grouped
 
