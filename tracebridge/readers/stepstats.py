@@ -22,10 +22,10 @@ result is the same either way, string ids included.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import re
-import signal
 import tempfile
 import traceback
 import warnings
@@ -34,7 +34,7 @@ from itertools import islice, repeat
 
 import numpy as np
 
-from .._fork import automatic_fork_ok, workers_setting
+from .._fork import ChildFailed, ForkedJob, automatic_fork_ok, workers_setting
 from ..errors import TraceFormatError
 from ..model.builder import UNASSIGNED, TraceBuilder
 from ..model.trace import (HAS_MEMORY_STATS, HAS_NANOS, HAS_SCHEDULED, LABEL_CANONICAL, OUT_HAS_ALLOCATION,
@@ -191,19 +191,37 @@ def _add_devices(builder: TraceBuilder, raw: bytes, dev_fields: Fields, dev_star
         read(recorder, chunks[split:])
         return recorder.recording()
 
-    worker = _Worker.start(second_half) if len(chunks) >= 2 and _use_worker(total) else None
-    if worker is None:
+    if len(chunks) < 2 or not _use_worker(total):
         read(builder, chunks)
         return
-    with worker:
-        read(builder, chunks[:split])
-        recording = worker.result()  # raises what the worker raised
-    if recording is None:  # the worker died (killed, out of memory): read its part here
-        warnings.warn("tracebridge: the reader's worker process failed; reading on in one process",
-                      RuntimeWarning, stacklevel=2)
-        read(builder, chunks[split:])
-    else:
-        recording.replay(builder)
+    fd, result_path = tempfile.mkstemp(prefix="tracebridge-", suffix=".pickle")
+    os.close(fd)
+    try:
+        worker = ForkedJob.start(functools.partial(_run_and_pickle, second_half, result_path))
+        if worker is None:
+            read(builder, chunks)
+            return
+        with worker:
+            read(builder, chunks[:split])
+            try:
+                worker.wait()
+                outcome = _load_outcome(result_path)
+            except ChildFailed:
+                outcome = None
+        if outcome is None:  # the worker died (killed, out of memory): read its part here
+            warnings.warn("tracebridge: the reader's worker process failed; reading on in one process",
+                          RuntimeWarning, stacklevel=2)
+            read(builder, chunks[split:])
+        elif outcome[0] == "error":
+            error, detail = outcome[1], outcome[2]
+            if detail and hasattr(error, "add_note"):
+                error.add_note(f"raised in the reader's worker process:\n{detail}")
+            raise error
+        else:
+            outcome[1].replay(builder)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(result_path)
 
 
 def _use_worker(nodes: int) -> bool:
@@ -274,107 +292,27 @@ class _Recording:
                 builder.add_row(kind, **{k: int(remap[v]) if k in texts else v for k, v in values.items()})
 
 
-class _Worker:
-    """Runs ``job()`` in a forked process (:meth:`start`). ``result()`` waits for it and
-    returns what it returned (pickled through a temporary file), raises what it raised,
-    or returns None if the process died. Leaving the ``with`` block before that kills
-    the process; the temporary file is always removed."""
-
-    def __init__(self, job):
-        self.job = job
-        self.pid: int | None = None
-        self.path: str | None = None
-        self.report: int | None = None
-
-    @classmethod
-    def start(cls, job) -> "_Worker | None":
-        """The running worker, or None if no process could be started."""
-        worker = cls(job)
-        try:
-            fd, worker.path = tempfile.mkstemp(prefix="tracebridge-", suffix=".pickle")
-            os.close(fd)
-            read_end, write_end = os.pipe()
-            try:
-                with warnings.catch_warnings():
-                    # Python 3.12+ warns about fork() while threads are alive (numpy's BLAS
-                    # pool); the worker only computes and leaves through os._exit.
-                    warnings.filterwarnings("ignore", category=DeprecationWarning)
-                    worker.pid = os.fork()
-            except BaseException:
-                os.close(read_end)
-                os.close(write_end)
-                raise
-        except BaseException as error:
-            worker.__exit__(None, None, None)
-            if isinstance(error, OSError):  # no temporary file, no pipe, no process
-                return None
-            raise
-        if worker.pid == 0:
-            os.close(read_end)
-            _worker_main(job, worker.path, write_end)  # never returns
-        os.close(write_end)
-        worker.report = read_end
-        return worker
-
-    def __enter__(self) -> "_Worker":
-        return self
-
-    def result(self):
-        message = b""
-        while True:
-            data = os.read(self.report, 64)
-            if not data:
-                break
-            message += data
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = None
-        if status != 0 or message != b"ok":
-            return None
-        with open(self.path, "rb") as handle:
-            outcome, value, detail = pickle.load(handle)
-        if outcome == "error":
-            if detail and hasattr(value, "add_note"):
-                value.add_note(f"raised in the reader's worker process:\n{detail}")
-            raise value
-        return value
-
-    def __exit__(self, *exc) -> None:
-        if self.pid:  # still running: leaving on an error or an interrupt
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.waitpid(self.pid, 0)
-            self.pid = None
-        if self.report is not None:
-            os.close(self.report)
-            self.report = None
-        if self.path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
-            self.path = None
-
-
-def _worker_main(job, path: str, report: int) -> None:
-    """The worker process: run ``job``, pickle its outcome to ``path``, say "ok" on the
-    ``report`` pipe and leave with os._exit (no atexit handlers, no stdio flushes)."""
-    status = 1
+def _run_and_pickle(job, path: str) -> None:
+    """In the worker: run ``job`` and pickle its outcome (its result, or the exception it
+    raised, which the parent raises again) to ``path``, a file this process created."""
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt is handled by the parent
+        outcome = ("ok", job(), None)
+    except Exception as error:  # noqa: BLE001 - re-raised in the parent
+        outcome = ("error", error, traceback.format_exc())
+    with open(path, "wb") as handle:
         try:
-            outcome = ("ok", job(), None)
-        except Exception as error:  # noqa: BLE001 - re-raised in the parent
-            outcome = ("error", error, traceback.format_exc())
-        with open(path, "wb") as handle:
-            try:
-                pickle.dump(outcome, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception:  # noqa: BLE001 - an exception that cannot be pickled
-                handle.seek(0)
-                handle.truncate()
-                pickle.dump(("error", RuntimeError(outcome[2] or traceback.format_exc()), None), handle)
-        os.write(report, b"ok")
-        status = 0
-    finally:
-        os._exit(status)
+            pickle.dump(outcome, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - an exception that cannot be pickled
+            handle.seek(0)
+            handle.truncate()
+            pickle.dump(("error", RuntimeError(outcome[2] or traceback.format_exc()), None), handle)
+
+
+def _load_outcome(path: str):
+    """The worker's outcome. This pickle is tracebridge's own, written by its own child
+    process into a private temporary file (mode 0600), never input data."""
+    with open(path, "rb") as handle:
+        return pickle.load(handle)
 
 
 def _is_tracer_device(name: str) -> bool:
@@ -655,7 +593,6 @@ def _add_memory(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) -> 
     if not count:
         return
     used = decode(raw, starts, ends)
-    s = builder.strings
     first_row = builder.rows("memory")
     builder.extend("memory", op=owner + first_op,
                    allocator=_interned_per_message(builder, raw, used, 1, count),

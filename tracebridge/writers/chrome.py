@@ -22,16 +22,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import tempfile
-import traceback
-import warnings
 from json.encoder import encode_basestring_ascii as _quote
 
 import numpy as np
 
 from .._files import atomic_output
-from .._fork import automatic_fork_ok, workers_setting
+from .._fork import ChildFailed, ForkedJob, automatic_fork_ok, workers_setting
 from ..errors import OutputError
 from ..model.trace import Trace
 
@@ -67,15 +64,10 @@ def write_chrome(trace: Trace, path: str | os.PathLike, *, dataflow: bool = True
     with atomic_output(path) as out:
         out.write(events.header().encode("utf-8"))
         split = _split_point(units) if _use_two(workers, units, compress) else len(units)
-        child = _Child.start(path, units[split:]) if split < len(units) else None
-        if child is None:
-            _write_units(out, units, first=True, progress=progress, total=n)
+        if split < len(units):
+            _write_in_two(out, path, units, split, progress=progress, total=n)
         else:
-            with child:
-                nothing_yet = _write_units(out, units[:split], first=True, progress=progress, total=n)
-                child.append_to(out, skip_separator=nothing_yet)
-            if progress and n and any(unit.ops_done for unit in units[split:]):
-                progress(n, n)
+            _write_units(out, units, first=True, progress=progress, total=n)
         out.write(events.footer().encode("utf-8"))
 
 
@@ -271,100 +263,40 @@ def _split_point(units: list[_Unit]) -> int:
     return len(units)
 
 
-class _Child:
-    """A forked process that formats ``units`` into a temporary file beside ``path``
-    (each chunk preceded by ",\\n"); :meth:`start` starts it."""
-
-    def __init__(self, path, units: list[_Unit]):
-        self.path, self.units = os.fspath(path), units
-        self.pid = None
-        self.part = None
-        self.report = None
-
-    @classmethod
-    def start(cls, path, units: list[_Unit]) -> "_Child | None":
-        """The running child, or None if none could be started (then one process writes)."""
-        child = cls(path, units)
-        try:
-            directory = os.path.dirname(os.path.abspath(child.path))
-            fd, child.part = tempfile.mkstemp(prefix=".tracebridge-", suffix=".part", dir=directory)
-            os.close(fd)
-            read_end, write_end = os.pipe()
-            try:
-                with warnings.catch_warnings():
-                    # Python 3.12+ warns about fork() while threads are alive (numpy's BLAS
-                    # pool); the child only formats text and leaves through os._exit.
-                    warnings.filterwarnings("ignore", category=DeprecationWarning)
-                    child.pid = os.fork()
-            except BaseException:
-                os.close(read_end)
-                os.close(write_end)
-                raise
-        except BaseException as error:
-            child.__exit__(None, None, None)
-            if isinstance(error, OSError):
-                return None
-            raise
-        if child.pid == 0:  # the child: never returns
-            os.close(read_end)
-            _child_main(units, child.part, write_end)
-        os.close(write_end)
-        child.report = os.fdopen(read_end, "rb")
-        return child
-
-    def __enter__(self) -> "_Child":
-        return self
-
-    def append_to(self, out, *, skip_separator: bool) -> None:
-        """Wait for the child and append its part to ``out``; ``skip_separator``: nothing
-        precedes it, so its leading ",\\n" is dropped."""
-        message = self.report.read()  # EOF when the child exits
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = None
-        if status != 0 or not message.startswith(b"ok"):
-            detail = message.decode("utf-8", "replace").strip() or _status_text(status)
-            raise OutputError(f"{self.path}: the second writer process failed: {detail}")
-        out.flush()
-        with open(self.part, "rb") as source:
-            if skip_separator and message == b"ok":
-                source.seek(2)
-            _append(source, out)
-
-    def __exit__(self, *exc) -> None:
-        if self.pid:  # still running: we are leaving on an error or an interrupt
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.waitpid(self.pid, 0)
-            self.pid = None
-        if self.report is not None:
-            self.report.close()
-            self.report = None
-        if self.part is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.part)
-            self.part = None
-
-
-def _child_main(units: list[_Unit], part: str, report: int) -> None:
-    status = 1
+def _write_in_two(out, path, units: list[_Unit], split: int, *, progress, total: int) -> None:
+    """Write ``units[:split]`` here while a forked child formats the rest into a
+    temporary file beside ``path`` (each chunk preceded by ",\\n"), then append it."""
+    directory = os.path.dirname(os.path.abspath(os.fspath(path)))
+    fd, part = tempfile.mkstemp(prefix=".tracebridge-", suffix=".part", dir=directory)
+    os.close(fd)
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent handles an interrupt
-        with open(part, "wb") as target:
-            empty = _write_units(target, units, first=False)
-        os.write(report, b"ok empty" if empty else b"ok")
-        status = 0
-    except BaseException:  # noqa: BLE001 - everything is reported to the parent
-        with contextlib.suppress(BaseException):
-            os.write(report, traceback.format_exc().encode("utf-8", "replace")[-4000:])
+        child = ForkedJob.start(lambda: _write_part(units[split:], part))
+        if child is None:
+            _write_units(out, units, first=True, progress=progress, total=total)
+            return
+        with child:
+            nothing_yet = _write_units(out, units[:split], first=True, progress=progress, total=total)
+            try:
+                empty = child.wait() == b" empty"
+            except ChildFailed as failure:
+                raise OutputError(f"{os.fspath(path)}: the second writer process failed: {failure}") from None
+        out.flush()
+        with open(part, "rb") as source:
+            if nothing_yet and not empty:
+                source.seek(2)  # nothing precedes the child's events: drop its leading ",\\n"
+            _append(source, out)
+        if progress and total and any(unit.ops_done for unit in units[split:]):
+            progress(total, total)
     finally:
-        os._exit(status)
+        with contextlib.suppress(OSError):
+            os.unlink(part)
 
 
-def _status_text(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        return f"killed by signal {os.WTERMSIG(status)}"
-    return f"exit status {os.WEXITSTATUS(status) if os.WIFEXITED(status) else status}"
+def _write_part(units: list[_Unit], part: str) -> bytes:
+    """In the child: format ``units`` into ``part``; says whether nothing was written."""
+    with open(part, "wb") as target:
+        empty = _write_units(target, units, first=False)
+    return b" empty" if empty else b""
 
 
 def _append(source, out) -> None:
