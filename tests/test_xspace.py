@@ -116,7 +116,9 @@ def test_xspace_converts_to_every_writer(corpus, tmp_path):
                              (trace.ops["category"] == MEMCPY)).sum())
     assert nodes is not None
     events = json.loads((tmp_path / "x.json").read_text())["traceEvents"]
-    assert sum(1 for e in events if e["ph"] == "X" and e.get("cat") == "Op") == len(trace)
+    assert sum(1 for e in events if e["ph"] == "X" and e.get("cat") != "Step") == len(trace)
+    again = tracebridge.load(tmp_path / "x.json")  # categories survive as the events' "cat"
+    assert sorted(again.ops["category"].tolist()) == sorted(trace.ops["category"].tolist())
     assert HOST in set(trace.ops["category"].tolist())
 
 

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CaptureError", "Device", "Lane", "MigrationError", "MissingDependencyError", "Op",
     "OutputError", "Step", "Trace", "TraceFormatError", "TracebridgeError", "UnsafePickleError",
-    "__version__", "capture_remote", "load", "trace",
+    "__version__", "capture_remote", "compare", "load", "trace",
 ]
 
 
@@ -46,3 +46,12 @@ def capture_remote(addresses, duration_ms, **options):
     trace with a device per plane and host; see :mod:`tracebridge.capture.remote`."""
     from .capture.remote import capture_remote as _capture_remote
     return _capture_remote(addresses, duration_ms, **options)
+
+
+def compare(control, test, **options):
+    """Compare two runs of the same model (traces, or paths tracebridge reads): aligned
+    ops, per-step statistics, coverage; see :mod:`tracebridge.analysis.compare`."""
+    from .analysis.compare import compare as _compare
+    control = control if isinstance(control, Trace) else load(control)
+    test = test if isinstance(test, Trace) else load(test)
+    return _compare(control, test, **options)

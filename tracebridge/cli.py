@@ -64,6 +64,20 @@ def _parser() -> argparse.ArgumentParser:
     _add_filters(summary)
     summary.set_defaults(handler=_summary)
 
+    diff = commands.add_parser("compare", help="compare two runs of the same model (control A, test B)")
+    diff.add_argument("control")
+    diff.add_argument("test")
+    shown = diff.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true")
+    shown.add_argument("--csv", action="store_true")
+    diff.add_argument("--html", metavar="OUT", help="also write the diff view to OUT")
+    diff.add_argument("--rule", action="append", default=[], metavar="PATTERN=REPLACEMENT",
+                      help="rewrite op names of both runs with a regular expression first (repeatable)")
+    diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
+    diff.add_argument("--threshold", type=float, default=0.1, help="noise threshold as a share (default 0.1)")
+    diff.add_argument("--top", type=int, default=25, help="rows in the table (default 25)")
+    diff.set_defaults(handler=_compare)
+
     view = commands.add_parser("html", help="write the standalone HTML timeline view")
     view.add_argument("input")
     view.add_argument("output")
@@ -175,6 +189,34 @@ def _summary(args) -> int:
         sys.stdout.write(summary.to_csv())
     else:
         print(summary.to_text())
+    return 0
+
+
+def _compare(args) -> int:
+    import re
+
+    from .analysis.compare import compare
+    from .readers import load
+    for rule in args.rule:
+        pattern, sep, _ = rule.partition("=")
+        if not sep:
+            raise _UsageError(f"--rule {rule!r}: write PATTERN=REPLACEMENT")
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise _UsageError(f"--rule {rule!r}: bad regular expression ({error})")
+    comparison = compare(load(args.control), load(args.test), rules=args.rule, warmup=args.warmup,
+                         threshold=args.threshold)
+    if args.json:
+        print(comparison.to_json())
+    elif args.csv:
+        sys.stdout.write(comparison.to_csv())
+    else:
+        print(comparison.to_text(top=args.top))
+    if args.html:
+        from .writers.compare_html import write_compare_html
+        write_compare_html(comparison, args.html)
+        print(f"wrote {args.html}", file=sys.stderr)
     return 0
 
 

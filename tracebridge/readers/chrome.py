@@ -17,10 +17,12 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..model.builder import TraceBuilder
-from ..model.trace import HAS_NANOS, LABEL_CANONICAL, Trace
+from ..model.trace import HAS_NANOS, LABEL_CANONICAL, OP, Trace
+from ..writers.chrome import CHROME_CATEGORIES
 
 _INPUT_KEY = re.compile(r"input(\d+)$")
 _STEPS, _ALLOCATORS = "Steps", "Allocators"
+_CATEGORY_OF_CAT = {name: value for value, name in enumerate(CHROME_CATEGORIES)}
 
 
 def parse_json(text: str | bytes, path=None):
@@ -129,9 +131,10 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
         if len(sorted_starts):
             position = int(np.searchsorted(sorted_starts, ts, side="right")) - 1
             step = step_ids[int(order[max(position, 0)])]
+        category = _CATEGORY_OF_CAT.get(event.get("cat"), OP)
         op = builder.add_op(name=name, op_type=kernel, kernel=kernel, start_ns=ts, end_ns=ts + dur,
-                            device=device, inputs=tuple(inputs), lane=lane, step=step,
-                            flags=flags if name != "RecvTensor" else flags & ~LABEL_CANONICAL)
+                            device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
+                            flags=flags if name != "RecvTensor" and category == OP else flags & ~LABEL_CANONICAL)
         if "bytes" in args and "src" in args:
             builder.add_row("transfers", op=op, bytes=_int(args.get("bytes")),
                             rate_bps=float(args.get("rate_bps") or 0), src=str(args["src"]),

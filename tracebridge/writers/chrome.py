@@ -33,6 +33,8 @@ from ..errors import OutputError
 from ..model.trace import Trace
 
 STEPS_PID, ALLOCATORS_PID, FIRST_DEVICE_PID = 0, 1, 2
+# ops.category -> the "cat" of its events (index = category value, see model/trace.py)
+CHROME_CATEGORIES = ("Op", "Device", "Memcpy", "Host", "Python", "Data")
 NETWORK_TID = 999_999
 _CHUNK = 20_000
 # Below this many events one process writes everything: forking and joining the
@@ -107,6 +109,10 @@ class _Events:
         ops = trace.ops
         self.pid, self.tid = _pids_and_tids(trace)
         self.where = _pid_tid_texts(self.pid, self.tid)
+        # The category travels as the event's "cat" ("Op" as in timeline.py for TF ops), so
+        # that host annotations of a TF2 trace are still told apart after a round trip.
+        categories = np.array([f'"cat":"{c}",' for c in CHROME_CATEGORIES], dtype=object)
+        self.op_head = categories[ops["category"]] + self.where
         self.start, self.end = ops["start_ns"], ops["end_ns"]
         self.input_offsets = trace.input_offsets()
         self.transfers = _transfer_args(trace, self.quoted)
@@ -155,7 +161,7 @@ class _Events:
         each input a field of the f-string; the others join their inputs first."""
         ops, quoted = self.trace.ops, self.quoted
         kernel, name = quoted[ops["kernel"][lo:hi]], quoted[ops["name"][lo:hi]]
-        where = self.where[lo:hi]
+        where = self.op_head[lo:hi]  # "cat":...,"pid":...,"tid":...
         ts, ts_frac = _micros_columns(self.start[lo:hi])
         dur, dur_frac = _micros_columns(self.end[lo:hi] - self.start[lo:hi])
         offsets = self.input_offsets[lo:hi + 1]
@@ -174,17 +180,17 @@ class _Events:
             first = offsets[rows]
             if count == 0:
                 events[rows] = [
-                    f'{{"ph":"X","cat":"Op","name":{k},{w},"ts":{a}{af},"dur":{d}{df},'
+                    f'{{"ph":"X",{w},"name":{k},"ts":{a}{af},"dur":{d}{df},'
                     f'"args":{{"name":{nm},"op":{k}}}}}'
                     for k, w, a, af, d, df, nm in zip(*columns)]
             elif count == 1:
                 events[rows] = [
-                    f'{{"ph":"X","cat":"Op","name":{k},{w},"ts":{a}{af},"dur":{d}{df},'
+                    f'{{"ph":"X",{w},"name":{k},"ts":{a}{af},"dur":{d}{df},'
                     f'"args":{{"name":{nm},"op":{k},"input0":{i0}}}}}'
                     for k, w, a, af, d, df, nm, i0 in zip(*columns, quoted[inputs[first]].tolist())]
             else:
                 events[rows] = [
-                    f'{{"ph":"X","cat":"Op","name":{k},{w},"ts":{a}{af},"dur":{d}{df},'
+                    f'{{"ph":"X",{w},"name":{k},"ts":{a}{af},"dur":{d}{df},'
                     f'"args":{{"name":{nm},"op":{k},"input0":{i0},"input1":{i1}}}}}'
                     for k, w, a, af, d, df, nm, i0, i1 in zip(*columns, quoted[inputs[first]].tolist(),
                                                                quoted[inputs[first + 1]].tolist())]
@@ -194,7 +200,7 @@ class _Events:
             args = [self._input_args(offsets[r], offsets[r + 1]) for r in rows.tolist()]
             extra = [self.transfers.get(lo + r, "") for r in rows.tolist()]
             events[rows] = [
-                f'{{"ph":"X","cat":"Op","name":{k},{w},"ts":{a}{af},"dur":{d}{df},'
+                f'{{"ph":"X",{w},"name":{k},"ts":{a}{af},"dur":{d}{df},'
                 f'"args":{{"name":{nm},"op":{k}{i}{e}}}}}'
                 for k, w, a, af, d, df, nm, i, e in zip(*columns, args, extra)]
         return ",\n".join(events.tolist())

@@ -1,0 +1,176 @@
+"""Comparing runs: a trace with itself, TF1 against TF2 for an MLP and a CNN, batch sizes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tracebridge
+from tracebridge.analysis.compare import compare
+from tests.conftest import run_cli
+from tests.test_model import small_trace
+
+
+def test_a_trace_against_itself():
+    trace = small_trace()
+    result = compare(trace, trace)
+    assert result.coverage == {"control": 1.0, "test": 1.0}
+    assert all(r.change == "=" and r.delta_ns == 0 for r in result.rows)
+    assert {r.rule for r in result.rows} == {"exact"}
+    assert result.step_pairs == [(5, 5), (6, 6)]
+
+
+def _mlp_tf1(tf, batch, features, hidden):
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [batch, features], name="x")
+        y = v1.placeholder(tf.int32, [batch], name="y")
+        w1 = tf.Variable(v1.random_normal([features, hidden], seed=1), name="dense/kernel")
+        b1 = tf.Variable(tf.zeros([hidden]), name="dense/bias")
+        w2 = tf.Variable(v1.random_normal([hidden, 10], seed=2), name="logits/kernel")
+        h = tf.nn.relu(tf.matmul(x, w1) + b1, name="dense/Relu")
+        logits = tf.matmul(h, w2, name="logits/MatMul")
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+        train = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+        init = v1.global_variables_initializer()
+    return graph, x, y, train, init
+
+
+def _cnn_tf1(tf, batch):
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [batch, 32, 32, 3], name="x")
+        y = v1.placeholder(tf.int32, [batch], name="y")
+        k = tf.Variable(v1.random_normal([3, 3, 3, 16], seed=1), name="conv/kernel")
+        w = tf.Variable(v1.random_normal([16 * 16 * 16, 10], seed=2), name="dense/kernel")
+        c = tf.nn.relu(tf.nn.conv2d(x, k, 1, "SAME"), name="conv/Relu")
+        p = tf.nn.max_pool2d(c, 2, 2, "VALID", name="pool/MaxPool")
+        logits = tf.matmul(tf.reshape(p, [batch, -1]), w, name="dense/MatMul")
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+        train = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+        init = v1.global_variables_initializer()
+    return graph, x, y, train, init
+
+
+def _run_tf1(tf, built, feed_values, steps=4):
+    graph, x, y, train, init = built
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run(init)
+        feed = {x: feed_values[0], y: feed_values[1]}
+        session.run(train, feed)
+        with tracebridge.trace(session, steps=steps) as capture:
+            for _ in range(steps):
+                session.run(train, feed)
+    return capture.trace
+
+
+def _run_tf2(tf, step_fn, feed_values, steps=4):
+    x, y = tf.constant(feed_values[0]), tf.constant(feed_values[1])
+    step_fn(x, y)
+    traced = tracebridge.trace(step_fn)
+    for _ in range(steps):
+        traced(x, y)
+    return traced.trace
+
+
+def _mlp_tf2(tf, features, hidden):
+    w1 = tf.Variable(tf.random.normal([features, hidden], seed=1), name="dense/kernel")
+    b1 = tf.Variable(tf.zeros([hidden]), name="dense/bias")
+    w2 = tf.Variable(tf.random.normal([hidden, 10], seed=2), name="logits/kernel")
+    variables = [w1, b1, w2]
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.matmul(x, w1) + b1, name="dense/Relu")
+            logits = tf.matmul(h, w2, name="logits/MatMul")
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits),
+                                  name="loss")
+        for v, g in zip(variables, tape.gradient(loss, variables)):
+            v.assign_sub(0.01 * g)
+        return loss
+    return step
+
+
+def _cnn_tf2(tf, batch):
+    k = tf.Variable(tf.random.normal([3, 3, 3, 16], seed=1), name="conv/kernel")
+    w = tf.Variable(tf.random.normal([16 * 16 * 16, 10], seed=2), name="dense/kernel")
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            c = tf.nn.relu(tf.nn.conv2d(x, k, 1, "SAME"), name="conv/Relu")
+            p = tf.nn.max_pool2d(c, 2, 2, "VALID", name="pool/MaxPool")
+            logits = tf.matmul(tf.reshape(p, [batch, -1]), w, name="dense/MatMul")
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits),
+                                  name="loss")
+        for v, g in zip([k, w], tape.gradient(loss, [k, w])):
+            v.assign_sub(0.01 * g)
+        return loss
+    return step
+
+
+def _report(result):
+    return "\n" + result.to_text(top=60)
+
+
+def test_mlp_tf1_against_tf2(tf):
+    rng = np.random.default_rng(0)
+    values = (rng.random((256, 128), dtype=np.float32), rng.integers(0, 10, 256).astype(np.int32))
+    tf1 = _run_tf1(tf, _mlp_tf1(tf, 256, 128, 256), values)
+    tf2 = _run_tf2(tf, _mlp_tf2(tf, 128, 256), values)
+    result = compare(tf1, tf2, warmup=1)
+    assert result.coverage["control"] >= 0.9 and result.coverage["test"] >= 0.9, _report(result)
+    rules = {r.rule for r in result.rows}
+    assert {"exact", "gradient", "optimizer"} <= rules, _report(result)
+    relu = next(r for r in result.rows if r.key == "dense/Relu")
+    assert relu.rule == "exact" and relu.control_count == relu.test_count == 3
+    for side in ("control", "test"):  # every unmatched op is listed with its time
+        for row in result.unmatched[side]:
+            assert getattr(row, f"{side}_total_ns") >= 0 and row.rule == "unmatched"
+    print(f"MLP coverage: control {result.coverage['control']:.1%}, test {result.coverage['test']:.1%}")
+
+
+def test_cnn_tf1_against_tf2(tf):
+    rng = np.random.default_rng(1)
+    values = (rng.random((32, 32, 32, 3), dtype=np.float32), rng.integers(0, 10, 32).astype(np.int32))
+    tf1 = _run_tf1(tf, _cnn_tf1(tf, 32), values)
+    tf2 = _run_tf2(tf, _cnn_tf2(tf, 32), values)
+    result = compare(tf1, tf2, warmup=1)
+    assert result.coverage["control"] >= 0.9 and result.coverage["test"] >= 0.9, _report(result)
+    types = {r.op_type for r in result.rows if r.control_names and r.test_names}
+    assert any("Conv2D" in t for t in types) and any("MaxPool" in t for t in types), _report(result)
+    print(f"CNN coverage: control {result.coverage['control']:.1%}, test {result.coverage['test']:.1%}")
+
+
+def test_batch_size_growth_shows(tf):
+    rng = np.random.default_rng(2)
+    small = (rng.random((32, 128), dtype=np.float32), rng.integers(0, 10, 32).astype(np.int32))
+    large = (rng.random((1024, 128), dtype=np.float32), rng.integers(0, 10, 1024).astype(np.int32))
+    step = _mlp_tf2(tf, 128, 256)
+    result = compare(_run_tf2(tf, step, small), _run_tf2(tf, _mlp_tf2(tf, 128, 256), large), warmup=1)
+    relu = next(r for r in result.rows if r.key == "dense/Relu")
+    assert relu.change == "+" and relu.ratio > 2, _report(result)
+
+
+def test_user_rules_and_cli(tmp_path):
+    control = small_trace()
+    control.save(tmp_path / "a.json")
+    from tracebridge.model.builder import TraceBuilder
+    b = TraceBuilder({"source_format": "test"})
+    device = b.device("/job:worker/replica:0/task:0/device:CPU:0")
+    step = b.step(5)
+    b.add_op(name="model/a_renamed", op_type="MatMul", start_ns=0, end_ns=400, device=device, step=step)
+    b.build().save(tmp_path / "b.json")
+    result = tracebridge.compare(tmp_path / "a.json", tmp_path / "b.json", rules=[r"^model/(\w+)_renamed$=\1"])
+    assert any(r.rule == "user" and r.key == "a" for r in result.rows)
+    out = run_cli("compare", tmp_path / "a.json", tmp_path / "b.json", "--json")
+    data = json.loads(out.stdout)
+    assert set(data["coverage"]) == {"control", "test"} and data["rows"] and "steps" in data
+    assert run_cli("compare", tmp_path / "a.json", tmp_path / "b.json", "--csv").stdout.startswith("key,")
+    bad = run_cli("compare", tmp_path / "a.json", tmp_path / "b.json", "--rule", "([=x")
+    assert bad.returncode == 2 and "bad regular expression" in bad.stderr

@@ -1,0 +1,384 @@
+"""Comparing two runs of the same model, TF1 or TF2 either side: which ops align, where
+time moved, what appeared or vanished.
+
+``compare(control, test)`` aligns the op names of both runs, stage by stage; every row
+records the rule that matched it:
+
+1. ``user``: the caller's regular expressions (``pattern=replacement``) rewrite names first;
+2. ``exact``: the same name once function wrappers (``StatefulPartitionedCall/``,
+   ``PartitionedCall/``, ``__inference_*``) and Keras 3 uniquifiers on scopes (``dense_1/``
+   -> ``dense/``) are removed;
+3. ``normalized``: the same name without leading model scopes (``mlp/dense/Relu`` and
+   ``dense/Relu``), for ops of the same type;
+4. ``gradient``: TF1's ``gradients/<scope>/<op>_grad/<Op>`` and TF2's
+   ``gradient_tape/<scope>/<Op>`` describe the same gradient op;
+5. ``optimizer``: variable updates differ entirely between TF1 and TF2
+   (``ResourceApplyGradientDescent`` vs ``AssignSubVariableOp`` and its ``mul``), so each
+   side's updates are compared as one group;
+6. ``type+position``: what is left pairs up by kernel type and order within the step.
+
+Statistics are per step: each row's per-step totals give a median, p90 and minimum after
+``warmup`` steps; ``change`` is ``+`` (test slower), ``-`` (faster) or ``=`` (within the
+noise threshold). ``coverage`` is the share of each run's op time that was matched.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..model.trace import OP, Trace
+from .summary import counted_rows
+
+_WRAPPER = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?|PartitionedCall(?:_\d+)?|__inference_[^/]*|"
+                      r"__forward_[^/]*|__backward_[^/]*)/")
+_UNIQUIFIED_SCOPE = re.compile(r"^([a-z][a-z0-9_]*?)_\d+$")
+_TF1_GRADIENT = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/(?:gradients/)?(?P<rest>.+)$")
+_TF2_GRADIENT = re.compile(r"^(?:.*/)?gradient_tape/(?P<rest>.+)$")
+_UPDATE_TYPES = {"ResourceApplyGradientDescent", "ApplyGradientDescent", "AssignSubVariableOp",
+                 "AssignAddVariableOp", "ResourceApplyAdam", "ApplyAdam", "ResourceApplyMomentum",
+                 "ResourceApplyKerasMomentum", "AssignVariableOp"}
+_OPTIMIZER_SCOPES = re.compile(r"(?:^|/)(?:GradientDescent|SGD|sgd(?:_\d+)?|Adam|adam(?:_\d+)?|"
+                               r"Momentum|optimizer|training)(?:/|$)")
+
+
+@dataclass
+class Row:
+    """One aligned op (or group of ops) of both runs; times in nanoseconds."""
+
+    key: str
+    rule: str
+    op_type: str
+    control_names: tuple[str, ...]
+    test_names: tuple[str, ...]
+    control_count: int = 0
+    test_count: int = 0
+    control_total_ns: int = 0
+    test_total_ns: int = 0
+    control_median_ns: float = 0.0
+    test_median_ns: float = 0.0
+    control_p90_ns: float = 0.0
+    test_p90_ns: float = 0.0
+    control_min_ns: float = 0.0
+    test_min_ns: float = 0.0
+    delta_ns: float = 0.0
+    ratio: float | None = None
+    change: str = "="
+
+
+@dataclass
+class Comparison:
+    """``control`` against ``test``: aligned rows, coverage, steps, groupings, memory."""
+
+    control: Trace
+    test: Trace
+    rows: list[Row]
+    coverage: dict[str, float]
+    step_pairs: list[tuple[int, int]]
+    steps: dict[str, dict]
+    groups: dict[str, list[dict]] = field(default_factory=dict)
+    memory: dict[str, dict[str, int]] = field(default_factory=dict)
+    threshold: float = 0.1
+
+    @property
+    def unmatched(self) -> dict[str, list[Row]]:
+        return {"control": [r for r in self.rows if not r.test_names],
+                "test": [r for r in self.rows if not r.control_names]}
+
+    def to_dict(self) -> dict:
+        return {"coverage": self.coverage, "steps": self.steps, "step_pairs": self.step_pairs,
+                "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
+                "unmatched": {side: [r.key for r in rows] for side, rows in self.unmatched.items()},
+                "groups": self.groups, "memory": self.memory}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        columns = [f for f in Row.__dataclass_fields__]
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        for row in self.rows:
+            values = asdict(row)
+            values["control_names"] = ";".join(row.control_names)
+            values["test_names"] = ";".join(row.test_names)
+            writer.writerow([values[c] for c in columns])
+        return out.getvalue()
+
+    def to_text(self, top: int = 25) -> str:
+        c, t = self.steps["control"], self.steps["test"]
+        lines = [
+            f"control: {self.control.source_format}, {c['count']} steps, median step {_ms(c['median_ns'])}",
+            f"test:    {self.test.source_format}, {t['count']} steps, median step {_ms(t['median_ns'])}",
+            f"coverage: control {self.coverage['control']:.1%}, test {self.coverage['test']:.1%} of op time matched",
+            "",
+            f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}  {'rule':13} op",
+        ]
+        for row in self.rows[:top]:
+            ratio = f"{row.ratio:.2f}" if row.ratio is not None else "-"
+            lines.append(f"{row.change:2}{_ms(row.control_median_ns):>11}{_ms(row.test_median_ns):>11}"
+                         f"{_ms(row.delta_ns, signed=True):>11}{ratio:>8}  {row.rule:13} {row.key}")
+        if len(self.rows) > top:
+            lines.append(f"  ... {len(self.rows) - top} more rows")
+        for side, rows in self.unmatched.items():
+            if rows:
+                shown = ", ".join(f"{r.key} ({_ms(getattr(r, side + '_total_ns'))})" for r in rows[:10])
+                lines.append(f"unmatched in {side}: {shown}{' ...' if len(rows) > 10 else ''}")
+        return "\n".join(lines)
+
+    __str__ = to_text
+
+
+def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warmup: int = 0,
+            threshold: float = 0.1, noise_ns: int = 2_000) -> Comparison:
+    """Align ``test`` against ``control``. ``rules``: ``"pattern=replacement"`` regular
+    expressions applied to op names of both runs first; ``warmup``: steps of each run left
+    out of the statistics; a row changes (``+``/``-``) when its per-step median moves by
+    more than ``threshold`` (a share) and more than ``noise_ns``."""
+    compiled = [_rule(text) for text in rules or []]
+    sides = {"control": _side(control, compiled, warmup), "test": _side(test, compiled, warmup)}
+    pairs = _align(sides["control"], sides["test"], bool(compiled))
+    rows = [_row(pair, sides, threshold, noise_ns) for pair in pairs]
+    rows.sort(key=lambda r: (-(r.delta_ns if r.control_names and r.test_names else
+                               max(r.control_median_ns, r.test_median_ns)), r.key))
+    coverage = {}
+    for name, side in sides.items():
+        matched = sum(side.total[n] for pair in pairs if pair.control and pair.test
+                      for n in (pair.control if name == "control" else pair.test))
+        coverage[name] = matched / side.all_time if side.all_time else 1.0
+    step_pairs = list(zip([s.number for s in control.steps][warmup:], [s.number for s in test.steps][warmup:]))
+    return Comparison(control=control, test=test, rows=rows, coverage=coverage, step_pairs=step_pairs,
+                      steps={name: _step_stats(side.trace, warmup) for name, side in sides.items()},
+                      groups=_groups(rows), memory={name: _peaks(side.trace) for name, side in sides.items()},
+                      threshold=threshold)
+
+
+# --- one side -----------------------------------------------------------------------------
+class _Side:
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.names: list[str] = []          # distinct op names, in first-seen order
+        self.type: dict[str, str] = {}
+        self.total: dict[str, int] = {}
+        self.per_step: dict[str, np.ndarray] = {}
+        self.count: dict[str, int] = {}
+        self.order: dict[str, int] = {}     # position of first occurrence within its step
+        self.rewritten: dict[str, str] = {}
+        self.all_time = 0
+
+
+def _side(trace: Trace, rules, warmup: int) -> _Side:
+    side = _Side(trace)
+    mask, _ = counted_rows(trace)
+    ops = trace.ops
+    steps = [s for s in trace.steps][warmup:] if len(trace.steps) > warmup else list(trace.steps)
+    step_positions = {trace.steps.index(s) for s in steps} if trace.steps else set()
+    if step_positions:
+        mask = mask & np.isin(ops["step"], sorted(step_positions))
+    rows = np.flatnonzero(mask)
+    rows = rows[np.lexsort((ops["start_ns"][rows], ops["step"][rows]))]
+    durations = (ops["end_ns"] - ops["start_ns"])[rows]
+    names = [trace.strings[i] for i in ops["name"][rows].tolist()]
+    kernels = [trace.strings[i] for i in ops["kernel"][rows].tolist()]
+    step_index = ops["step"][rows]
+    step_slots = {p: k for k, p in enumerate(sorted(step_positions))} if step_positions else {}
+    n_steps = max(len(step_slots), 1)
+    position_in_step: dict[int, int] = defaultdict(int)
+    for name, kernel, duration, step in zip(names, kernels, durations.tolist(), step_index.tolist()):
+        if name not in side.total:
+            side.names.append(name)
+            side.type[name] = kernel
+            side.total[name] = 0
+            side.count[name] = 0
+            side.per_step[name] = np.zeros(n_steps)
+            side.order[name] = position_in_step[step]
+            rewritten = name
+            for pattern, replacement in rules:
+                rewritten = pattern.sub(replacement, rewritten)
+            side.rewritten[name] = rewritten
+        position_in_step[step] += 1
+        side.total[name] += duration
+        side.count[name] += 1
+        side.per_step[name][step_slots.get(step, 0)] += duration
+        side.all_time += duration
+    return side
+
+
+# --- alignment -----------------------------------------------------------------------------
+@dataclass
+class _Pair:
+    key: str
+    rule: str
+    control: tuple[str, ...]
+    test: tuple[str, ...]
+
+
+def _strip(name: str) -> str:
+    """Without function wrappers, and with Keras uniquifiers removed from scope parts."""
+    previous = None
+    while previous != name:
+        previous, name = name, _WRAPPER.sub("", name)
+    parts = name.split("/")
+    scopes = [(_UNIQUIFIED_SCOPE.match(p).group(1) if _UNIQUIFIED_SCOPE.match(p) else p) for p in parts[:-1]]
+    return "/".join(scopes + parts[-1:])
+
+
+def _gradient_key(name: str) -> tuple[str, ...] | None:
+    """A gradient op as (scope parts..., op) without the ``_grad`` marker, or None."""
+    match = _TF1_GRADIENT.match(name)
+    if match:
+        parts = [p[:-len("_grad")] if p.endswith("_grad") else p for p in match.group("rest").split("/")]
+        return tuple(parts)
+    match = _TF2_GRADIENT.match(name)
+    if match:
+        return tuple(match.group("rest").split("/"))
+    return None
+
+
+def _is_update(side: _Side, name: str) -> bool:
+    return side.type[name] in _UPDATE_TYPES or (
+        bool(_OPTIMIZER_SCOPES.search(name)) and _gradient_key(name) is None) or \
+        (side.type[name] == "Mul" and re.fullmatch(r"mul(_\d+)?", name) is not None)
+
+
+def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
+    pairs: list[_Pair] = []
+    left = {n: control.rewritten[n] for n in control.names}
+    right = {n: test.rewritten[n] for n in test.names}
+
+    def take(c_names, t_names, key, rule):
+        for n in c_names:
+            left.pop(n, None)
+        for n in t_names:
+            right.pop(n, None)
+        pairs.append(_Pair(key, rule, tuple(c_names), tuple(t_names)))
+
+    def match_by(key_of, rule, same_type=True):
+        index: dict = defaultdict(list)
+        for name, text in right.items():
+            key = key_of(text)
+            if key is not None:
+                index[(key, test.type[name] if same_type else "")].append(name)
+        for name, text in list(left.items()):
+            key = key_of(text)
+            if key is None:
+                continue
+            candidates = index.get((key, control.type[name] if same_type else ""))
+            while candidates and candidates[0] not in right:
+                candidates.pop(0)
+            if candidates:
+                take([name], [candidates.pop(0)], _strip(text), rule)
+
+    rule_name = "user" if user_rules else "exact"
+    match_by(lambda text: text, rule_name, same_type=False)
+    match_by(_strip, rule_name, same_type=False)
+    # Model scopes: the longest common tail of scope parts, same op type.
+    for depth in (4, 3, 2):
+        match_by(lambda text, d=depth: tuple(_strip(text).split("/")[-d:])
+                 if len(_strip(text).split("/")) >= d else None, "normalized")
+    # Gradients: compare the gradient paths' tails.
+    for depth in (3, 2):
+        match_by(lambda text, d=depth: (_gradient_key(_strip(text)) or ())[-d:] or None
+                 if _gradient_key(_strip(text)) and len(_gradient_key(_strip(text))) >= d else None, "gradient")
+    # Optimizer updates: one group per side.
+    updates_c = [n for n in left if _is_update(control, n)]
+    updates_t = [n for n in right if _is_update(test, n)]
+    if updates_c and updates_t:
+        take(updates_c, updates_t, "optimizer updates", "optimizer")
+    # What is left: same kernel type, in order of first occurrence within the step.
+    by_type_t: dict[str, list[str]] = defaultdict(list)
+    for name in sorted(right, key=lambda n: test.order[n]):
+        by_type_t[test.type[name]].append(name)
+    for name in sorted(left, key=lambda n: control.order[n]):
+        candidates = by_type_t.get(control.type[name])
+        if candidates:
+            other = candidates.pop(0)
+            take([name], [other], f"{_strip(control.rewritten[name])} ~ {_strip(test.rewritten[other])}",
+                 "type+position")
+    for name in left:
+        pairs.append(_Pair(_strip(control.rewritten[name]), "unmatched", (name,), ()))
+    for name in right:
+        pairs.append(_Pair(_strip(test.rewritten[name]), "unmatched", (), (name,)))
+    return pairs
+
+
+# --- statistics ----------------------------------------------------------------------------
+def _row(pair: _Pair, sides: dict[str, _Side], threshold: float, noise_ns: int) -> Row:
+    values = {}
+    for name, names in (("control", pair.control), ("test", pair.test)):
+        side = sides[name]
+        per_step = sum((side.per_step[n] for n in names), np.zeros(1)) if names else np.zeros(1)
+        values[name] = {
+            "count": sum(side.count[n] for n in names), "total": sum(side.total[n] for n in names),
+            "median": float(np.median(per_step)), "p90": float(np.percentile(per_step, 90)),
+            "min": float(per_step.min()),
+        }
+    types = {sides["control"].type[n] for n in pair.control} | {sides["test"].type[n] for n in pair.test}
+    c, t = values["control"], values["test"]
+    delta = t["median"] - c["median"]
+    ratio = t["median"] / c["median"] if c["median"] > 0 and pair.test else None
+    if not pair.test:
+        change = "-"
+    elif not pair.control:
+        change = "+"
+    elif abs(delta) > max(threshold * c["median"], noise_ns):
+        change = "+" if delta > 0 else "-"
+    else:
+        change = "="
+    return Row(key=pair.key, rule=pair.rule, op_type="/".join(sorted(types)),
+               control_names=pair.control, test_names=pair.test,
+               control_count=c["count"], test_count=t["count"],
+               control_total_ns=int(c["total"]), test_total_ns=int(t["total"]),
+               control_median_ns=c["median"], test_median_ns=t["median"],
+               control_p90_ns=c["p90"], test_p90_ns=t["p90"], control_min_ns=c["min"], test_min_ns=t["min"],
+               delta_ns=delta, ratio=ratio, change=change)
+
+
+def _groups(rows: list[Row]) -> dict[str, list[dict]]:
+    """Totals per op type and per top-level name scope, for both runs."""
+    out = {}
+    for label, key_of in (("op_type", lambda r: r.op_type), ("scope", lambda r: r.key.split("/")[0])):
+        totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for row in rows:
+            totals[key_of(row)][0] += row.control_median_ns
+            totals[key_of(row)][1] += row.test_median_ns
+        out[label] = sorted(({"key": k, "control_median_ns": v[0], "test_median_ns": v[1],
+                              "delta_ns": v[1] - v[0]} for k, v in totals.items()),
+                            key=lambda g: -abs(g["delta_ns"]))
+    return out
+
+
+def _step_stats(trace: Trace, warmup: int) -> dict:
+    durations = [s.duration_ns for s in trace.steps][warmup:] or [s.duration_ns for s in trace.steps]
+    if not durations:
+        return {"count": 0, "median_ns": 0.0, "p90_ns": 0.0, "min_ns": 0.0}
+    return {"count": len(durations), "median_ns": float(np.median(durations)),
+            "p90_ns": float(np.percentile(durations, 90)), "min_ns": float(min(durations))}
+
+
+def _peaks(trace: Trace) -> dict[str, int]:
+    counters = trace.counters
+    return {trace.strings[a]: int(counters["bytes_in_use"][counters["allocator"] == a].max())
+            for a in np.unique(counters["allocator"]).tolist()}
+
+
+def _rule(text: str):
+    pattern, sep, replacement = text.partition("=")
+    if not sep:
+        raise ValueError(f"a rule is PATTERN=REPLACEMENT, not {text!r}")
+    return re.compile(pattern), replacement
+
+
+def _ms(ns: float, signed: bool = False) -> str:
+    text = f"{ns / 1e6:+.3f}" if signed else f"{ns / 1e6:.3f}"
+    return text + "ms"
+
+
+__all__ = ["Comparison", "Row", "compare", "OP"]
