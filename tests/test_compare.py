@@ -20,6 +20,21 @@ def test_a_trace_against_itself():
     assert all(r.change == "=" and r.delta_ns == 0 for r in result.rows)
     assert {r.rule for r in result.rows} == {"exact"}
     assert result.step_pairs == [(5, 5), (6, 6)]
+    assert {g["key"] for g in result.groups["device"]} == {d.name for d in trace.devices}
+    assert all(g["delta_ns"] == 0 for g in result.groups["device"] + result.groups["op_type"])
+
+
+def test_self_time_subtracts_nested_rows():
+    from tracebridge.analysis.compare import self_times
+    from tracebridge.model.builder import TraceBuilder
+    b = TraceBuilder({})
+    d = b.device("/host:CPU")
+    lane = b.lane(d, "python")
+    b.add_op(name="EagerExecute", op_type="EagerExecute", start_ns=0, end_ns=100, device=d, lane=lane)
+    b.add_op(name="MatMul", op_type="MatMul", start_ns=10, end_ns=40, device=d, lane=lane)
+    b.add_op(name="inner", op_type="X", start_ns=15, end_ns=20, device=d, lane=lane)
+    b.add_op(name="Relu", op_type="Relu", start_ns=50, end_ns=70, device=d, lane=lane)
+    assert self_times(b.build()).tolist() == [50, 25, 5, 20]
 
 
 def _mlp_tf1(tf, batch, features, hidden):

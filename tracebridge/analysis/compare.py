@@ -61,6 +61,8 @@ class Row:
     test_count: int = 0
     control_total_ns: int = 0
     test_total_ns: int = 0
+    control_self_ns: int = 0
+    test_self_ns: int = 0
     control_median_ns: float = 0.0
     test_median_ns: float = 0.0
     control_p90_ns: float = 0.0
@@ -154,10 +156,46 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
                       for n in (pair.control if name == "control" else pair.test))
         coverage[name] = matched / side.all_time if side.all_time else 1.0
     step_pairs = list(zip([s.number for s in control.steps][warmup:], [s.number for s in test.steps][warmup:]))
+    groups = _groups(rows)
+    groups["device"] = _device_groups(sides)
     return Comparison(control=control, test=test, rows=rows, coverage=coverage, step_pairs=step_pairs,
                       steps={name: _step_stats(side.trace, warmup) for name, side in sides.items()},
-                      groups=_groups(rows), memory={name: _peaks(side.trace) for name, side in sides.items()},
+                      groups=groups, memory={name: _peaks(side.trace) for name, side in sides.items()},
                       threshold=threshold)
+
+
+def self_times(trace: Trace) -> np.ndarray:
+    """Each row's duration less the rows nested in it on the same lane (an XSpace host
+    annotation encloses the work it starts; TF op kernels on one lane do not nest)."""
+    ops = trace.ops
+    start, end, lane = ops["start_ns"], ops["end_ns"], ops["lane"]
+    own = (end - start).astype(np.int64)
+    order = np.lexsort((-end, start, lane))
+    stack: list[int] = []
+    last_lane = None
+    for i in order.tolist():
+        if lane[i] != last_lane:
+            stack, last_lane = [], lane[i]
+        while stack and end[stack[-1]] <= start[i]:
+            stack.pop()
+        if stack and end[i] <= end[stack[-1]]:
+            own[stack[-1]] -= end[i] - start[i]  # a direct child: its time is not the parent's own
+        stack.append(i)
+    return np.maximum(own, 0)
+
+
+def _device_groups(sides: dict[str, "_Side"]) -> list[dict]:
+    """Op time per device per step (median over steps), both runs."""
+    out: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for position, side in enumerate((sides["control"], sides["test"])):
+        trace = side.trace
+        mask, _ = counted_rows(trace)
+        steps = max(len(trace.steps), 1)
+        durations = (trace.ops["end_ns"] - trace.ops["start_ns"])[mask]
+        for device, total in zip(trace.ops["device"][mask].tolist(), durations.tolist()):
+            out[trace.devices[device].name][position] += total / steps
+    return sorted(({"key": k, "control_mean_ns": v[0], "test_mean_ns": v[1], "delta_ns": v[1] - v[0]}
+                   for k, v in out.items()), key=lambda g: -abs(g["delta_ns"]))
 
 
 # --- one side -----------------------------------------------------------------------------
@@ -167,6 +205,7 @@ class _Side:
         self.names: list[str] = []          # distinct op names, in first-seen order
         self.type: dict[str, str] = {}
         self.total: dict[str, int] = {}
+        self.self_time: dict[str, int] = {}
         self.per_step: dict[str, np.ndarray] = {}
         self.count: dict[str, int] = {}
         self.order: dict[str, int] = {}     # position of first occurrence within its step
@@ -185,17 +224,20 @@ def _side(trace: Trace, rules, warmup: int) -> _Side:
     rows = np.flatnonzero(mask)
     rows = rows[np.lexsort((ops["start_ns"][rows], ops["step"][rows]))]
     durations = (ops["end_ns"] - ops["start_ns"])[rows]
+    own = self_times(trace)[rows]
     names = [trace.strings[i] for i in ops["name"][rows].tolist()]
     kernels = [trace.strings[i] for i in ops["kernel"][rows].tolist()]
     step_index = ops["step"][rows]
     step_slots = {p: k for k, p in enumerate(sorted(step_positions))} if step_positions else {}
     n_steps = max(len(step_slots), 1)
     position_in_step: dict[int, int] = defaultdict(int)
-    for name, kernel, duration, step in zip(names, kernels, durations.tolist(), step_index.tolist()):
+    for name, kernel, duration, self_ns, step in zip(names, kernels, durations.tolist(), own.tolist(),
+                                                     step_index.tolist()):
         if name not in side.total:
             side.names.append(name)
             side.type[name] = kernel
             side.total[name] = 0
+            side.self_time[name] = 0
             side.count[name] = 0
             side.per_step[name] = np.zeros(n_steps)
             side.order[name] = position_in_step[step]
@@ -205,6 +247,7 @@ def _side(trace: Trace, rules, warmup: int) -> _Side:
             side.rewritten[name] = rewritten
         position_in_step[step] += 1
         side.total[name] += duration
+        side.self_time[name] += self_ns
         side.count[name] += 1
         side.per_step[name][step_slots.get(step, 0)] += duration
         side.all_time += duration
@@ -317,6 +360,7 @@ def _row(pair: _Pair, sides: dict[str, _Side], threshold: float, noise_ns: int) 
         per_step = sum((side.per_step[n] for n in names), np.zeros(1)) if names else np.zeros(1)
         values[name] = {
             "count": sum(side.count[n] for n in names), "total": sum(side.total[n] for n in names),
+            "self": sum(side.self_time[n] for n in names),
             "median": float(np.median(per_step)), "p90": float(np.percentile(per_step, 90)),
             "min": float(per_step.min()),
         }
@@ -336,6 +380,7 @@ def _row(pair: _Pair, sides: dict[str, _Side], threshold: float, noise_ns: int) 
                control_names=pair.control, test_names=pair.test,
                control_count=c["count"], test_count=t["count"],
                control_total_ns=int(c["total"]), test_total_ns=int(t["total"]),
+               control_self_ns=int(c["self"]), test_self_ns=int(t["self"]),
                control_median_ns=c["median"], test_median_ns=t["median"],
                control_p90_ns=c["p90"], test_p90_ns=t["p90"], control_min_ns=c["min"], test_min_ns=t["min"],
                delta_ns=delta, ratio=ratio, change=change)
