@@ -9,6 +9,8 @@ warm-up step. The output folder gets, for ``tf1`` and ``tf2``:
     <run>_timeline.html     the standalone timeline view (any browser, no network)
     <run>_run_metadata.pb   the traced steps as RunMetadata, for TF's own tools
     <run>_summary.txt       where the time went
+    comparison.txt          TF1 (control) against TF2 (test): aligned ops, deltas, coverage
+    comparison.html         the same as a diff view: both timelines and the sortable table
 """
 
 from __future__ import annotations
@@ -71,10 +73,11 @@ def run_demo(out: str, *, steps: int = 3) -> None:
 
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(0)
-    features = rng.random((64, 32), dtype=np.float32)
-    labels = rng.integers(0, 10, 64).astype(np.int32)
+    shape = {"batch": 256, "features": 128, "hidden": 256}
+    features = rng.random((shape["batch"], shape["features"]), dtype=np.float32)
+    labels = rng.integers(0, 10, shape["batch"]).astype(np.int32)
 
-    graph, x, y, train_op, loss, init = build_mlp(tf)
+    graph, x, y, train_op, loss, init = build_mlp(tf, **shape)
     with tf.compat.v1.Session(graph=graph) as session:
         session.run(init)
         with SessionTrace(session, warmup=1, steps=steps) as capture:
@@ -82,7 +85,7 @@ def run_demo(out: str, *, steps: int = 3) -> None:
                 session.run([train_op, loss], feed_dict={x: features, y: labels})
     traces = {"tf1": capture.trace}
 
-    train_step = build_mlp_tf2(tf)
+    train_step = build_mlp_tf2(tf, features=shape["features"], hidden=shape["hidden"])
     traced = ProfileTrace(train_step, warmup=1, steps=steps)
     for _ in range(1 + steps):
         traced(tf.constant(features), tf.constant(labels))
@@ -102,5 +105,16 @@ def run_demo(out: str, *, steps: int = 3) -> None:
         print(summary)
         print()
         written += paths.values()
-    for path in written:
+    from .analysis.compare import compare
+    from .writers.compare_html import write_compare_html
+    comparison = compare(traces["tf1"], traces["tf2"])
+    text = comparison.to_text(top=20)
+    paths = [os.path.join(out, "comparison.txt"), os.path.join(out, "comparison.html")]
+    with open(paths[0], "w", encoding="utf-8") as handle:
+        handle.write(text + "\n")
+    write_compare_html(comparison, paths[1], title="tracebridge demo: TF1 session vs TF2 tf.function")
+    print("== comparison: TF1 (control) vs TF2 (test)")
+    print(text)
+    print()
+    for path in written + paths:
         print(f"wrote {path}")

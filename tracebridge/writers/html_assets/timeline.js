@@ -8,9 +8,13 @@
  *   Timeline   one trace's device panels, ruler and memory chart, drawn on canvases;
  *              view time = trace time - timeline.offset, so traces can be aligned
  *              (Page.alignSteps)
- *   Page       the shared range (zoom/pan), highlight (highlight({text|name|type})),
- *              toolbar, keyboard, hover box, details, top ops; window.tracebridge is
- *              its API (see the end of this file)
+ *   Page       the shared range (zoom/pan), highlight (highlight({text|name|names|type}),
+ *              or one spec per timeline), toolbar, keyboard, hover box, details, top ops;
+ *              window.tracebridge is its API (see the end of this file)
+ *   DiffView   the comparison page (compare_html.py; when a ``tb-compare`` block is on the
+ *              page): coverage bar, a heading per run, step pairs in the step selector
+ *              (Page.selectStepPair), the sortable diff table whose rows highlight their op
+ *              in both runs; window.tracebridge.compare is its API
  *
  * Drawing is level-of-detail: per lane, the ops in the visible window are found by binary
  * search (a lane's ops never overlap, so starts and ends are both sorted); ops at least a
@@ -359,6 +363,15 @@
       return this._mask((names, types, i) => names[i] === id);
     }
 
+    /** ops whose name is any of ``names`` (exact). */
+    matchNames(names) {
+      const wanted = new Set(names), strings = this.strings, hit = new Uint8Array(strings.length);
+      let any = false;
+      for (let i = 0; i < strings.length; i++) if (wanted.has(strings[i])) { hit[i] = 1; any = true; }
+      if (!any) return {mask: new Uint8Array(this.n), count: 0};
+      return this._mask((ids, types, i) => hit[ids[i]] === 1);
+    }
+
     matchType(type) {
       const index = this.types.indexOf(type);
       const stringHit = new Uint8Array(this.strings.length);
@@ -400,6 +413,7 @@
       this.rulerBox.appendChild(this.ruler);
       this.root.appendChild(this.rulerBox);
       if (options && options.label) this.rulerBox.insertBefore(el('div', 'tb-trace-label', options.label), this.ruler);
+      if (options && options.heading) this.rulerBox.insertBefore(options.heading, this.ruler);
       this.panels = data.devices.map((device, index) => this._panel(device, index));
       this.memory = data.meta.allocators.length ? this._memoryPanel() : null;
       if (data.meta.hidden_devices) {
@@ -607,7 +621,7 @@
       const paths = new Array(nTypes * 2);
       let outline = null;
       const labels = [];
-      let rects = 0, inView = 0;
+      let rects = 0, inView = 0, hits = 0;
       const addRect = (t, hit, x, y, w, h) => {
         const key = t * 2 + hit;
         let path = paths[key];
@@ -615,6 +629,7 @@
         path.rect(x, y, w, h);
         rects++;
         if (highlight && hit) {
+          hits++;
           if (!outline) outline = new Path2D();
           outline.rect(x - 0.5, y - 0.5, w + 1, h + 1);
         }
@@ -697,7 +712,7 @@
         }
       }
       ctx.restore();
-      p.counts = {ops: inView, rects};
+      p.counts = {ops: inView, rects, highlighted: hits};
     }
 
     drawMemory(p) {
@@ -813,7 +828,10 @@
 
     drawnCounts() {
       const out = {};
-      for (const p of this.panels) out[p.device.name] = {ops: p.counts.ops, rects: p.counts.rects, drawn: p.drawn >= 0};
+      for (const p of this.panels) {
+        out[p.device.name] = {ops: p.counts.ops, rects: p.counts.rects, highlighted: p.counts.highlighted || 0,
+                              drawn: p.drawn >= 0};
+      }
       return out;
     }
   }
@@ -822,7 +840,9 @@
 
   class Page {
     /** ``datas``: one TraceData per trace, drawn one above the other; ``options.labels``:
-     *  a caption per trace (for comparisons). */
+     *  a caption per trace; ``options.compare``: the comparison compare_html.py embedded
+     *  (then the page is the diff view: a DiffView table under the timelines, the step
+     *  selector over aligned step pairs, a sidebar per compared op). */
     constructor(app, datas, options) {
       this.app = app;
       this.version = 0;
@@ -832,43 +852,56 @@
       this.highlightSpec = null;
       this.ready = false;
       this.whenReady = Promise.resolve(true);
+      this.compare = (options && options.compare) || null;
+      this.currentPair = -1;  // the step pair the timelines are aligned at (comparisons)
       app.textContent = '';
-      this._toolbar(datas[0]);
+      this._toolbar(datas, options);
+      this.diff = this.compare ? new DiffView(this, this.compare, datas) : null;
       const body = el('div', 'tb-body');
       this.scrollBox = el('div', 'tb-main');
       this.side = el('aside', 'tb-side');
       body.appendChild(this.scrollBox);
       body.appendChild(this.side);
       app.appendChild(body);
+      if (this.diff) this.diff.mount(app);
       this.tip = el('div', 'tb-tip');
       this.tip.hidden = true;
       document.body.appendChild(this.tip);
       const labels = (options && options.labels) || [];
-      this.timelines = datas.map((data, i) => new Timeline(data, this.scrollBox, this, {label: labels[i]}));
-      this._sidebar(datas[0]);
+      this.timelines = datas.map((data, i) => new Timeline(data, this.scrollBox, this, {
+        label: labels[i], heading: this.diff ? this.diff.heading(i) : null}));
+      if (this.diff) this.diff.sidebar(this.side); else this._sidebar(datas[0]);
       const [lo, hi] = this.extent();
       const pad = (hi - lo) * 0.01;
       this.range = {t0: lo - pad, t1: hi + pad};
       this.home = {t0: this.range.t0, t1: this.range.t1};
+      if (this.compare && this.compare.step_pairs.length && this.alignSteps(this.compare.step_pairs[0])) {
+        this.currentPair = 0;
+        this.range = {t0: this.home.t0, t1: this.home.t1};
+      }
       this.layout();
       fitCells(this.scrollBox);
+      if (this.diff) this.diff.render();
       new ResizeObserver(() => {
-        if (this.scrollBox.clientWidth === this.layoutWidth) return;
+        if (this.scrollBox.clientWidth === this.layoutWidth) { this.requestDraw(); return; }
         this.layout();
         this.requestDraw();
         fitCells(this.side);
         fitCells(this.scrollBox);
+        if (this.diff) fitCells(this.diff.table);
       }).observe(this.scrollBox);
       this.scrollBox.addEventListener('scroll', () => this.requestDraw(), {passive: true});
       document.addEventListener('keydown', (e) => this.onKey(e));
     }
 
     // --- toolbar and sidebar -------------------------------------------------------------
-    _toolbar(data) {
+    _toolbar(datas, options) {
+      const data = datas[0];
       const bar = el('header', 'tb-bar');
-      const title = el('h1', 'tb-title', data.meta.title);
-      title.title = data.meta.title;
-      document.title = data.meta.title;
+      const titleText = options && typeof options.title === 'string' ? options.title : data.meta.title;
+      const title = el('h1', 'tb-title', titleText);
+      title.title = titleText;
+      document.title = titleText;
       bar.appendChild(title);
       this.searchBox = el('input', 'tb-search');
       this.searchBox.type = 'search';
@@ -889,16 +922,32 @@
       bar.appendChild(this.countLabel);
       this.stepSelect = el('select', 'tb-steps');
       this.stepSelect.setAttribute('aria-label', 'Zoom to step');
-      const all = el('option', null, `All steps (${data.steps.length})`);
+      const pairs = this.compare ? this.compare.step_pairs : null;
+      const all = el('option', null, pairs ? `All steps (${plural(pairs.length, 'aligned pair')})` : `All steps (${data.steps.length})`);
       all.value = '';
       this.stepSelect.appendChild(all);
-      for (const s of data.steps) {
-        const option = el('option', null, `step ${s.number}${s.name ? ' ' + s.name : ''} \u00b7 ${fmtDuration(s.end - s.start)}`);
-        option.value = String(s.number);
-        this.stepSelect.appendChild(option);
+      if (pairs) {  // a comparison: the aligned step pairs (value: the pair's index)
+        const length = (d, number) => {
+          const s = d.steps.find((x) => x.number === number);
+          return s ? fmtDuration(s.end - s.start) : '?';
+        };
+        pairs.forEach(([c, t], i) => {
+          const option = el('option', null, `step ${c} \u2194 ${t} \u00b7 ${length(datas[0], c)} / ${length(datas[1], t)}`);
+          option.value = String(i);
+          this.stepSelect.appendChild(option);
+        });
+      } else {
+        for (const s of data.steps) {
+          const option = el('option', null, `step ${s.number}${s.name ? ' ' + s.name : ''} \u00b7 ${fmtDuration(s.end - s.start)}`);
+          option.value = String(s.number);
+          this.stepSelect.appendChild(option);
+        }
       }
       this.stepSelect.addEventListener('change', () => {
-        this.selectStep(this.stepSelect.value === '' ? null : Number(this.stepSelect.value));
+        const value = this.stepSelect.value;
+        if (value === '') this.resetZoom();
+        else if (pairs) this.selectStepPair(Number(value));
+        else this.selectStep(Number(value));
       });
       bar.appendChild(this.stepSelect);
       const button = (text, action, hint) => {
@@ -913,6 +962,7 @@
       button('Collapse all', () => this.collapseAll(true));
       button('Expand all', () => this.collapseAll(false));
       bar.appendChild(el('span', 'tb-help', 'W/S zoom \u00b7 A/D pan \u00b7 wheel zoom \u00b7 drag pan \u00b7 click: details \u00b7 Esc clears'));
+      if (this.compare) bar.classList.add('tb-compare-mode');
       this.app.appendChild(bar);
     }
 
@@ -948,10 +998,14 @@
       this.side.appendChild(top);
       show('ops');
 
+      this.side.appendChild(this._infoPanel(data.meta, 'Trace'));
+    }
+
+    /** The "Trace" panel: counts, span and the trace's metadata. */
+    _infoPanel(meta, heading) {
       const info = el('section', 'tb-panel tb-info');
-      info.appendChild(el('h2', null, 'Trace'));
+      info.appendChild(el('h2', null, heading));
       const dl = el('dl');
-      const meta = data.meta;
       const add = (k, v) => { dl.appendChild(el('dt', null, k)); dl.appendChild(el('dd', null, v)); };
       add('ops', meta.op_count.toLocaleString('en-US'));
       add('devices', String(meta.devices.length) + (meta.hidden_devices ? ` (${meta.hidden_devices} hidden)` : ''));
@@ -960,7 +1014,7 @@
       add('start (epoch ns)', meta.base_ns);
       for (const [k, v] of Object.entries(meta.metadata)) add(k, v === null ? '' : String(v));
       info.appendChild(dl);
-      this.side.appendChild(info);
+      return info;
     }
 
     _topTable(rows, key) {
@@ -1055,9 +1109,11 @@
     }
 
     /** Shift every trace so that its step ``number`` starts where the first trace's does
-     *  (view time = trace time - offset); false if a trace lacks that step. */
+     *  (view time = trace time - offset); false if a trace lacks that step. ``number`` may
+     *  be an array: a step number per trace (a comparison's step pair). */
     alignSteps(number) {
-      const starts = this.timelines.map((t) => t.data.steps.find((s) => s.number === number));
+      const numbers = Array.isArray(number) ? number : this.timelines.map(() => number);
+      const starts = this.timelines.map((t, i) => t.data.steps.find((s) => s.number === numbers[i]));
       if (starts.some((s) => !s)) return false;
       this.timelines.forEach((t, i) => { t.offset = starts[i].start - starts[0].start; });
       const [lo, hi] = this.extent(), pad = (hi - lo) * 0.01;
@@ -1069,12 +1125,33 @@
 
     selectStep(number) {
       if (number === null || number === undefined) { this.resetZoom(); return true; }
+      if (this.compare) {  // the pair of the first (control) trace's step ``number``
+        return this.selectStepPair(this.compare.step_pairs.findIndex((pair) => pair[0] === number));
+      }
       const t = this.timelines[0];
       const step = t.data.steps.find((s) => s.number === number);
       if (!step) return false;
       const span = Math.max(step.end - step.start, MIN_SPAN), pad = span * 0.02;
       this.stepSelect.value = String(number);
       this.setRange(step.start - t.offset - pad, step.end - t.offset + pad);
+      return true;
+    }
+
+    /** Align the traces at step pair ``index`` of the comparison and zoom to it (both
+     *  steps in view: they start together); false if there is no such pair. */
+    selectStepPair(index) {
+      const pair = this.compare && this.compare.step_pairs[index];
+      if (!pair || !this.alignSteps(pair)) return false;
+      this.currentPair = index;
+      let lo = Infinity, hi = -Infinity;
+      this.timelines.forEach((t, i) => {
+        const s = t.data.steps.find((x) => x.number === pair[i]);
+        lo = Math.min(lo, s.start - t.offset);
+        hi = Math.max(hi, s.end - t.offset);
+      });
+      const pad = Math.max(hi - lo, MIN_SPAN) * 0.02;
+      this.stepSelect.value = String(index);
+      this.setRange(lo - pad, hi + pad);
       return true;
     }
 
@@ -1096,8 +1173,9 @@
     }
 
     // --- highlight and selection -------------------------------------------------------------
-    /** Highlight ops in every timeline: {text}, {name} or {type}; returns how many match.
-     *  ``then(count)`` runs once applied (later, if names are still being decoded). */
+    /** Highlight ops in every timeline: {text}, {name}, {names: [...]} or {type}; or an
+     *  array with one such spec per timeline (null: none of its ops). Returns how many
+     *  match. ``then(count)`` runs once applied (later, if names are still being decoded). */
     highlight(spec, then) {
       if (!this.ready) {
         this.highlightSpec = spec;
@@ -1106,13 +1184,15 @@
       }
       this.highlightSpec = spec;
       let total = 0;
-      for (const t of this.timelines) {
-        const d = t.data;
-        const result = spec.name !== undefined ? d.matchName(spec.name)
-          : spec.type !== undefined ? d.matchType(spec.type) : d.matchText(spec.text);
+      this.timelines.forEach((t, i) => {
+        const d = t.data, one = Array.isArray(spec) ? spec[i] : spec;
+        const result = !one ? {mask: new Uint8Array(d.n), count: 0}
+          : one.names !== undefined ? d.matchNames(one.names)
+          : one.name !== undefined ? d.matchName(one.name)
+          : one.type !== undefined ? d.matchType(one.type) : d.matchText(one.text);
         t.setHighlight(result);
         total += result.count;
-      }
+      });
       this.matchCursor = -1;
       this.requestDraw();
       if (then) then(total);
@@ -1122,13 +1202,15 @@
     clearHighlight() {
       this.highlightSpec = null;
       for (const t of this.timelines) t.setHighlight(null);
-      for (const row of this.side.querySelectorAll('tr.tb-selected')) row.classList.remove('tb-selected');
+      for (const row of this.app.querySelectorAll('tr.tb-selected')) row.classList.remove('tb-selected');
+      if (this.diff) this.diff.deselect();
       this.countLabel.textContent = '';
       this.requestDraw();
     }
 
     search(text) {
-      for (const row of this.side.querySelectorAll('tr.tb-selected')) row.classList.remove('tb-selected');
+      for (const row of this.app.querySelectorAll('tr.tb-selected')) row.classList.remove('tb-selected');
+      if (this.diff) this.diff.deselect();
       if (!text) { this.clearHighlight(); return 0; }
       return this.highlight({text}, (count) => {
         this.countLabel.textContent = `${count.toLocaleString('en-US')} match${count === 1 ? '' : 'es'}`;
@@ -1383,6 +1465,385 @@
     }
   }
 
+  // ----------------------------------------------------------------------- the diff view
+
+  const ROLES = ['control', 'test'];
+  const DIFF_COLUMNS = [
+    {key: 'change', label: 'change', kind: 'change', title: 'slower (+), faster (\u2212) or the same within noise (=)'},
+    {key: 'key', label: 'op', kind: 'text', title: 'the aligned op'},
+    {key: 'rule', label: 'matched by', kind: 'text', title: 'how the op was matched across the runs'},
+    {key: 'op_type', label: 'op type', kind: 'text', title: 'op type'},
+    {key: 'control_median_ns', label: 'control', kind: 'num', title: 'control run: median time per step'},
+    {key: 'test_median_ns', label: 'test', kind: 'num', title: 'test run: median time per step'},
+    {key: 'delta_ns', label: 'delta', kind: 'num', title: 'test minus control (per-step medians)'},
+    {key: 'ratio', label: 'ratio', kind: 'num', title: 'test / control (per-step medians)'},
+  ];
+  const CHANGE_ORDER = {'+': 1, '=': 0, '-': -1};
+  const CHANGE_TEXT = {'+': '\u25b2 slower', '-': '\u25bc faster', '=': '= same'};
+  const CHANGE_CLASS = {'+': 'tb-slower', '-': 'tb-faster', '=': 'tb-same'};
+  const MAX_DIFF_ROWS = 2000;  // rows put in the table at once (filter to see others)
+
+  function fmtPercent(share) {
+    return typeof share === 'number' && isFinite(share) ? (share * 100).toFixed(1) + '%' : '\u2014';
+  }
+
+  function fmtSigned(ns) {
+    return (ns > 0 ? '+' : ns < 0 ? '\u2212' : '\u00b1') + fmtShort(Math.abs(ns));
+  }
+
+  /** The diff of two runs (compare_html.py): a coverage bar above the timelines, a heading
+   *  per run, a sortable table of the aligned ops below them; a row highlights its op in
+   *  both runs (control names in the control timeline, test names in the test one). */
+  class DiffView {
+    constructor(page, compare, datas) {
+      this.page = page;
+      this.compare = compare;
+      this.datas = datas;
+      const fields = compare.fields;
+      this.rows = compare.rows.map((values, index) => {
+        const row = {index};
+        fields.forEach((field, k) => { row[field] = values[k]; });
+        row.control_names = row.control_names || [];
+        row.test_names = row.test_names || [];
+        row.side = row.control_names.length && row.test_names.length ? 'both'
+          : row.control_names.length ? 'control' : 'test';
+        row.search = [row.key, row.op_type, row.rule].concat(row.control_names, row.test_names).join('\n').toLowerCase();
+        return row;
+      });
+      this.sortState = {key: 'delta_ns', descending: true};
+      this.filterText = '';
+      this.category = '';
+      this.selectedIndex = -1;
+      this.shown = [];
+      this._coverageBar(page.app);
+    }
+
+    _coverageBar(app) {
+      const bar = el('div', 'tb-compare-bar');
+      const coverage = this.compare.coverage || {};
+      bar.appendChild(el('span', 'tb-compare-label', 'Matched op time'));
+      ROLES.forEach((role) => {
+        const item = el('span', 'tb-coverage tb-role-' + role);
+        item.appendChild(el('span', 'tb-role', role));
+        item.appendChild(el('span', 'tb-coverage-value', fmtPercent(coverage[role])));
+        item.title = `share of the ${role} run's op time matched to the other run`;
+        bar.appendChild(item);
+      });
+      const count = (test) => this.rows.filter(test).length;
+      const facts = [
+        plural(count((r) => r.side === 'both'), 'matched op'),
+        `${count((r) => r.side === 'control').toLocaleString('en-US')} only in control`,
+        `${count((r) => r.side === 'test').toLocaleString('en-US')} only in test`,
+      ];
+      bar.appendChild(el('span', 'tb-compare-facts', facts.join(' \u00b7 ')));
+      const changes = el('span', 'tb-compare-facts');
+      for (const change of ['+', '-', '=']) {
+        changes.appendChild(el('span', 'tb-change ' + CHANGE_CLASS[change],
+          `${count((r) => r.change === change).toLocaleString('en-US')} ${CHANGE_TEXT[change].slice(2)}`));
+      }
+      bar.appendChild(changes);
+      const sum = (key) => this.rows.reduce((a, r) => a + (typeof r[key] === 'number' && isFinite(r[key]) ? r[key] : 0), 0);
+      const c = sum('control_median_ns'), t = sum('test_median_ns');
+      const total = el('span', 'tb-compare-facts',
+        `per-step op time (sum of medians): ${fmtShort(c)} \u2192 ${fmtShort(t)}` + (c > 0 ? ` (${t >= c ? '+' : '\u2212'}${Math.abs((t - c) / c * 100).toFixed(1)}%)` : ''));
+      bar.appendChild(total);
+      bar.appendChild(el('span', 'tb-compare-facts', plural(this.compare.step_pairs.length, 'aligned step pair')));
+      app.appendChild(bar);
+      this.bar = bar;
+    }
+
+    /** The heading of timeline ``i``: its role, source format and counts. */
+    heading(i) {
+      const role = ROLES[i] || `trace ${i}`, meta = this.datas[i].meta, info = (this.compare.traces || [])[i] || {};
+      const head = el('div', 'tb-trace-head tb-role-' + (ROLES[i] || 'other'));
+      head.appendChild(el('span', 'tb-role', role));
+      const format = el('span', 'tb-trace-format', info.source_format || meta.source_format);
+      head.appendChild(format);
+      head.appendChild(el('span', 'tb-trace-facts',
+        `${plural(meta.op_count, 'op')} \u00b7 ${plural(meta.devices.length, 'device')} \u00b7 ${plural(meta.steps.length, 'step')}`
+        + ` \u00b7 ${fmtPercent((this.compare.coverage || {})[role])} of op time matched`));
+      return head;
+    }
+
+    /** The sidebar of a comparison: the compared op (row), the selected op, both runs. */
+    sidebar(side) {
+      const page = this.page;
+      const compared = el('section', 'tb-panel tb-compared');
+      compared.appendChild(el('h2', null, 'Compared op'));
+      this.rowBody = el('div', 'tb-compared-body');
+      compared.appendChild(this.rowBody);
+      side.appendChild(compared);
+      this.showRow(null);
+      const details = el('section', 'tb-panel tb-details');
+      details.appendChild(el('h2', null, 'Selected op'));
+      page.detailsBody = el('div', 'tb-details-body');
+      page.detailsBody.appendChild(el('p', 'tb-muted', 'Click an op to see its details.'));
+      details.appendChild(page.detailsBody);
+      side.appendChild(details);
+      this.datas.forEach((d, i) => side.appendChild(page._infoPanel(d.meta, ['Control run', 'Test run'][i] || 'Trace')));
+    }
+
+    showRow(row) {
+      const body = this.rowBody;
+      body.textContent = '';
+      if (!row) {
+        body.appendChild(el('p', 'tb-muted', 'Click a row of the diff table to highlight its op in both runs.'));
+        return;
+      }
+      const dl = el('dl');
+      const add = (k, v, className) => { dl.appendChild(el('dt', null, k)); dl.appendChild(el('dd', className || null, v)); };
+      add('Op', row.key);
+      add('Change', CHANGE_TEXT[row.change] || String(row.change), 'tb-change ' + (CHANGE_CLASS[row.change] || ''));
+      add('Matched by', row.rule + (row.side === 'both' ? '' : ` (${row.side} only)`));
+      add('Op type', row.op_type);
+      ROLES.forEach((role) => {
+        const names = row[role + '_names'];
+        add(`${role} names`, names.length ? names.join('\n') : '\u2014', 'tb-pre');
+        add(`${role} median`, names.length ? fmtDuration(row[role + '_median_ns']) : '\u2014');
+        add(`${role} total`, names.length ? fmtDuration(row[role + '_total_ns']) : '\u2014');
+      });
+      add('Delta', fmtSigned(row.delta_ns));
+      add('Ratio', typeof row.ratio === 'number' ? row.ratio.toFixed(3) + '\u00d7' : '\u2014');
+      if (this.counts) add('Highlighted', ROLES.map((role, i) => `${role} ${plural(this.counts[i], 'op')}`).join(', '));
+      body.appendChild(dl);
+    }
+
+    /** The table below the timelines (and the splitter that resizes it). */
+    mount(app) {
+      const splitter = el('div', 'tb-splitter');
+      splitter.setAttribute('role', 'separator');
+      splitter.setAttribute('aria-orientation', 'horizontal');
+      splitter.title = 'Drag to resize the diff table';
+      const panel = el('section', 'tb-diff');
+      this.panel = panel;
+      let drag = null;
+      splitter.addEventListener('pointerdown', (e) => {
+        drag = {y: e.clientY, height: panel.getBoundingClientRect().height};
+        splitter.setPointerCapture(e.pointerId);
+        e.preventDefault();
+      });
+      splitter.addEventListener('pointermove', (e) => {
+        if (!drag) return;
+        const max = Math.max(120, app.clientHeight - 200);
+        panel.style.height = Math.round(Math.min(max, Math.max(90, drag.height + drag.y - e.clientY))) + 'px';
+        this.page.requestDraw();
+      });
+      const stop = () => { drag = null; };
+      splitter.addEventListener('pointerup', stop);
+      splitter.addEventListener('pointercancel', stop);
+      const head = el('div', 'tb-diff-head');
+      head.appendChild(el('h2', null, `Diff \u00b7 ${plural(this.rows.length, 'op')}`));
+      this.filterBox = el('input', 'tb-search tb-diff-filter');
+      this.filterBox.type = 'search';
+      this.filterBox.placeholder = 'Filter rows';
+      this.filterBox.setAttribute('aria-label', 'Filter the diff table by op, op type or rule');
+      let timer = 0;
+      this.filterBox.addEventListener('input', () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => this.setFilter(this.filterBox.value, this.category), 150);
+      });
+      head.appendChild(this.filterBox);
+      this.categorySelect = el('select', 'tb-diff-category');
+      this.categorySelect.setAttribute('aria-label', 'Show rows of one kind');
+      for (const [value, text] of [['', 'All rows'], ['+', 'Slower'], ['-', 'Faster'], ['=', 'Same'],
+                                   ['matched', 'Matched'], ['unmatched', 'Unmatched']]) {
+        const option = el('option', null, text);
+        option.value = value;
+        this.categorySelect.appendChild(option);
+      }
+      this.categorySelect.addEventListener('change', () => this.setFilter(this.filterBox.value, this.categorySelect.value));
+      head.appendChild(this.categorySelect);
+      this.note = el('span', 'tb-muted tb-diff-note', '');
+      head.appendChild(el('span', 'tb-help', 'click a row: highlight and zoom to it in both runs \u00b7 \u2191/\u2193 next row \u00b7 click a column: sort'));
+      head.appendChild(this.note);
+      panel.appendChild(head);
+      const scroll = el('div', 'tb-diff-scroll');
+      this.scroll = scroll;
+      this.table = el('table', 'tb-table tb-diff-table');
+      const thead = el('thead'), tr = el('tr');
+      this.headers = DIFF_COLUMNS.map((column) => {
+        const th = el('th', 'tb-col-' + column.key.replace(/_/g, '-'));
+        const button = el('button', 'tb-sort', column.label);
+        button.type = 'button';
+        button.title = `${column.title}; click to sort`;
+        button.addEventListener('click', () => {
+          const same = this.sortState.key === column.key;
+          this.sortBy(column.key, same ? !this.sortState.descending : column.kind !== 'text');
+        });
+        th.appendChild(button);
+        tr.appendChild(th);
+        return {column, th, button};
+      });
+      thead.appendChild(tr);
+      this.table.appendChild(thead);
+      this.body = el('tbody');
+      this.table.appendChild(this.body);
+      scroll.appendChild(this.table);
+      panel.appendChild(scroll);
+      app.appendChild(splitter);
+      app.appendChild(panel);
+    }
+
+    sortBy(key, descending) {
+      if (!DIFF_COLUMNS.some((c) => c.key === key)) return false;
+      this.sortState = {key, descending: descending === undefined ? true : !!descending};
+      this.render();
+      return true;
+    }
+
+    setFilter(text, category) {
+      this.filterText = (text || '').toLowerCase();
+      this.category = category || '';
+      if (this.categorySelect.value !== this.category) this.categorySelect.value = this.category;
+      this.render();
+      return this.shown.length;
+    }
+
+    _filtered() {
+      const text = this.filterText, category = this.category;
+      return this.rows.filter((r) => {
+        if (text && !r.search.includes(text)) return false;
+        if (!category) return true;
+        if (category === 'matched') return r.side === 'both';
+        if (category === 'unmatched') return r.side !== 'both';
+        return r.change === category;
+      });
+    }
+
+    _sorted(rows) {
+      const {key, descending} = this.sortState, column = DIFF_COLUMNS.find((c) => c.key === key);
+      const value = column.kind === 'change' ? (r) => (r.change in CHANGE_ORDER ? CHANGE_ORDER[r.change] : null)
+        : column.kind === 'num' ? (r) => (typeof r[key] === 'number' && isFinite(r[key]) ? r[key] : null)
+          : (r) => String(r[key] === null || r[key] === undefined ? '' : r[key]);
+      const sign = descending ? -1 : 1;
+      return rows.map((r) => [value(r), r]).sort(([x, a], [y, b]) => {
+        if (x === null || y === null) return x === y ? a.index - b.index : (x === null ? 1 : -1);  // missing: last
+        const c = column.kind === 'text' ? (x < y ? -1 : x > y ? 1 : 0) : x - y;
+        return c ? sign * c : a.index - b.index;
+      }).map(([, r]) => r);
+    }
+
+    render() {
+      this.shown = this._sorted(this._filtered());
+      const fragment = document.createDocumentFragment();
+      for (const row of this.shown.slice(0, MAX_DIFF_ROWS)) fragment.appendChild(this._row(row));
+      this.body.textContent = '';
+      this.body.appendChild(fragment);
+      for (const {column, th, button} of this.headers) {
+        const active = column.key === this.sortState.key;
+        th.setAttribute('aria-sort', active ? (this.sortState.descending ? 'descending' : 'ascending') : 'none');
+        button.textContent = column.label + (active ? (this.sortState.descending ? ' \u25be' : ' \u25b4') : '');
+      }
+      const total = this.rows.length, shown = this.shown.length;
+      this.note.textContent = (shown < total ? `${shown.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} rows` : '')
+        + (shown > MAX_DIFF_ROWS ? ` (first ${MAX_DIFF_ROWS.toLocaleString('en-US')} listed: filter to see others)` : '');
+      fitCells(this.table);
+    }
+
+    _row(row) {
+      const tr = el('tr', row.side === 'both' ? null : 'tb-unmatched');
+      tr.tabIndex = 0;
+      tr.dataset.index = String(row.index);
+      if (row.index === this.selectedIndex) tr.classList.add('tb-selected');
+      tr.appendChild(el('td', 'tb-change ' + (CHANGE_CLASS[row.change] || ''), CHANGE_TEXT[row.change] || String(row.change)));
+      const name = el('td', 'tb-name tb-fit', row.key);
+      name.title = row.key;
+      tr.appendChild(name);
+      tr.appendChild(el('td', 'tb-name', row.side === 'both' ? row.rule : `${row.rule} \u00b7 ${row.side} only`));
+      const type = el('td', 'tb-name tb-fit', row.op_type);
+      type.title = row.op_type;
+      tr.appendChild(type);
+      tr.appendChild(el('td', 'tb-num', row.control_names.length ? fmtShort(row.control_median_ns) : '\u2014'));
+      tr.appendChild(el('td', 'tb-num', row.test_names.length ? fmtShort(row.test_median_ns) : '\u2014'));
+      tr.appendChild(el('td', 'tb-num ' + (row.delta_ns > 0 ? 'tb-slower' : row.delta_ns < 0 ? 'tb-faster' : ''), fmtSigned(row.delta_ns)));
+      tr.appendChild(el('td', 'tb-num', typeof row.ratio === 'number' ? (row.ratio >= 100 ? row.ratio.toFixed(0) : row.ratio.toFixed(2)) + '\u00d7' : '\u2014'));
+      tr.addEventListener('click', () => this.activate(row));
+      tr.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter') { e.preventDefault(); this.activate(row); }
+        if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+          const next = e.key === 'ArrowDown' ? tr.nextElementSibling : tr.previousElementSibling;
+          if (next) { e.preventDefault(); next.focus(); next.click(); }
+        }
+      });
+      return tr;
+    }
+
+    /** Highlight row ``row``'s op in both runs and zoom to it; a second click clears. */
+    activate(row) {
+      const page = this.page;
+      if (row.index === this.selectedIndex) { page.clearHighlight(); return 0; }
+      for (const other of page.app.querySelectorAll('tr.tb-selected')) other.classList.remove('tb-selected');
+      this.selectedIndex = row.index;
+      const tr = this.body.querySelector(`tr[data-index="${row.index}"]`);
+      if (tr) tr.classList.add('tb-selected');
+      this.counts = null;
+      this.showRow(row);
+      page.searchBox.value = '';
+      return page.highlight([{names: row.control_names}, {names: row.test_names}], () => {
+        if (this.selectedIndex !== row.index) return;
+        this.counts = page.timelines.map((t) => t.highlightCount);
+        page.countLabel.textContent = `${this.counts.map((n, i) => `${ROLES[i]} ${n.toLocaleString('en-US')}`).join(' \u00b7 ')} ops: ${row.key}`;
+        this.showRow(row);
+        this.focus();
+      });
+    }
+
+    deselect() {
+      this.selectedIndex = -1;
+      this.counts = null;
+      if (this.rowBody) this.showRow(null);
+    }
+
+    /** An instance of the highlighted op of timeline ``t``: the longest one in the step
+     *  the runs are aligned at, else the longest; -1 if none. */
+    _instance(t, stepNumber) {
+      const d = t.data, mask = t.highlight;
+      if (!mask || !t.highlightCount) return -1;
+      const stepIndex = stepNumber === null ? -1 : d.steps.findIndex((s) => s.number === stepNumber) + 1;
+      const steps = d.column('step');
+      let best = -1, bestInStep = -1;
+      for (let i = 0; i < d.n; i++) {
+        if (!mask[i]) continue;
+        const length = d.end[i] - d.start[i];
+        if (best < 0 || length > d.end[best] - d.start[best]) best = i;
+        if (stepIndex > 0 && steps[i] === stepIndex && (bestInStep < 0 || length > d.end[bestInStep] - d.start[bestInStep])) bestInStep = i;
+      }
+      return bestInStep >= 0 ? bestInStep : best;
+    }
+
+    /** Zoom to the highlighted op's instances (both runs in view), select the first. */
+    focus() {
+      const page = this.page, pair = page.currentPair >= 0 ? this.compare.step_pairs[page.currentPair] : null;
+      const found = [];
+      let lo = Infinity, hi = -Infinity;
+      page.timelines.forEach((t, k) => {
+        const pos = this._instance(t, pair ? pair[k] : null);
+        if (pos < 0) return;
+        found.push({t, pos});
+        lo = Math.min(lo, t.data.start[pos] - t.offset);
+        hi = Math.max(hi, t.data.end[pos] - t.offset);
+      });
+      if (!found.length) return;
+      const span = Math.max(hi - lo, MIN_SPAN * 10);
+      page.setRange(lo - span * 0.5, hi + span * 0.5);
+      for (const {t, pos} of found.slice().reverse()) {
+        const panel = t.panelOfLane(t.data.laneOf(pos));
+        if (!panel) continue;
+        if (panel.collapsed) t.setCollapsed(panel, false);
+        panel.section.scrollIntoView({block: 'nearest'});
+      }
+      page.select(found[0].t, found[0].pos);
+      this.instances = found.map(({t, pos}) => ({trace: page.timelines.indexOf(t), pos}));
+    }
+
+    /** Row ``index`` (its place in the comparison's rows) as a plain object. */
+    rowInfo(row) {
+      const out = {};
+      for (const field of this.compare.fields) out[field] = row[field];
+      return Object.assign(out, {index: row.index, side: row.side});
+    }
+  }
+
   // ----------------------------------------------------------------------- start
 
   async function start() {
@@ -1394,7 +1855,10 @@
       return;
     }
     const datas = await Promise.all(metas.map((node) => new TraceData(JSON.parse(node.textContent)).load()));
-    const page = new Page(app, datas);
+    const compareNode = document.getElementById('tb-compare');
+    const compare = compareNode ? JSON.parse(compareNode.textContent) : null;
+    const page = new Page(app, datas, compare && datas.length === 2
+      ? {compare, title: compare.title, labels: []} : undefined);
     let resolveReady = null;
     page.whenReady = new Promise((resolve) => { resolveReady = resolve; });
     const primary = page.timelines[0];
@@ -1436,6 +1900,34 @@
         return {x: r.left + (sx + ex) / 2, y: r.top + k * ROW + ROW / 2};
       },
       drawnCounts: (trace) => page.timelines[trace || 0].drawnCounts(),
+      /** The diff view of a comparison page (null on a one-trace page). */
+      compare: page.diff ? {
+        /** The rows in table order (after sorting and filtering), as plain objects. */
+        rows: () => page.diff.shown.map((r) => page.diff.rowInfo(r)),
+        /** The op keys of the rows drawn in the table, top to bottom. */
+        tableKeys: () => Array.from(page.diff.body.rows, (tr) => tr.cells[1].title),
+        sort: (key, descending) => page.diff.sortBy(key, descending),
+        sortState: () => Object.assign({}, page.diff.sortState),
+        filter: (text, category) => page.diff.setFilter(text, category),
+        /** Highlight row ``index`` (of the comparison's rows) in both runs and zoom to it;
+         *  resolves to the highlighted op counts [control, test]. */
+        selectRow: (index) => {
+          const row = page.diff.rows[index];
+          if (!row) return Promise.resolve(null);
+          if (page.diff.selectedIndex === index) return Promise.resolve(page.diff.counts);
+          page.diff.activate(row);
+          return page.whenReady.then(() => { page.drawNow(); return page.diff.counts; });
+        },
+        selectedRow: () => page.diff.selectedIndex,
+        /** [{trace, pos}] of the instances zoomed to after the last row selection. */
+        instances: () => (page.diff.instances || []).slice(),
+        highlightCounts: () => page.timelines.map((t) => (t.highlight ? t.highlightCount : 0)),
+        stepPairs: () => page.compare.step_pairs.map((pair) => pair.slice()),
+        selectStepPair: (index) => { const ok = page.selectStepPair(index); page.drawNow(); return ok; },
+        currentPair: () => page.currentPair,
+        offsets: () => page.timelines.map((t) => t.offset),
+        coverage: () => Object.assign({}, page.compare.coverage),
+      } : null,
       devices: (trace) => page.timelines[trace || 0].data.devices.map((d) => d.name),
       tooltipText: () => (page.tip.hidden ? '' : page.tip.innerText),
       detailsText: () => page.detailsBody.innerText,

@@ -1,0 +1,133 @@
+"""The HTML diff view of two runs: one standalone page, no network, canvas-drawn.
+
+The page of :mod:`tracebridge.writers.html` with two traces: the control run above the test
+run (each with its own heading: role, source format, counts, coverage), one shared range
+(zoom and pan move both), a step selector over the comparison's aligned step pairs (picking
+one shifts the test timeline so that both steps start together and zooms to them), and
+below them the diff table of the aligned ops: change, op, how it was matched, op type,
+per-step medians of both runs, delta and ratio, sortable by any column (largest regression
+first), with a filter. Clicking a row highlights the op in both timelines (the control
+names in the control run, the test names in the test run) and zooms to it.
+
+The data is html.py's, unchanged: each trace as ``tb0-*`` (control) and ``tb1-*`` (test)
+blocks (see that module), and the comparison as one more JSON block::
+
+    <script type="application/json" id="tb-compare" class="tracebridge-compare">
+    {"format": "tracebridge-compare", "version": 1, "title": ..., "coverage": {...},
+     "step_pairs": [[control, test], ...], "traces": [{"role", "source_format"}, ...],
+     "fields": [...], "rows": [[...], ...]}
+
+``rows`` are lists in the order of ``fields`` (the comparison rows' attributes). The page
+script is html.py's ``timeline.js`` (it builds the diff view when it finds that block), so
+the safety rules are the same: all data is JSON with ``<``, ``>`` and ``&`` escaped, the DOM
+is built with ``textContent`` only, and the Content-Security-Policy admits the page's own
+script (by hash) and no network at all. No TensorFlow import.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from .._files import atomic_output
+from .html import _Payload, _ascii, _assets, _html_text, _json
+
+FORMAT_VERSION = 1
+ROW_FIELDS = ("key", "rule", "op_type", "control_names", "test_names", "control_total_ns", "test_total_ns",
+              "control_median_ns", "test_median_ns", "delta_ns", "ratio", "change")
+
+
+def compare_document(comparison: Any, *, title: str | None = None, device_pattern: str | None = None) -> str:
+    """The diff page of ``comparison`` as text (ASCII only). See :func:`write_compare_html`."""
+    return "".join(_document_parts(comparison, title=title, device_pattern=device_pattern))
+
+
+def write_compare_html(comparison: Any, path: str | os.PathLike, *, title: str | None = None,
+                       device_pattern: str | None = None) -> None:
+    """Write the diff page of ``comparison`` (what
+    :func:`tracebridge.analysis.compare.compare` returns) to ``path``: one self-contained
+    HTML file that works from ``file://`` without any network (gzipped if the name ends
+    in ``.gz``).
+
+    ``title``: the page title (default: both source formats and the row count).
+    ``device_pattern``: a regular expression searched in device names; only matching
+    devices of either run are drawn (the table is the comparison's, whole). Raises
+    :class:`~tracebridge.errors.OutputError` when the file cannot be written (no partial
+    file is left).
+    """
+    parts = _document_parts(comparison, title=title, device_pattern=device_pattern)
+    with atomic_output(path, compress=os.fspath(path).endswith(".gz")) as out:
+        for part in parts:
+            out.write(part.encode("ascii"))
+
+
+# --------------------------------------------------------------------------- the page
+
+def default_title(comparison: Any) -> str:
+    control, test = comparison.control, comparison.test
+    return (f"{control.source_format} vs {test.source_format}: "
+            f"{len(comparison.rows):,} ops compared")
+
+
+def _document_parts(comparison: Any, *, title: str | None, device_pattern: str | None) -> Iterator[str]:
+    script, style = _assets()
+    title = title if title is not None else default_title(comparison)
+    payloads = [
+        _Payload(trace, device_pattern=device_pattern,
+                 title=f"{role}: {trace.source_format} trace, {len(trace):,} ops")
+        for role, trace in (("control", comparison.control), ("test", comparison.test))
+    ]
+    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
+           "img-src data:; base-uri 'none'; form-action 'none'")
+    yield ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+           f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
+           '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+           f"<meta name=\"generator\" content=\"tracebridge\">\n<title>{_html_text(title)}</title>\n"
+           f"<style>\n{_ascii(style)}</style>\n</head>\n<body>\n"
+           '<div id="tb-app"><noscript>This comparison needs JavaScript.</noscript></div>\n')
+    yield (f'<script type="application/json" id="tb-compare" class="tracebridge-compare">'
+           f"{_json(comparison_data(comparison, title=title))}</script>\n")
+    for prefix, payload in zip(("tb0", "tb1"), payloads):
+        yield from payload.blocks(prefix)
+    yield f"<script>{_ascii(script)}</script>\n</body></html>\n"
+
+
+def comparison_data(comparison: Any, *, title: str) -> dict:
+    """What the page reads of the comparison (the ``tb-compare`` block)."""
+    coverage = getattr(comparison, "coverage", None) or {}
+    return {
+        "format": "tracebridge-compare", "version": FORMAT_VERSION, "title": title,
+        "traces": [{"role": role, "source_format": trace.source_format, "ops": len(trace)}
+                   for role, trace in (("control", comparison.control), ("test", comparison.test))],
+        "coverage": {side: _number(coverage.get(side)) for side in ("control", "test")},
+        "step_pairs": [[int(c), int(t)] for c, t in comparison.step_pairs],
+        "fields": list(ROW_FIELDS),
+        "rows": [_row(row) for row in comparison.rows],
+    }
+
+
+def _row(row: Any) -> list:
+    ratio = getattr(row, "ratio", None)
+    return [
+        str(row.key), str(row.rule), str(row.op_type),
+        [str(name) for name in row.control_names], [str(name) for name in row.test_names],
+        int(row.control_total_ns), int(row.test_total_ns),
+        _number(row.control_median_ns), _number(row.test_median_ns), _number(row.delta_ns),
+        None if ratio is None else _number(ratio),
+        str(row.change),
+    ]
+
+
+def _number(value: Any) -> float | int | None:
+    """A finite number for JSON (NaN and infinities, which JSON lacks, become null)."""
+    if value is None:
+        return None
+    value = float(value)
+    if not math.isfinite(value):
+        return None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
