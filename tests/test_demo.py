@@ -22,5 +22,5 @@ def test_demo_writes_both_runs(tmp_path, tf):
     assert any(o.name.startswith("gradient_tape/") for o in tf2.records())
     assert "wrote" in result.stdout
     text = (out / "comparison.txt").read_text()
-    assert "coverage: control" in text and "dense/Relu" in text
+    assert "coverage: control" in text and " exact " in text and " gradient " in text
     assert "tracebridge" in (out / "comparison.html").read_text()
