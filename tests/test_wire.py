@@ -30,7 +30,7 @@ import tracebridge
 from tracebridge import protos
 from tracebridge.errors import TraceFormatError
 from tracebridge.model.builder import Strings
-from tracebridge.readers import stepstats, wire
+from tracebridge.readers import split_read, stepstats, wire
 from tracebridge.readers.wire import FIXED32, FIXED64, LENGTH, VARINT, WireError, decode
 from tracebridge.writers.chrome import write_chrome
 
@@ -524,13 +524,13 @@ def test_reader_falls_back_when_the_worker_dies(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEBRIDGE_WORKERS", "1")
     expected = tracebridge.load(path)
     parent = os.getpid()
-    original = stepstats._Recorder.recording
+    original = split_read._Recorder.recording
 
     def dies(self):
         if os.getpid() != parent:
             os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
         return original(self)
-    monkeypatch.setattr(stepstats._Recorder, "recording", dies)
+    monkeypatch.setattr(split_read._Recorder, "recording", dies)
     monkeypatch.setenv("TRACEBRIDGE_WORKERS", "2")
     with pytest.warns(RuntimeWarning, match="worker process failed"):
         got = tracebridge.load(path)

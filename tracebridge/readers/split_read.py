@@ -1,0 +1,167 @@
+"""Reading a RunMetadata's node chunks in two processes.
+
+A forked worker reads the second half of the chunks into a :class:`_Recording` (the rows
+it would have added, with its own new strings), while this process reads the first half;
+then the recording is replayed after it. The chunks are the same as in one process, so
+the trace is the same, string ids included. Forking follows :mod:`tracebridge._fork`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import pickle
+import tempfile
+import traceback
+import warnings
+from itertools import islice
+
+import numpy as np
+
+from .._fork import ChildFailed, ForkedJob, automatic_fork_ok, workers_setting
+from ..model.builder import TraceBuilder
+from ..model.trace import TABLE_COLUMNS, _is_string_column
+from .wire import intern_all
+
+PARALLEL_MIN_NODES = 60_000
+
+
+def read_chunks(builder: TraceBuilder, chunks: list[tuple[int, int]], read, nodes: int) -> None:
+    """``read(target, chunks)`` for all chunks into ``builder``, with two processes when
+    there are enough nodes and forking is allowed."""
+    # Two processes: a forked worker reads the second half of the chunks into a
+    # recording, this process the first half; then the recording is added after it.
+    # Chunks are the same as in one process, so the trace is the same, string ids too.
+    split = (len(chunks) + 1) // 2  # the worker also pickles its part: it gets no more
+    worker_first_op = builder.op_count + (chunks[split][0] if split < len(chunks) else 0)
+
+    def second_half():
+        recorder = _Recorder(builder.strings, worker_first_op)
+        read(recorder, chunks[split:])
+        return recorder.recording()
+
+    if len(chunks) < 2 or not _use_worker(nodes):
+        read(builder, chunks)
+        return
+    fd, result_path = tempfile.mkstemp(prefix="tracebridge-", suffix=".pickle")
+    os.close(fd)
+    try:
+        worker = ForkedJob.start(functools.partial(_run_and_pickle, second_half, result_path))
+        if worker is None:
+            read(builder, chunks)
+            return
+        with worker:
+            read(builder, chunks[:split])
+            try:
+                worker.wait()
+                outcome = _load_outcome(result_path)
+            except ChildFailed:
+                outcome = None
+        if outcome is None:  # the worker died (killed, out of memory): read its part here
+            warnings.warn("tracebridge: the reader's worker process failed; reading on in one process",
+                          RuntimeWarning, stacklevel=2)
+            read(builder, chunks[split:])
+        elif outcome[0] == "error":
+            error, detail = outcome[1], outcome[2]
+            if detail and hasattr(error, "add_note"):
+                error.add_note(f"raised in the reader's worker process:\n{detail}")
+            raise error
+        else:
+            outcome[1].replay(builder)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(result_path)
+
+
+def _use_worker(nodes: int) -> bool:
+    """Whether to read with a second process: many nodes and forking allowed (see
+    :mod:`tracebridge._fork`), unless ``TRACEBRIDGE_WORKERS`` decides."""
+    setting = workers_setting()
+    if setting is not None:
+        return setting >= 2 and hasattr(os, "fork")
+    return nodes >= PARALLEL_MIN_NODES and automatic_fork_ok()
+
+
+class _Recorder:
+    """Stands in for the :class:`TraceBuilder` in the worker process: keeps the rows that
+    :func:`_add_nodes` adds. String ids are ids in the worker's copy of the string table;
+    op numbers start where the worker's first op will be; memory rows count from 0."""
+
+    def __init__(self, strings, first_op: int):
+        self.strings = strings
+        self._base = len(strings)
+        self._first_op = first_op
+        self._rows: dict[str, int] = {}
+        self._records: list[tuple] = []
+
+    @property
+    def op_count(self) -> int:
+        return self._first_op + self._rows.get("ops", 0)
+
+    def rows(self, kind: str) -> int:
+        return self._rows.get(kind, 0)
+
+    def extend(self, kind: str, /, **columns) -> None:
+        dtypes = TABLE_COLUMNS[kind]
+        columns = {c: np.asarray(v, dtype=dtypes[c]) for c, v in columns.items()}
+        self._rows[kind] = self.rows(kind) + len(next(iter(columns.values())))
+        self._records.append(("extend", kind, columns, ()))
+
+    def add_row(self, kind: str, /, **values) -> None:
+        texts = tuple(k for k, v in values.items() if isinstance(v, str))
+        values = {k: self.strings[v] if k in texts else v for k, v in values.items()}
+        self._rows[kind] = self.rows(kind) + 1
+        self._records.append(("row", kind, values, texts))
+
+    def recording(self) -> "_Recording":
+        return _Recording(list(islice(self.strings, self._base, None)), self._base, self._first_op,
+                          self._records)
+
+
+class _Recording:
+    """What the worker read, to be added to the real builder after this process's part."""
+
+    def __init__(self, new_strings: list[str], base: int, first_op: int, records: list[tuple]):
+        self.new_strings, self.base, self.first_op, self.records = new_strings, base, first_op, records
+
+    def replay(self, builder: TraceBuilder) -> None:
+        if builder.op_count != self.first_op:
+            raise RuntimeError(f"worker rows start at op {self.first_op}, not {builder.op_count}")
+        # The worker's new strings, interned in its order: ids come out as in one process.
+        remap = np.arange(self.base + len(self.new_strings), dtype=np.int64)
+        remap[self.base:] = intern_all(builder.strings, self.new_strings)
+        memory_base = builder.rows("memory")
+        for action, kind, values, texts in self.records:
+            if action == "extend":
+                values = {c: remap[v] if _is_string_column(kind, c) else v for c, v in values.items()}
+                if kind == "allocations":
+                    values["memory"] = values["memory"] + memory_base
+                builder.extend(kind, **values)
+            else:
+                builder.add_row(kind, **{k: int(remap[v]) if k in texts else v for k, v in values.items()})
+
+
+def _run_and_pickle(job, path: str) -> None:
+    """In the worker: run ``job`` and pickle its outcome (its result, or the exception it
+    raised, which the parent raises again) to ``path``, a file this process created."""
+    try:
+        outcome = ("ok", job(), None)
+    except Exception as error:  # noqa: BLE001 - re-raised in the parent
+        outcome = ("error", error, traceback.format_exc())
+    with open(path, "wb") as handle:
+        try:
+            pickle.dump(outcome, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - an exception that cannot be pickled
+            handle.seek(0)
+            handle.truncate()
+            pickle.dump(("error", RuntimeError(outcome[2] or traceback.format_exc()), None), handle)
+
+
+def _load_outcome(path: str):
+    """The worker's outcome. This pickle is tracebridge's own, written by its own child
+    process into a private temporary file (mode 0600), never input data."""
+    with open(path, "rb") as handle:
+        return pickle.load(handle)
+
+
