@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..model.trace import OP, Trace
+from ..model.trace import Trace
 from .summary import counted_rows
 
 _WRAPPER = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?|PartitionedCall(?:_\d+)?|__inference_[^/]*|"
@@ -426,4 +426,4 @@ def _ms(ns: float, signed: bool = False) -> str:
     return text + "ms"
 
 
-__all__ = ["Comparison", "Row", "compare", "OP"]
+__all__ = ["Comparison", "Row", "compare", "self_times"]
