@@ -217,8 +217,8 @@ def _side(trace: Trace, rules, warmup: int) -> _Side:
     side = _Side(trace)
     mask, _ = counted_rows(trace)
     ops = trace.ops
-    steps = [s for s in trace.steps][warmup:] if len(trace.steps) > warmup else list(trace.steps)
-    step_positions = {trace.steps.index(s) for s in steps} if trace.steps else set()
+    kept_steps = range(warmup, len(trace.steps)) if len(trace.steps) > warmup else range(len(trace.steps))
+    step_positions = set(kept_steps)
     if step_positions:
         mask = mask & np.isin(ops["step"], sorted(step_positions))
     rows = np.flatnonzero(mask)
