@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -107,3 +108,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Debian chromium for every browser test (see tests/helpers/browser.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.helpers.browser import CHROMIUM_ARGS
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
+                                              args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_html import CHROMIUM_ARGS, EVIL, EVIL_TITLE, Opened, _missing, _Scripts, _unpack
+from tests.helpers.browser import browser_mark
+from tests.test_html import EVIL, EVIL_TITLE, Opened, _Scripts, _unpack
 from tracebridge import OutputError, Trace
 from tracebridge.analysis.compare import compare
 from tracebridge.model.builder import TraceBuilder
@@ -37,16 +37,6 @@ from tracebridge.writers.compare_html import compare_document, write_compare_htm
 from tracebridge.writers.html import html_document
 
 BASE = 1_700_000_000_000_000_000
-
-browser_test = [pytest.mark.browser, pytest.mark.slow,
-                pytest.mark.skipif(_missing() is not None, reason=_missing() or "")]
-
-
-def browser_mark(function):
-    for mark in browser_test:
-        function = mark(function)
-    return function
-
 
 # --------------------------------------------------------------------------- two runs of one model
 
@@ -146,16 +136,6 @@ def pages(tmp_path_factory):
 
     return make
 
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
-                                              args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 def _expected_order(comparison, key="delta_ns", descending=True) -> list[int]:

@@ -21,7 +21,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zlib
@@ -31,6 +30,7 @@ import numpy as np
 import pytest
 
 import tracebridge
+from tests.helpers.browser import browser_mark
 from tracebridge import OutputError, Trace
 from tracebridge.model.builder import TraceBuilder
 from tracebridge.model.trace import LABEL_CANONICAL
@@ -39,29 +39,8 @@ from tracebridge.writers.html import html_document, is_network_type, notebook_ht
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
 SHOTS = Path(os.environ.get("TRACEBRIDGE_HTML_SHOTS", "/tmp/html-shots"))
-SETUP = "run tests/viewers/setup.sh"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1600, "height": 1000}
 BASE = 1_700_000_000_000_000_000
-
-
-def _missing() -> str | None:
-    if not shutil.which("chromium"):
-        return f"Debian's chromium is not installed ({SETUP})"
-    if importlib.util.find_spec("playwright") is None:
-        return f"playwright is not installed in this Python ({SETUP})"
-    return None
-
-
-browser_test = [pytest.mark.browser, pytest.mark.slow,
-                pytest.mark.skipif(_missing() is not None, reason=_missing() or "")]
-
-
-def browser_mark(function):
-    for mark in browser_test:
-        function = mark(function)
-    return function
 
 
 # --------------------------------------------------------------------------- traces
@@ -193,16 +172,6 @@ def pages(tmp_path_factory):
 
     return make
 
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
-                                              args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 class Opened:

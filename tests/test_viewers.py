@@ -27,7 +27,6 @@ import json
 import os
 import random
 import re
-import shutil
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -36,21 +35,19 @@ from urllib.parse import urlsplit
 import pytest
 
 import tracebridge
+from tests.helpers.browser import SETUP, missing_browser
 
 HERE = Path(__file__).resolve().parent
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 NODE_MODULES = HERE / "viewers" / "node_modules"
 SHOTS = Path(os.environ.get("TRACEBRIDGE_VIEWER_SHOTS", "/tmp/viewer-shots"))
-SETUP = "run tests/viewers/setup.sh"
-
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def _missing() -> str | None:
-    if not shutil.which("chromium"):
-        return f"Debian's chromium is not installed ({SETUP})"
-    for module in ("playwright", "viztracer"):
+    reason = missing_browser()
+    if reason:
+        return reason
+    for module in ("viztracer",):
         try:
             __import__(module)
         except ImportError:
@@ -249,16 +246,6 @@ def sites():
         site.shutdown()
         site.server_close()
 
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
-                                              args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 # --------------------------------------------------------------------------- loading
