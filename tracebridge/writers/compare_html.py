@@ -26,15 +26,13 @@ script (by hash) and no network at all. No TensorFlow import.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import math
 import os
 from collections.abc import Iterator
 from typing import Any
 
 from .._files import atomic_output
-from .html import _Payload, _ascii, _assets, _html_text, _json
+from .html import _Payload, _ascii, _assets, _json, _page_head
 
 FORMAT_VERSION = 1
 ROW_FIELDS = ("key", "rule", "op_type", "control_names", "test_names", "control_total_ns", "test_total_ns",
@@ -81,15 +79,7 @@ def _document_parts(comparison: Any, *, title: str | None, device_pattern: str |
                  title=f"{role}: {trace.source_format} trace, {len(trace):,} ops")
         for role, trace in (("control", comparison.control), ("test", comparison.test))
     ]
-    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
-           "img-src data:; base-uri 'none'; form-action 'none'")
-    yield ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-           f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
-           '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-           f"<meta name=\"generator\" content=\"tracebridge\">\n<title>{_html_text(title)}</title>\n"
-           f"<style>\n{_ascii(style)}</style>\n</head>\n<body>\n"
-           '<div id="tb-app"><noscript>This comparison needs JavaScript.</noscript></div>\n')
+    yield _page_head(script, style, title, "comparison")
     yield (f'<script type="application/json" id="tb-compare" class="tracebridge-compare">'
            f"{_json(comparison_data(comparison, title=title))}</script>\n")
     for prefix, payload in zip(("tb0", "tb1"), payloads):

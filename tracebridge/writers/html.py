@@ -117,18 +117,24 @@ def _assets() -> tuple[str, str]:
             (folder / "timeline.css").read_text(encoding="utf-8"))
 
 
-def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | None) -> Iterator[str]:
-    script, style = _assets()
-    payload = _Payload(trace, device_pattern=device_pattern, title=title)
+def _page_head(script: str, style: str, title: str, what: str) -> str:
+    """Everything before the data blocks: a CSP that lets only the page's own script run
+    (by its hash), the title, the inlined style and the app's container."""
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
            "img-src data:; base-uri 'none'; form-action 'none'")
-    yield ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-           f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
-           '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-           f"<meta name=\"generator\" content=\"tracebridge\">\n<title>{_html_text(payload.title)}</title>\n"
-           f"<style>\n{_ascii(style)}</style>\n</head>\n<body>\n"
-           '<div id="tb-app"><noscript>This timeline needs JavaScript.</noscript></div>\n')
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<meta name=\"generator\" content=\"tracebridge\">\n<title>{_html_text(title)}</title>\n"
+            f"<style>\n{_ascii(style)}</style>\n</head>\n<body>\n"
+            f'<div id="tb-app"><noscript>This {what} needs JavaScript.</noscript></div>\n')
+
+
+def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | None) -> Iterator[str]:
+    script, style = _assets()
+    payload = _Payload(trace, device_pattern=device_pattern, title=title)
+    yield _page_head(script, style, payload.title, "timeline")
     yield from payload.blocks("tb0")
     yield f"<script>{_ascii(script)}</script>\n</body></html>\n"
 

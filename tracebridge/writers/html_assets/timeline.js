@@ -47,6 +47,22 @@
     return node;
   }
 
+  // A search field that calls onChange(value) 150 ms after typing stops;
+  // field.cancelPending() drops a call still waiting (when Enter acts at once).
+  function searchField(className, placeholder, label, onChange) {
+    const field = el('input', className);
+    field.type = 'search';
+    field.placeholder = placeholder;
+    field.setAttribute('aria-label', label);
+    let timer = 0;
+    field.cancelPending = () => clearTimeout(timer);
+    field.addEventListener('input', () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => onChange(field.value), 150);
+    });
+    return field;
+  }
+
   function decodeBase64(text) {
     if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(text);
     const binary = atob(text);
@@ -903,17 +919,10 @@
       title.title = titleText;
       document.title = titleText;
       bar.appendChild(title);
-      this.searchBox = el('input', 'tb-search');
-      this.searchBox.type = 'search';
-      this.searchBox.placeholder = 'Search name or op type';
-      this.searchBox.setAttribute('aria-label', 'Search ops by name or op type');
-      let timer = 0;
-      this.searchBox.addEventListener('input', () => {
-        clearTimeout(timer);
-        timer = setTimeout(() => this.search(this.searchBox.value), 150);
-      });
+      this.searchBox = searchField('tb-search', 'Search name or op type', 'Search ops by name or op type',
+                                   (value) => this.search(value));
       this.searchBox.addEventListener('keydown', (e) => {
-        if (e.key === 'Enter') { clearTimeout(timer); this.search(this.searchBox.value); this.nextMatch(); }
+        if (e.key === 'Enter') { this.searchBox.cancelPending(); this.search(this.searchBox.value); this.nextMatch(); }
         if (e.key === 'Escape') { this.searchBox.value = ''; this.clearHighlight(); this.searchBox.blur(); }
       });
       bar.appendChild(this.searchBox);
@@ -1633,15 +1642,9 @@
       splitter.addEventListener('pointercancel', stop);
       const head = el('div', 'tb-diff-head');
       head.appendChild(el('h2', null, `Diff \u00b7 ${plural(this.rows.length, 'op')}`));
-      this.filterBox = el('input', 'tb-search tb-diff-filter');
-      this.filterBox.type = 'search';
-      this.filterBox.placeholder = 'Filter rows';
-      this.filterBox.setAttribute('aria-label', 'Filter the diff table by op, op type or rule');
-      let timer = 0;
-      this.filterBox.addEventListener('input', () => {
-        clearTimeout(timer);
-        timer = setTimeout(() => this.setFilter(this.filterBox.value, this.category), 150);
-      });
+      this.filterBox = searchField('tb-search tb-diff-filter', 'Filter rows',
+                                   'Filter the diff table by op, op type or rule',
+                                   (value) => this.setFilter(value, this.category));
       head.appendChild(this.filterBox);
       this.categorySelect = el('select', 'tb-diff-category');
       this.categorySelect.setAttribute('aria-label', 'Show rows of one kind');
