@@ -20,7 +20,7 @@ from ..model.trace import (DEVICE, MEMCPY, OP, HAS_MEMORY_STATS, HAS_NANOS, HAS_
 def to_run_metadata(trace: Trace):
     """All node executions of ``trace`` in one RunMetadata, one DeviceStepStats per block."""
     run_metadata = protos.RunMetadata()
-    _fill_step_stats(trace, run_metadata.step_stats, np.flatnonzero(node_rows(trace)))
+    _fill_step_stats(_Prepared(trace), run_metadata.step_stats, np.flatnonzero(node_rows(trace)))
     return run_metadata
 
 
@@ -28,9 +28,10 @@ def run_metadata_per_step(trace: Trace):
     """``(step, RunMetadata)`` for each step, as ``FileWriter.add_run_metadata`` took them."""
     step_column = trace.ops["step"]
     nodes = node_rows(trace)
+    prepared = _Prepared(trace)  # once for all steps, not once a step
     for position, step in enumerate(trace.steps):
         run_metadata = protos.RunMetadata()
-        _fill_step_stats(trace, run_metadata.step_stats, np.flatnonzero(nodes & (step_column == position)))
+        _fill_step_stats(prepared, run_metadata.step_stats, np.flatnonzero(nodes & (step_column == position)))
         yield step, run_metadata
 
 
@@ -42,24 +43,37 @@ def node_rows(trace: Trace) -> np.ndarray:
     return rows if rows.any() else np.ones(len(trace), dtype=bool)
 
 
-def _fill_step_stats(trace: Trace, step_stats, rows: np.ndarray) -> None:
-    ops, strings = trace.ops, trace.strings
-    inputs_offsets = trace.input_offsets()
-    input_names = trace.inputs["name"].tolist()
-    outputs_offsets = np.searchsorted(trace.outputs["op"], np.arange(len(trace) + 1))
-    memory_offsets = np.searchsorted(trace.memory["op"], np.arange(len(trace) + 1))
-    record_offsets = np.searchsorted(trace.allocations["memory"], np.arange(trace.memory.rows + 1))
-    blocks = ops["block"][rows]
+class _Prepared:
+    """A trace's columns as Python lists and its child-table offsets, made once per trace."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.columns = {name: trace.ops[name].tolist() for name in trace.ops}
+        self.inputs_offsets = trace.input_offsets()
+        self.input_names = trace.inputs["name"].tolist()
+        self.outputs_offsets = np.searchsorted(trace.outputs["op"], np.arange(len(trace) + 1))
+        self.memory_offsets = np.searchsorted(trace.memory["op"], np.arange(len(trace) + 1))
+        self.record_offsets = np.searchsorted(trace.allocations["memory"], np.arange(trace.memory.rows + 1))
+        aliases = trace.table("aliases")
+        self.aliases = dict(zip(aliases["op"].tolist(), aliases["name"].tolist()))
+
+
+def _fill_step_stats(prepared: _Prepared, step_stats, rows: np.ndarray) -> None:
+    trace = prepared.trace
+    strings = trace.strings
+    columns, aliases = prepared.columns, prepared.aliases
+    inputs_offsets, input_names = prepared.inputs_offsets, prepared.input_names
+    outputs_offsets, memory_offsets = prepared.outputs_offsets, prepared.memory_offsets
+    record_offsets = prepared.record_offsets
+    blocks = trace.ops["block"][rows]
     # One DeviceStepStats per block, in order of first appearance.
     _, first = np.unique(blocks, return_index=True)
     block_order = blocks[np.sort(first)]
-    columns = {name: ops[name].tolist() for name in ops}
-    aliases = dict(zip(trace.table("aliases")["op"].tolist(), trace.table("aliases")["name"].tolist()))
     for block in block_order.tolist():
         members = rows[blocks == block]
         device = trace.devices[columns["device"][members[0]]]
         dev_stats = step_stats.dev_stats.add(device=device.name)
-        _thread_names(trace, dev_stats, members, columns)
+        _thread_names(trace, dev_stats, members)
         for i in members.tolist():
             node = dev_stats.node_stats.add()
             name, kernel = strings[columns["name"][i]], strings[columns["kernel"][i]]
@@ -89,8 +103,8 @@ def _fill_step_stats(trace: Trace, step_stats, rows: np.ndarray) -> None:
                 _add_memory(trace, node, row, record_offsets)
 
 
-def _thread_names(trace: Trace, dev_stats, members: np.ndarray, columns) -> None:
-    for lane_index in set(np.asarray(columns["lane"])[members].tolist()):
+def _thread_names(trace: Trace, dev_stats, members: np.ndarray) -> None:
+    for lane_index in set(trace.ops["lane"][members].tolist()):
         lane = trace.lanes[lane_index]
         if lane.thread_id is not None and 0 <= lane.thread_id < 2**32 and lane.name \
                 and not lane.name.startswith("thread "):
