@@ -16,7 +16,7 @@ $(STAMP_TF): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(STAMP_TEST): pyproject.toml $(STAMP_TF)
-	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas]'
+	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate]'
 	touch $@
 
 demo: $(STAMP_TF)

@@ -102,6 +102,19 @@ def _parser() -> argparse.ArgumentParser:
     capture.add_argument("--device-tracer-level", type=int, default=1, choices=(0, 1))
     capture.set_defaults(handler=_capture)
 
+    migrate = commands.add_parser(
+        "migrate", help="rewrite legacy TF1 profiling scripts and notebooks for TF 2 (needs tracebridge[migrate])",
+        description="Rewrite RunOptions/RunMetadata, traced session.run, timeline.Timeline, "
+                    "add_run_metadata, ProfilerHook and tfvis into tracebridge calls that run under "
+                    "TF 2, in .py files and .ipynb notebooks. Prints a diff unless --write or --check.")
+    migrate.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    mode = migrate.add_mutually_exclusive_group()
+    mode.add_argument("--diff", action="store_true", help="print a unified diff (the default)")
+    mode.add_argument("--write", action="store_true", help="rewrite the files in place")
+    mode.add_argument("--check", action="store_true", help="exit 1 if any file would change")
+    migrate.add_argument("--quiet", action="store_true", help="no per-change report on stderr")
+    migrate.set_defaults(handler=_migrate)
+
     demo = commands.add_parser("demo", help="trace a small model in a TF1 session (needs tracebridge[tf])")
     demo.add_argument("--out", default="tracebridge-demo", help="output folder (default ./tracebridge-demo)")
     demo.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
@@ -251,6 +264,41 @@ def _capture(args) -> int:
     hosts = sorted({d.host for d in trace.devices if d.host})
     print(f"wrote {args.output} ({len(trace)} events from {len(hosts)} hosts: {', '.join(hosts)})")
     return 0
+
+
+def _migrate(args) -> int:
+    """Every file is tried; a file that cannot be read or parsed prints one ``error:`` line
+    and makes the exit status 2, after the others are done."""
+    from ._files import write_bytes
+    from .errors import MigrationError
+    from .migrate import migrate_path, python_sources
+
+    failed = changed = 0
+    for path in python_sources(args.paths):
+        try:
+            migration = migrate_path(path)
+        except MigrationError as error:
+            print(f"error: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        if not args.quiet:
+            for line in migration.report_lines():
+                print(line, file=sys.stderr)
+        if not migration.changed:
+            continue
+        changed += 1
+        if args.write:
+            mode = path.stat().st_mode
+            write_bytes(path, migration.code.encode("utf-8"))
+            path.chmod(mode)  # an executable script stays executable
+        elif not args.check:
+            sys.stdout.write(migration.diff())
+    verb = "rewrote" if args.write else "would change"
+    print(f"{verb} {changed} file{'s' * (changed != 1)}" + (f", {failed} failed" if failed else ""),
+          file=sys.stderr)
+    if failed:
+        return 2
+    return 1 if args.check and changed else 0
 
 
 def _demo(args) -> int:
