@@ -44,10 +44,7 @@ class SessionTrace:
         self._tf = tf
         self._session = session
         self._schedule = Schedule(warmup=warmup, every=every, steps=steps)
-        if trace_level == "auto":
-            remote = _session_target(session).startswith("grpc://")
-            trace_level = "full" if remote or tf.config.list_physical_devices("GPU") else "software"
-        self._level = trace_level
+        self._level = auto_trace_level(tf, session) if trace_level == "auto" else trace_level
         self._runs: list[tuple[int, str, bytes]] = []
         self._notes: list[str] = []
         self._index = 0
@@ -116,7 +113,7 @@ class SessionTrace:
                                       run_metadata=run_metadata, **kwargs)
         v1 = self._tf.compat.v1
         level = self._level
-        if level != "software" and _tf2_profiler_active():
+        if level != "software" and tf2_profiler_active():
             level = "software"
             self._note(f"run {index}: a TF2 profiler was active, so SOFTWARE_TRACE was used "
                        "instead of FULL_TRACE")
@@ -150,7 +147,7 @@ class SessionTrace:
         self._notes.append(text)
 
 
-def _tf2_profiler_active() -> bool:
+def tf2_profiler_active() -> bool:
     """Whether a TF2 profiler runs in this process: ``tf.profiler.experimental.start`` or a
     tracebridge TF2 capture."""
     from .profiler import tracebridge_capture_active
@@ -161,6 +158,13 @@ def _tf2_profiler_active() -> bool:
     except ImportError:  # a TF without the v2 profiler cannot conflict with it
         return False
     return getattr(profiler_v2, "_profiler", None) is not None
+
+
+def auto_trace_level(tf, session) -> str:
+    """``"full"`` with GPUs or on a cluster (``grpc://`` target), where SOFTWARE_TRACE
+    records nothing; else ``"software"``: FULL_TRACE's fields without a profiler session."""
+    remote = _session_target(session).startswith("grpc://")
+    return "full" if remote or tf.config.list_physical_devices("GPU") else "software"
 
 
 def _session_target(session: Any, depth: int = 6) -> str:

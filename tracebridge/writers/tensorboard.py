@@ -32,38 +32,52 @@ _HOST_PLANE = "/host:CPU"
 def write_tensorboard(trace: Trace, logdir: str | os.PathLike, *, run: str | None = None,
                       host: str | None = None) -> dict[str, str]:
     """Write both outputs under ``logdir``; returns ``{"events": path, "xspace": path}``."""
-    logdir = os.fspath(logdir)
-    host = _safe(host or str(trace.metadata.get("host") or socket.gethostname()))
-    start = datetime.datetime.fromtimestamp(trace.start_ns / 1e9) if trace.start_ns > 1e17 else \
-        datetime.datetime.now()
-    run = run or start.strftime("%Y_%m_%d_%H_%M_%S")
+    host = file_name(host or str(trace.metadata.get("host") or socket.gethostname()))
+    start = _start(trace)
+    xspace = write_xspace(trace, logdir, run=run or start.strftime("%Y_%m_%d_%H_%M_%S"), host=host)
+    events = os.path.join(os.fspath(logdir), f"events.out.tfevents.{int(start.timestamp())}.{host}")
+    write_events(trace, events)
+    return {"events": events, "xspace": xspace}
+
+
+def write_xspace(trace: Trace, logdir: str | os.PathLike, *, run: str | None = None,
+                 host: str | None = None) -> str:
+    """The profile plugin's file, ``LOGDIR/plugins/profile/<run>/<host>.xplane.pb``; ``run``
+    defaults to the trace's start time, as TF names its runs. Returns the path."""
+    host = file_name(host or str(trace.metadata.get("host") or socket.gethostname()))
+    run = run or _start(trace).strftime("%Y_%m_%d_%H_%M_%S")
     if os.path.basename(run) != run or run in ("", ".", ".."):
         raise OutputError(f"run name {run!r} must be a plain folder name")
-    profile_dir = os.path.join(logdir, "plugins", "profile", run)
+    profile_dir = os.path.join(os.fspath(logdir), "plugins", "profile", run)
     try:
         os.makedirs(profile_dir, exist_ok=True)
     except OSError as error:
         raise OutputError(f"{profile_dir}: cannot create ({error.strerror or error})") from None
-    events = os.path.join(logdir, f"events.out.tfevents.{int(start.timestamp())}.{host}")
-    write_events(trace, events)
     xspace = os.path.join(profile_dir, f"{host}.xplane.pb")
     write_bytes(xspace, to_xspace(trace, host).SerializeToString(deterministic=True))
-    return {"events": events, "xspace": xspace}
+    return xspace
 
 
-def write_events(trace: Trace, path: str | os.PathLike) -> None:
-    """An event file: ``file_version`` then one ``tagged_run_metadata`` per step."""
+def _start(trace: Trace) -> datetime.datetime:
+    """When the trace began (now, for traces with relative times)."""
+    return datetime.datetime.fromtimestamp(trace.start_ns / 1e9) if trace.start_ns > 1e17 else \
+        datetime.datetime.now()
+
+
+def write_events(trace: Trace, path: str | os.PathLike, *, tag: str | None = None) -> None:
+    """An event file: ``file_version`` then one ``tagged_run_metadata`` per step, or, with
+    ``tag``, the whole trace as one RunMetadata under that tag (ProfilerHook's ``step_<N>``)."""
     wall = trace.start_ns / 1e9 if trace.start_ns > 1e17 else 0.0
     with atomic_output(path, compress=False) as out:
         out.write(frame(protos.Event(wall_time=wall, file_version="brain.Event:2").SerializeToString()))
-        if trace.steps:
+        if trace.steps and tag is None:
             tagged = ((step.number, step.name or f"step_{step.number}", md)
                       for step, md in run_metadata_per_step(trace))
         else:
-            tagged = [(0, "step_0", to_run_metadata(trace))]
-        for number, tag, run_metadata in tagged:
+            tagged = [(0, tag or "step_0", to_run_metadata(trace))]
+        for number, name, run_metadata in tagged:
             event = protos.Event(wall_time=wall, step=number)
-            event.tagged_run_metadata.tag = tag
+            event.tagged_run_metadata.tag = name
             event.tagged_run_metadata.run_metadata = run_metadata.SerializeToString(deterministic=True)
             out.write(frame(event.SerializeToString()))
 
@@ -149,6 +163,6 @@ def _plane_name(device) -> str:
     return _HOST_PLANE
 
 
-def _safe(text: str) -> str:
-    """A host name fit for a file name."""
+def file_name(text: str) -> str:
+    """A host name (or tag) fit for a file name."""
     return "".join(c if c.isalnum() or c in "-._" else "_" for c in text) or "host"
