@@ -104,6 +104,33 @@ def tf_run(tf, tmp_path_factory):
     sess.close()
 
 
+def loopback_cluster(tf):
+    """1 ps + 2 workers on loopback, in this process (TF_FACTS B), and a small model placed
+    across them. Returns (servers, graph, x, loss, train_op, init); the servers must stay
+    referenced while sessions run."""
+    v1 = tf.compat.v1
+    ports = [free_port() for _ in range(3)]
+    cluster = tf.train.ClusterSpec({"ps": [f"localhost:{ports[0]}"],
+                                    "worker": [f"localhost:{ports[1]}", f"localhost:{ports[2]}"]})
+    servers = [tf.distribute.Server(cluster, job_name=job, task_index=task, start=True)
+               for job, task in (("ps", 0), ("worker", 0), ("worker", 1))]
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/job:ps/task:0"):
+            w1 = tf.Variable(v1.random_normal([32, 64], seed=1), name="w1")
+            w2 = tf.Variable(v1.random_normal([64, 10], seed=2), name="w2")
+        x = v1.placeholder(tf.float32, [16, 32], name="x")
+        with tf.device("/job:worker/task:0"):
+            h = tf.nn.relu(tf.matmul(x, w1), name="h")
+        with tf.device("/job:worker/task:1"):
+            logits = tf.matmul(h, w2, name="logits")
+            loss = tf.reduce_mean(tf.square(logits), name="loss")
+        with tf.device("/job:worker/task:0"):
+            train_op = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+        init = v1.global_variables_initializer()
+    return servers, graph, x, loss, train_op, init
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,7 +9,7 @@ import pytest
 import tracebridge
 from tracebridge import CaptureError
 from tracebridge.capture.schedule import Schedule
-from tests.conftest import build_mlp, free_port, mlp_feed
+from tests.conftest import build_mlp, loopback_cluster, mlp_feed
 
 
 def test_schedule_is_a_pure_function_of_the_index():
@@ -90,25 +90,7 @@ def test_monitored_training_session(tf, tmp_path):
 def test_distributed_cluster_on_loopback(tf, tmp_path):
     """1 ps + 2 workers in one process (TF_FACTS B): one device per task, RecvTensor transfers."""
     v1 = tf.compat.v1
-    ports = [free_port() for _ in range(3)]
-    cluster = tf.train.ClusterSpec({"ps": [f"localhost:{ports[0]}"],
-                                    "worker": [f"localhost:{ports[1]}", f"localhost:{ports[2]}"]})
-    servers = [tf.distribute.Server(cluster, job_name=job, task_index=task, start=True)
-               for job, task in (("ps", 0), ("worker", 0), ("worker", 1))]
-    graph = tf.Graph()
-    with graph.as_default():
-        with tf.device("/job:ps/task:0"):
-            w1 = tf.Variable(v1.random_normal([32, 64], seed=1), name="w1")
-            w2 = tf.Variable(v1.random_normal([64, 10], seed=2), name="w2")
-        x = v1.placeholder(tf.float32, [16, 32], name="x")
-        with tf.device("/job:worker/task:0"):
-            h = tf.nn.relu(tf.matmul(x, w1), name="h")
-        with tf.device("/job:worker/task:1"):
-            logits = tf.matmul(h, w2, name="logits")
-            loss = tf.reduce_mean(tf.square(logits), name="loss")
-        with tf.device("/job:worker/task:0"):
-            train_op = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
-        init = v1.global_variables_initializer()
+    servers, graph, x, loss, train_op, init = loopback_cluster(tf)
     with v1.Session(servers[1].target, graph=graph) as session:
         session.run(init)
         feed = {x: np.ones((16, 32), np.float32)}

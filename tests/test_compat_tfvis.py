@@ -19,7 +19,7 @@ import tracebridge
 from tracebridge import CaptureError, OutputError, UnsafePickleError, protos
 from tracebridge.capture.profiler import tracebridge_capture_active
 from tracebridge.compat.tfvis import Timeline
-from tests.conftest import build_mlp, free_port, mlp_feed
+from tests.conftest import build_mlp, loopback_cluster, mlp_feed
 
 DEVICE_PATTERNS = (None, "", "worker", "task:1", "/job:ps", "GPU", "no such device")
 EXCLUDE_PATTERNS = (None, "", "edge_1", "Horovod", "grad", "no such label")
@@ -179,24 +179,7 @@ def test_cluster_run_with_recvtensor_ops(tf, tmp_path):
     """1 ps + 2 workers on loopback; the with-block starts in eager mode, so it starts a TF2
     capture that tl.kwargs must discard before the FULL_TRACE run."""
     v1 = tf.compat.v1
-    ports = [free_port() for _ in range(3)]
-    cluster = tf.train.ClusterSpec({"ps": [f"localhost:{ports[0]}"],
-                                    "worker": [f"localhost:{ports[1]}", f"localhost:{ports[2]}"]})
-    servers = [tf.distribute.Server(cluster, job_name=job, task_index=task, start=True)
-               for job, task in (("ps", 0), ("worker", 0), ("worker", 1))]
-    graph = tf.Graph()
-    with graph.as_default():
-        with tf.device("/job:ps/task:0"):
-            w1 = tf.Variable(v1.random_normal([32, 64], seed=1), name="w1")
-            w2 = tf.Variable(v1.random_normal([64, 10], seed=2), name="w2")
-        x = v1.placeholder(tf.float32, [16, 32], name="x")
-        with tf.device("/job:worker/task:0"):
-            h = tf.nn.relu(tf.matmul(x, w1), name="h")
-        with tf.device("/job:worker/task:1"):
-            loss = tf.reduce_mean(tf.square(tf.matmul(h, w2)), name="loss")
-        with tf.device("/job:worker/task:0"):
-            train_op = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
-        init = v1.global_variables_initializer()
+    servers, graph, x, loss, train_op, init = loopback_cluster(tf)
     # Not "with Session() as session": that makes the session's graph the default one
     # (graph mode), where the Timeline starts no TF2 capture.
     session = v1.Session(servers[1].target, graph=graph)
