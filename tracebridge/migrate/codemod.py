@@ -89,10 +89,10 @@ def _import_names(node: cst.Import | cst.ImportFrom) -> list[cst.ImportAlias]:
 
 
 def _with_alias(alias: cst.ImportAlias, name: str) -> cst.ImportAlias:
-    """``name`` keeping the alias's ``as`` (or binding the old name if it had none)."""
+    """``import name as <what the old import bound>`` (``import tfvis`` bound ``tfvis``)."""
     bound = alias.asname.name.value if alias.asname else _dotted(alias.name)
-    asname = None if bound == name.rsplit(".", 1)[-1] else cst.AsName(name=cst.Name(bound))
-    return cst.ImportAlias(name=_expression(name), asname=asname)
+    return cst.ImportAlias(name=_expression(name), asname=cst.AsName(name=cst.Name(bound)),
+                           comma=alias.comma)
 
 
 # --- what the module is ------------------------------------------------------------------
@@ -261,10 +261,7 @@ class _Rewrite(cst.CSTTransformer):
             if name == "tracebridge.compat" and alias.asname is None:
                 self._has_compat_import = True
             if name == "tfvis":
-                # `import tfvis` binds tfvis: the shim module under the same name.
                 alias = _with_alias(alias, "tracebridge.compat.tfvis")
-                if alias.asname is None:
-                    alias = alias.with_changes(asname=cst.AsName(name=cst.Name("tfvis")))
                 changed = True
             elif name == "tensorflow.python.client.timeline" and alias.asname is not None:
                 alias = _with_alias(alias, "tracebridge.compat.timeline")
