@@ -185,8 +185,7 @@ def tracebridge_offset(opened: Opened, trace: int) -> float:
 @browser_mark
 def test_compare_page_both_runs_and_coverage(pages, browser):
     comparison, path = pages("mlp", mlp_pair)
-    opened = Opened(browser, path)
-    try:
+    with Opened(browser, path) as opened:
         assert opened.js("() => tracebridge.timelines.length") == 2
         assert opened.js("() => tracebridge.timelines.map(t => t.data.n)") == [len(comparison.control),
                                                                               len(comparison.test)]
@@ -233,16 +232,12 @@ def test_compare_page_both_runs_and_coverage(pages, browser):
         after = opened.range()
         assert after[1] - after[0] < (before[1] - before[0]) * 0.8
         assert opened.js("() => tracebridge.timelines.map(t => t.page.range.t0)") == [after[0], after[0]]
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 @browser_mark
 def test_table_sorted_largest_regression_first_and_resorts(pages, browser):
     comparison, path = pages("mlp", mlp_pair)
-    opened = Opened(browser, path)
-    try:
+    with Opened(browser, path) as opened:
         page = opened.page
         rows = comparison.rows
         worst = max(range(len(rows)), key=lambda i: rows[i].delta_ns)
@@ -287,16 +282,12 @@ def test_table_sorted_largest_regression_first_and_resorts(pages, browser):
         assert opened.js("() => tracebridge.compare.filter('', '+')") == sum(1 for r in rows if r.change == "+")
         opened.js("() => tracebridge.compare.filter('', '')")
         assert len(_row_positions(opened)) == len(rows)
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 @browser_mark
 def test_row_click_highlights_the_op_in_both_runs(pages, browser):
     comparison, path = pages("mlp", mlp_pair)
-    opened = Opened(browser, path)
-    try:
+    with Opened(browser, path) as opened:
         page = opened.page
         rows = comparison.rows
         page.locator(".tb-diff-table tbody tr").first.click()
@@ -349,16 +340,12 @@ def test_row_click_highlights_the_op_in_both_runs(pages, browser):
         second.click()
         assert opened.js("() => tracebridge.highlighted()") == 0
         assert opened.js("() => tracebridge.compare.selectedRow()") == -1
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 @browser_mark
 def test_step_selector_aligns_both_runs(pages, browser):
     comparison, path = pages("mlp", mlp_pair)
-    opened = Opened(browser, path)
-    try:
+    with Opened(browser, path) as opened:
         page = opened.page
         pairs = [list(p) for p in comparison.step_pairs]
         assert pairs == [[0, 10], [1, 11], [2, 12]]
@@ -412,16 +399,12 @@ def test_step_selector_aligns_both_runs(pages, browser):
         for instance in opened.js("() => tracebridge.compare.instances()"):
             op = opened.js("([p, t]) => tracebridge.op(p, t)", [instance["pos"], instance["trace"]])
             assert op["step"] == pairs[2][instance["trace"]]
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 @browser_mark
 def test_hostile_names_stay_text(pages, browser):
     comparison, path = pages("hostile", hostile_pair, title=EVIL_TITLE)
-    opened = Opened(browser, path)
-    try:
+    with Opened(browser, path) as opened:
         page = opened.page
         assert len(comparison.rows) >= len(EVIL) + 2
         assert sum(1 for r in comparison.rows if not r.control_names or not r.test_names) == 2
@@ -457,9 +440,6 @@ def test_hostile_names_stay_text(pages, browser):
         formats = opened.js("() => Array.from(document.querySelectorAll('.tb-trace-format'), e => e.textContent)")
         assert formats == [comparison.control.source_format, comparison.test.source_format]
         opened.shot("compare-hostile")
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 # --------------------------------------------------------------------------- without a browser

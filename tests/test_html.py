@@ -16,6 +16,7 @@ Screenshots go to ``$TRACEBRIDGE_HTML_SHOTS`` (default ``/tmp/html-shots``). Set
 from __future__ import annotations
 
 import base64
+import contextlib
 import html.parser
 import importlib.util
 import json
@@ -24,6 +25,7 @@ import re
 import subprocess
 import sys
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -177,8 +179,9 @@ def pages(tmp_path_factory):
 class Opened:
     """A page loaded from file:// with everything it said and asked for."""
 
-    def __init__(self, browser, path: Path):
+    def __init__(self, browser, path: Path, *, name: str | None = None):
         self.url = path.as_uri()
+        self.name = name  # a screenshot "<name>-failed" is taken when a check fails
         self.context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
         self.requests: list[str] = []
         self.errors: list[str] = []
@@ -216,6 +219,19 @@ class Opened:
 
     def close(self) -> None:
         self.context.close()
+
+    def __enter__(self) -> "Opened":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        """Closes the page; a block that ended normally must have left it clean."""
+        try:
+            if kind is None:
+                self.check_clean()
+            elif self.name:
+                self.shot(self.name + "-failed")
+        finally:
+            self.close()
 
 
 # --------------------------------------------------------------------------- what every page must do
@@ -400,9 +416,10 @@ def _sample_positions(opened: Opened, count: int = 4) -> list[int]:
     }""", count)
 
 
-def _full_check(browser, trace: Trace, path: Path, name: str, needle: str) -> Opened:
-    opened = Opened(browser, path)
-    try:
+@contextlib.contextmanager
+def fully_checked(browser, trace: Trace, path: Path, name: str, needle: str) -> Iterator[Opened]:
+    """The page, open, after everything every page must do was checked on it."""
+    with Opened(browser, path, name=name) as opened:
         assert opened.first_draw_ms > 0
         _check_drawn(opened, trace)
         opened.shot(name)
@@ -412,11 +429,7 @@ def _full_check(browser, trace: Trace, path: Path, name: str, needle: str) -> Op
         _check_steps(opened, trace)
         _check_top_ops(opened, trace)
         opened.check_clean()
-    except BaseException:
-        opened.shot(name + "-failed")
-        opened.close()
-        raise
-    return opened
+        yield opened
 
 
 # --------------------------------------------------------------------------- browser tests
@@ -425,11 +438,8 @@ def _full_check(browser, trace: Trace, path: Path, name: str, needle: str) -> Op
 @browser_mark
 def test_tf1_training_step(tf_run, pages, browser):
     trace, path = pages("tf1_step", lambda: tracebridge.load(tf_run["pb"]))
-    opened = _full_check(browser, trace, path, "tf1_step", "matmul")
-    try:
+    with fully_checked(browser, trace, path, "tf1_step", "matmul") as opened:
         assert opened.js("() => document.querySelectorAll('.tb-memory').length") == 1  # allocator counters
-    finally:
-        opened.close()
 
 
 @browser_mark
@@ -438,8 +448,7 @@ def test_corpus_gpu_trace(pages, browser):
     if not source.is_file():
         pytest.skip(f"corpus file not found: {source}")
     trace, path = pages("corpus_gpu", lambda: tracebridge.load(source))
-    opened = _full_check(browser, trace, path, "corpus_gpu", "random_normal")
-    try:
+    with fully_checked(browser, trace, path, "corpus_gpu", "random_normal") as opened:
         # the GPU streams' longest kernel, zoomed in and hovered
         longest = opened.js("""() => { const d = tracebridge.timelines[0].data; let best = -1;
             for (let i = 0; i < d.n; i++) {
@@ -455,16 +464,12 @@ def test_corpus_gpu_trace(pages, browser):
         opened.page.mouse.move(point["x"], point["y"])
         assert opened.js("([x, y]) => tracebridge.hitTest(x, y).pos", [point["x"], point["y"]]) == longest
         opened.shot("corpus_gpu-zoom")
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 @browser_mark
 def test_distributed_trace_network_lanes(pages, browser):
     trace, path = pages("distributed", distributed_trace)
-    opened = _full_check(browser, trace, path, "distributed", "RecvTensor")
-    try:
+    with fully_checked(browser, trace, path, "distributed", "RecvTensor") as opened:
         ops = opened.js("() => Array.from({length: tracebridge.timelines[0].data.n}, (_, i) => tracebridge.op(i))")
         for op in ops:
             assert op["network"] == is_network_type(op["type"]), op["name"]
@@ -490,15 +495,12 @@ def test_distributed_trace_network_lanes(pages, browser):
         opened.page.mouse.move(5, 5)
         opened.shot("distributed-step1")
         assert opened.js("() => document.querySelectorAll('.tb-memory').length") == 1
-    finally:
-        opened.close()
 
 
 @browser_mark
 def test_hostile_names_stay_text(pages, browser):
     trace, path = pages("hostile", hostile_trace, title=EVIL_TITLE)
-    opened = Opened(browser, path)
-    try:
+    with Opened(browser, path) as opened:
         page = opened.page
         n = opened.js("() => tracebridge.timelines[0].data.n")
         assert n == len(trace)
@@ -531,9 +533,6 @@ def test_hostile_names_stay_text(pages, browser):
         cell = page.locator(".tb-top tbody tr .tb-name").first.get_attribute("title")
         assert cell in EVIL
         opened.shot("hostile")
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 def many_devices_trace(devices: int = 40) -> Trace:
@@ -552,8 +551,7 @@ def many_devices_trace(devices: int = 40) -> Trace:
 @browser_mark
 def test_many_devices_long_names(pages, browser):
     trace, path = pages("many", many_devices_trace)
-    opened = Opened(browser, path)
-    try:
+    with Opened(browser, path) as opened:
         page = opened.page
         names = [d.name for d in trace.devices]
         counts = opened.js("() => tracebridge.drawnCounts()")
@@ -587,49 +585,33 @@ def test_many_devices_long_names(pages, browser):
         op = opened.js("() => tracebridge.selected()")
         assert op["name"] in opened.js("() => tracebridge.detailsText()").replace("\n", "")
         opened.shot("many")
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 @browser_mark
 def test_empty_trace(pages, browser):
     trace, path = pages("empty", lambda: TraceBuilder({"source_format": "empty"}).build())
-    opened = Opened(browser, path)
-    try:
+    with Opened(browser, path) as opened:
         assert opened.js("() => tracebridge.timelines[0].data.n") == 0
         opened.page.keyboard.press("w")
         opened.js("() => tracebridge.search('x')")
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 @browser_mark
-def test_million_ops_first_draw_and_interaction(pages, browser):
+def test_million_ops_draw_and_interaction(pages, browser):
+    """A million ops draw, zoom, pan, hover and search. How fast is bench/bench_html.py's
+    business (CI asserts no timings); the figures are printed for the log."""
     trace, path = pages("million", million_trace)
     print(f"\n1M-op page: {path.stat().st_size / 1e6:.1f} MB")
-    times, ready = [], []
-    for _ in range(2):
-        opened = Opened(browser, path)
-        times.append(round(opened.first_draw_ms))
-        ready.append(round(opened.ready_ms))
-        if len(times) < 2:
-            opened.close()
-    try:
-        print(f"first draw: {times} ms; names decoded (hover, search, labels): {ready} ms")
-        assert max(times) < 2000, f"first draw took {times} ms"
-        assert max(ready) < 5000, f"names took {ready} ms"
+    with Opened(browser, path, name="million") as opened:
+        print(f"first draw: {opened.first_draw_ms:.0f} ms; names decoded: {opened.ready_ms:.0f} ms")
         _check_drawn(opened, trace)
         opened.shot("million")
-        # stays interactive: one redraw after zoom or pan, with names decoded
         frames = opened.js("""() => {
             const tb = tracebridge, t = (f) => { const a = performance.now(); f(); return performance.now() - a; };
             tb.timelines[0].data.strings;
             return [1, 2, 3, 4, 5].map(() => t(() => tb.zoom(0.5))).concat([1, 2, 3].map(() => t(() => tb.pan(0.3))));
         }""")
         print(f"redraws: {[round(f, 1) for f in frames]} ms")
-        assert sorted(frames)[len(frames) // 2] < 100, frames
         before = opened.range()
         x, y = _time_area_point(opened)
         opened.page.mouse.move(x, y)
@@ -641,9 +623,6 @@ def test_million_ops_first_draw_and_interaction(pages, browser):
         _hover_and_click(opened, trace, _sample_positions(opened, 2)[:3])
         count = opened.js("() => tracebridge.search('Conv2DBackpropFilter')")
         assert count == _expected_matches(trace, "Conv2DBackpropFilter")
-        opened.check_clean()
-    finally:
-        opened.close()
 
 
 # --------------------------------------------------------------------------- without a browser
