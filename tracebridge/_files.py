@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from typing import IO
 
@@ -24,10 +24,7 @@ def atomic_output(path: str | os.PathLike, *, compress: bool | None = None) -> I
         compress = target.endswith(".gz")
     if os.path.isdir(target):
         raise OutputError(f"{target}: is a directory")
-    try:
-        fd, temporary = tempfile.mkstemp(prefix=".tracebridge-", suffix=".tmp", dir=directory)
-    except OSError as error:
-        raise OutputError(f"{target}: cannot write there ({error.strerror or error})") from None
+    fd, temporary = _create_temporary(target, directory)
     try:
         with os.fdopen(fd, "wb") as raw:
             if compress:
@@ -38,12 +35,33 @@ def atomic_output(path: str | os.PathLike, *, compress: bool | None = None) -> I
                 yield raw
         os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, target)
+    except OutputError:  # raised by the writer inside the block: already one clear line
+        _remove(temporary)
+        raise
     except OSError as error:
         _remove(temporary)
         raise OutputError(f"{target}: write failed ({error.strerror or error})") from None
     except BaseException:
         _remove(temporary)
         raise
+
+
+def _create_temporary(target: str, directory: str) -> tuple[int, str]:
+    """An empty new file beside the target, as ``tempfile.mkstemp`` makes it, but named
+    before it exists: an interrupt landing just after its creation (inside mkstemp, the
+    name would be lost with it) removes it again."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    while True:
+        temporary = os.path.join(directory, f".tracebridge-{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(temporary, flags, 0o600), temporary
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise OutputError(f"{target}: cannot write there ({error.strerror or error})") from None
+        except BaseException:
+            _remove(temporary)
+            raise
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:

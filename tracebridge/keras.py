@@ -9,6 +9,15 @@ running batch number) and profiles only the selected ones::
     model.fit(x, y, callbacks=[callback])
     callback.trace.save("fit.json")
 
+When ``fit`` (or ``evaluate``, ``predict``) raises, Keras calls no callback: a step that
+raises (a model error, or Ctrl-C landing in it) stops the capture at once through a guard
+around the model's step function; an exception elsewhere (another callback, the data, or
+Ctrl-C between the callbacks and the step, which is common) is seen by the capture's
+watch thread within a fraction of a second (see
+:meth:`~tracebridge.capture.profiler.ProfileTrace.tie_to_call`), and the next tracebridge
+capture or use of this callback would stop it too. Its data is then dropped (kept with
+``keep_on_error=True``), as for any failed step, and the exception propagates unchanged.
+
 Importing this module imports Keras (and TensorFlow).
 """
 
@@ -18,11 +27,12 @@ from typing import Any
 
 import keras
 
-from .capture.profiler import ProfileTrace
+from .capture.profiler import ProfileTrace, StepGuard
 from .errors import CaptureError
 from .model.trace import Trace
 
 _MODES = ("train", "test", "predict")
+_STEP_FUNCTIONS = {"train": "train_function", "test": "test_function", "predict": "predict_function"}
 
 
 class TraceCallback(keras.callbacks.Callback):
@@ -31,7 +41,8 @@ class TraceCallback(keras.callbacks.Callback):
     ``modes``: which of those to trace (default: ``("train",)``). Batches are counted across
     epochs per mode, and ``warmup``/``every``/``steps`` select among them. Other options are
     :class:`~tracebridge.capture.profiler.ProfileTrace`'s (tracer levels, ``keep_on_error``).
-    After the run, ``.trace`` is the :class:`Trace` of all traced batches.
+    After the run, ``.trace`` is the :class:`Trace` of all traced batches. Validation inside
+    ``fit`` pauses the train capture (TF has one profiler); it resumes at the next batch.
     """
 
     def __init__(self, *, modes: tuple[str, ...] = ("train",), warmup: int = 0, every: int = 1,
@@ -43,22 +54,59 @@ class TraceCallback(keras.callbacks.Callback):
         self._modes = tuple(modes)
         self._captures = {mode: ProfileTrace(warmup=warmup, every=every, steps=steps, step_name=mode,
                                              **options) for mode in self._modes}
+        self._guards: dict[str, StepGuard] = {}
         self._open: str | None = None
+
+    def _start(self, mode: str) -> None:
+        capture = self._captures.get(mode)
+        if capture is None:
+            return
+        self._abort(mode)  # what an earlier call that raised left open, if anything
+        for other, paused in self._captures.items():
+            if other != mode:
+                paused.pause()
+        capture.tie_to_call()
+        self._guards[mode] = StepGuard(self.model, _STEP_FUNCTIONS[mode], lambda: self._abort(mode))
+
+    def _abort(self, mode: str) -> None:
+        if self._open == mode:
+            self._open = None
+        self._captures[mode].abort()
 
     def _begin(self, mode: str) -> None:
         if mode in self._captures:
-            self._captures[mode].begin_step()
+            try:
+                self._captures[mode].begin_step()
+            except BaseException:  # refused, or Ctrl-C landing here: nothing may stay open
+                self._abort(mode)
+                raise
             self._open = mode
 
     def _end(self, mode: str) -> None:
         if self._open == mode:
-            self._captures[mode].end_step()
             self._open = None
+            try:
+                self._captures[mode].end_step()
+            except BaseException:
+                self._abort(mode)
+                raise
 
     def _finish(self, mode: str) -> None:
+        guard = self._guards.pop(mode, None)
+        if guard is not None:
+            guard.remove()
         if mode in self._captures:
             self._end(mode)
             self._captures[mode].finish()
+
+    def on_train_begin(self, logs=None):
+        self._start("train")
+
+    def on_test_begin(self, logs=None):
+        self._start("test")
+
+    def on_predict_begin(self, logs=None):
+        self._start("predict")
 
     def on_train_batch_begin(self, batch, logs=None):
         self._begin("train")

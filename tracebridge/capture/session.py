@@ -8,20 +8,32 @@ schedule go straight to the session's own ``run``: they pay one counter incremen
 Trace levels: on a local CPU session, SOFTWARE_TRACE fills the same fields as FULL_TRACE
 without starting a profiler session (TF_FACTS A.2), so ``"auto"`` uses it there; it uses
 FULL_TRACE when GPUs are visible or the session runs on a cluster (``grpc://`` target),
-where SOFTWARE_TRACE returns no step stats at all (measured with TF 2.21). FULL_TRACE fails with ``AlreadyExistsError`` while a TF2 profiler is
-running *after the step has executed*, so it is never retried: an active TF2 profiler in
-this process is detected before the run and SOFTWARE_TRACE used instead; a conflict that
-could not be seen beforehand (a remote capture) is re-raised, and later runs fall back.
+where SOFTWARE_TRACE returns no step stats at all (measured with TF 2.21).
+
+Concurrency: FULL_TRACE and HARDWARE_TRACE start a profiler session, and TF has one per
+process: such a run fails with ``AlreadyExistsError`` while another profiler runs, *after
+the step has executed*, so it can never be retried. Each such run therefore takes
+tracebridge's capture turn (the one a TF2 capture holds) without waiting; when it cannot
+(a TF2 capture, or another thread's FULL_TRACE run, is active), or when someone else's
+``tf.profiler.experimental.start`` is active, that run uses SOFTWARE_TRACE and a note says
+so. SOFTWARE_TRACE runs need no turn: TF1 traces of different sessions may run at once, in
+any threads; a second trace of the same session is refused with :class:`CaptureError`. A
+conflict that could not be seen beforehand (a remote capture of this process) raises
+CaptureError after the step ran, and later runs use SOFTWARE_TRACE.
+
+Memory: a traced run keeps its serialized RunMetadata (7.8 KB for the demo's 35-node MLP
+training step) until the trace is built; untraced runs keep nothing.
 """
 
 from __future__ import annotations
 
 import socket
-import time
 from typing import Any
 
 from ..errors import CaptureError
 from ..model.trace import Trace
+from . import interrupts
+from .profiler import claim_profiler, release_profiler
 from .schedule import Schedule
 
 _LEVELS = {"software": "SOFTWARE_TRACE", "hardware": "HARDWARE_TRACE", "full": "FULL_TRACE"}
@@ -46,11 +58,12 @@ class SessionTrace:
         self._schedule = Schedule(warmup=warmup, every=every, steps=steps)
         self._level = auto_trace_level(tf, session) if trace_level == "auto" else trace_level
         self._runs: list[tuple[int, str, bytes]] = []
-        self._notes: list[str] = []
+        self._notes: dict[str, list[int]] = {}   # what happened -> [first run, how many runs]
         self._index = 0
         self._original_run = None
         self._trace: Trace | None = None
         self._active = False
+        self._sigint = False  # whether this block put tracebridge's SIGINT handler in place
 
     # --- context --------------------------------------------------------------------
     def __enter__(self) -> "SessionTrace":
@@ -58,13 +71,18 @@ class SessionTrace:
             raise CaptureError("this trace is already active")
         if "run" in vars(self._session):
             raise CaptureError("this session's run() is already wrapped (nested tracebridge.trace?)")
+        self._sigint = interrupts.enter()
         self._original_run = self._session.run
         self._session.run = self._run
         self._active = True
         return self
 
+    @interrupts.deferred_in
     def __exit__(self, *exc) -> None:
-        self._restore()
+        try:
+            self._restore()
+        finally:
+            interrupts.leave(self._sigint)
         return None
 
     def _restore(self) -> None:
@@ -98,7 +116,9 @@ class SessionTrace:
             "runs_seen": self._index, "runs_traced": len(self._runs),
         }
         if self._notes:
-            metadata["notes"] = "; ".join(self._notes)
+            metadata["notes"] = "; ".join(
+                f"run {first}{f' and {count - 1} later runs' if count > 1 else ''}: {text}"
+                for text, (first, count) in self._notes.items())
         if not self._runs:
             from ..model.builder import TraceBuilder
             return TraceBuilder(metadata).build()
@@ -112,18 +132,25 @@ class SessionTrace:
             return self._original_run(fetches, feed_dict=feed_dict, options=options,
                                       run_metadata=run_metadata, **kwargs)
         v1 = self._tf.compat.v1
-        level = self._level
-        if level != "software" and tf2_profiler_active():
-            level = "software"
-            self._note(f"run {index}: a TF2 profiler was active, so SOFTWARE_TRACE was used "
-                       "instead of FULL_TRACE")
         traced_options = v1.RunOptions()
         if options is not None:
             traced_options.CopyFrom(options)
-        traced_options.trace_level = getattr(v1.RunOptions, _LEVELS[level])
         metadata = run_metadata if run_metadata is not None else v1.RunMetadata()
-        started = time.time_ns()
-        try:
+        level = self._level
+        claimed = False
+        try:  # from the claim on: an interrupt anywhere must give the turn back
+            if level != "software":
+                if _user_tf2_profiler_active():
+                    level = "software"
+                    self._note(index, "a TF2 profiler was active, so SOFTWARE_TRACE was used instead "
+                                      f"of {_LEVELS[self._level]}")
+                else:
+                    claimed = claim_profiler()
+                    if not claimed:
+                        level = "software"
+                        self._note(index, "a tracebridge capture or another thread's traced run was "
+                                          f"active, so SOFTWARE_TRACE was used instead of {_LEVELS[self._level]}")
+            traced_options.trace_level = getattr(v1.RunOptions, _LEVELS[level])
             result = self._original_run(fetches, feed_dict=feed_dict, options=traced_options,
                                         run_metadata=metadata, **kwargs)
         except self._tf.errors.AlreadyExistsError:
@@ -131,28 +158,36 @@ class SessionTrace:
                 raise
             # The step has run (TF raises after executing), so it cannot be retried.
             self._level = "software"
-            self._note(f"run {index}: FULL_TRACE failed (another profiling session active); the "
-                       "step ran untraced and later runs use SOFTWARE_TRACE")
-            raise
+            self._note(index, f"{_LEVELS[level]} failed (another profiling session active)")
+            raise CaptureError(f"run {index}: {_LEVELS[level]} failed after the step ran: another "
+                               "profiling session is active in this process (a remote capture?); "
+                               "later runs use SOFTWARE_TRACE") from None
+        finally:
+            if claimed:
+                release_profiler()
         if not metadata.step_stats.dev_stats:
-            self._note(f"run {index} (started at {started} ns) returned no step stats with "
-                       f"{_LEVELS[level]}")
+            self._note(index, f"no step stats with {_LEVELS[level]}")
             if level == "software":  # remote targets record nothing at this level
                 self._level = "full"
         else:
             self._runs.append((index, f"run {index}", metadata.SerializeToString()))
         return result
 
-    def _note(self, text: str) -> None:
-        self._notes.append(text)
+    def _note(self, index: int, text: str) -> None:
+        """One note per kind of event, with its first run and count: a long run that falls
+        back on every step keeps two integers, not a string per step."""
+        first_and_count = self._notes.setdefault(text, [index, 0])
+        first_and_count[1] += 1
 
 
 def tf2_profiler_active() -> bool:
-    """Whether a TF2 profiler runs in this process: ``tf.profiler.experimental.start`` or a
-    tracebridge TF2 capture."""
+    """Whether a TF2 profiler runs in this process: ``tf.profiler.experimental.start``, a
+    tracebridge TF2 capture (or another thread's FULL_TRACE run)."""
     from .profiler import tracebridge_capture_active
-    if tracebridge_capture_active():
-        return True
+    return tracebridge_capture_active() or _user_tf2_profiler_active()
+
+
+def _user_tf2_profiler_active() -> bool:
     try:
         from tensorflow.python.profiler import profiler_v2
     except ImportError:  # a TF without the v2 profiler cannot conflict with it

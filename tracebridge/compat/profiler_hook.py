@@ -16,7 +16,8 @@ Differences: the trace level is the one that works (SOFTWARE_TRACE on a local CP
 which records the same fields as TF's FULL_TRACE without a profiler session, and while a
 TF2 profiler runs; FULL_TRACE with GPUs or on a cluster); the event writer is flushed when
 the session ends; a folder that cannot be written raises OutputError when the session
-starts, and a failed timeline write leaves no partial file.
+starts, one deleted during training is created again for the next step, and a failed
+timeline write leaves no partial file.
 
 As a Keras callback (``model.fit(callbacks=[hook])``) the same step rule runs on the
 optimizer's iteration count: the first train batch only starts the timer, and a selected
@@ -97,9 +98,12 @@ class ProfilerHook:
         self._keras_step = 0                 # the optimizer's iterations before this batch
         self._batch_begin = 0
         self._profile = None
+        self._guard = None
 
     # --- both sides -----------------------------------------------------------------------
     def _prepare_output_dir(self) -> None:
+        """Create the output folder, again if it was deleted meanwhile (the next outputs
+        then land in it); OutputError if it cannot be created or written into."""
         if not self._output_dir:
             return  # TF's default: the current folder
         try:
@@ -107,6 +111,8 @@ class ProfilerHook:
         except OSError as error:
             raise OutputError(f"{self._output_dir}: cannot create the output folder "
                               f"({error.strerror or error})") from None
+        if not os.access(self._output_dir, os.W_OK | os.X_OK):
+            raise OutputError(f"{self._output_dir}: cannot write into the output folder (permission denied)")
 
     def _path(self, name: str) -> str:
         return os.path.join(self._output_dir, name)
@@ -116,6 +122,7 @@ class ProfilerHook:
         from .timeline import Timeline
         text = Timeline(step_stats).generate_chrome_trace_format(
             show_dataflow=self._show_dataflow, show_memory=self._show_memory)
+        self._prepare_output_dir()
         write_bytes(self._path(f"timeline-{step}.json"), text.encode("utf-8"))
 
     def _advance(self, stale: int, fresh: Callable[[], int], record: Callable[[int], None],
@@ -197,8 +204,11 @@ class ProfilerHook:
         self.params = params
 
     def on_train_begin(self, logs=None) -> None:
+        from ..capture.profiler import StepGuard
         self._prepare_output_dir()
         self._discard_profile()  # a fit that raised mid-batch left its capture open
+        # Keras calls no callback when a step raises: the guard stops the capture then.
+        self._guard = StepGuard(self.model, "train_function", self._discard_profile)
         self._next_step = None
         iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
         self._keras_step = int(np.asarray(iterations)) if iterations is not None else 0
@@ -209,7 +219,12 @@ class ProfilerHook:
         if self._request:
             from ..capture.profiler import ProfileTrace
             self._profile = ProfileTrace(steps=1, step_name="train")
-            self._profile.begin_step(self._next_step)
+            self._profile.tie_to_call()  # a fit that raises elsewhere: its watch thread stops it
+            try:
+                self._profile.begin_step(self._next_step)
+            except BaseException:  # refused, or Ctrl-C landing here: nothing may stay open
+                self._discard_profile()
+                raise
 
     def on_train_batch_end(self, batch, logs=None) -> None:
         stale = self._keras_step
@@ -217,19 +232,27 @@ class ProfilerHook:
         self._keras_step = stale + steps
 
         def record(step: int) -> None:
-            profile, self._profile = self._profile, None
-            profile.end_step()
+            profile = self._profile
+            try:
+                profile.end_step()
+            except BaseException:
+                self._discard_profile()
+                raise
+            self._profile = None
             self._write_keras_step(step, profile.trace)
 
         self._advance(stale, lambda: self._keras_step, record, steps)
 
     def on_train_end(self, logs=None) -> None:
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            guard.remove()
         self._discard_profile()
 
     def _discard_profile(self) -> None:
         profile, self._profile = self._profile, None
         if profile is not None:
-            profile.end_step(failed=True)
+            profile.abort()
 
     def _write_keras_step(self, step: int, trace) -> None:
         from ..writers.tensorboard import file_name, write_events

@@ -41,6 +41,7 @@ import warnings
 import numpy as np
 
 from .._files import write_bytes
+from ..capture.interrupts import deferred_in as _deferred_in
 from ..errors import CaptureError, TraceFormatError
 from ..model.trace import Trace
 
@@ -92,6 +93,7 @@ class Timeline:
                 self._profile = profile
         return self
 
+    @_deferred_in
     def __exit__(self, exc_type, exc, tb) -> None:
         self._elapsed = time.time() - self._started
         profile, self._profile = self._profile, None
