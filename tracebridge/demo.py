@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 
+from ._files import write_bytes
 from .capture.profiler import ProfileTrace
 from .capture.session import SessionTrace
 
@@ -99,8 +100,7 @@ def run_demo(out: str, *, steps: int = 3) -> None:
         trace.to_html(paths["timeline.html"], title=f"tracebridge demo: {run}")
         trace.save(paths["run_metadata.pb"])
         summary = trace.summary(top=10).to_text()
-        with open(paths["summary.txt"], "w", encoding="utf-8") as handle:
-            handle.write(summary + "\n")
+        write_bytes(paths["summary.txt"], (summary + "\n").encode())
         print(f"== {run}: {trace}")
         print(summary)
         print()
@@ -110,8 +110,7 @@ def run_demo(out: str, *, steps: int = 3) -> None:
     comparison = compare(traces["tf1"], traces["tf2"])
     text = comparison.to_text(top=20)
     paths = [os.path.join(out, "comparison.txt"), os.path.join(out, "comparison.html")]
-    with open(paths[0], "w", encoding="utf-8") as handle:
-        handle.write(text + "\n")
+    write_bytes(paths[0], (text + "\n").encode())
     write_compare_html(comparison, paths[1], title="tracebridge demo: TF1 session vs TF2 tf.function")
     print("== comparison: TF1 (control) vs TF2 (test)")
     print(text)

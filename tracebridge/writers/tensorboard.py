@@ -164,5 +164,6 @@ def _plane_name(device) -> str:
 
 
 def file_name(text: str) -> str:
-    """A host name (or tag) fit for a file name."""
-    return "".join(c if c.isalnum() or c in "-._" else "_" for c in text) or "host"
+    """A host name (or tag) fit for a file name. Host names can come from the input file, so
+    no separator survives and the length stays well below the 255-byte name limit."""
+    return "".join(c if (c.isascii() and c.isalnum()) or c in "-._" else "_" for c in text)[:100] or "host"
