@@ -55,11 +55,35 @@ def python(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
+# Whose versions a figure depends on: the anchors (TensorFlow's timeline.py, xprof) and
+# what both sides parse protobufs and arrays with.
+PACKAGES = ("tensorflow-cpu", "tensorflow", "xprof", "protobuf", "numpy")
+
+
 def machine() -> str:
-    memory = ""
+    """CPU model, cores, RAM, Python and the versions of the packages in PACKAGES."""
+    parts = [_cpu_model(), f"{os.cpu_count()} cores"]
     try:
         with open("/proc/meminfo") as handle:
-            memory = f", {int(handle.readline().split()[1]) / 1024 / 1024:.0f} GiB"
+            parts.append(f"{int(handle.readline().split()[1]) / 1024 / 1024:.0f} GiB")
     except OSError:
         pass
-    return f"{platform.machine()}, {os.cpu_count()} cores{memory}, Python {platform.python_version()}"
+    parts.append(f"Python {platform.python_version()}")
+    from importlib.metadata import PackageNotFoundError, version
+    for name in PACKAGES:
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(parts)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()} ({platform.machine()})"
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
