@@ -148,3 +148,20 @@ def browser():
                                               args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+# Hypothesis profiles for tests/test_properties.py: "ci" (plain pytest) and "fuzz" (`make
+# fuzz`, many more examples). TRACEBRIDGE_HYPOTHESIS_PROFILE picks one; no profile is
+# loaded globally, so other tests keep Hypothesis's defaults.
+HYPOTHESIS_PROFILE = os.environ.get("TRACEBRIDGE_HYPOTHESIS_PROFILE", "ci")
+try:
+    from hypothesis import HealthCheck as _HealthCheck
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # the test extra is not installed: the property tests skip themselves
+    pass
+else:
+    _hypothesis_settings.register_profile("ci", max_examples=60, deadline=None,
+                                          suppress_health_check=[_HealthCheck.too_slow])
+    _hypothesis_settings.register_profile("fuzz", max_examples=1000, deadline=None,
+                                          suppress_health_check=[_HealthCheck.too_slow,
+                                                                 _HealthCheck.filter_too_much])

@@ -1,14 +1,30 @@
-"""Property tests: for random traces, every writer's output reads back to the same ops."""
+"""Property tests: for random traces, every writer's output reads back to the same ops
+(Chrome .json and .json.gz, RunMetadata .pb and .pbtxt, XSpace, event files, tfvis
+pickles), the HTML page embeds every name without breaking out of its data, and random
+or mutated bytes given to any reader give a trace or tracebridge's own error.
+
+Example counts come from a Hypothesis profile (tests/conftest.py): "ci" by default,
+"fuzz" under ``make fuzz`` (TRACEBRIDGE_HYPOTHESIS_PROFILE=fuzz).
+"""
 
 from __future__ import annotations
 
+import base64
+import json
+import random
+import re
 import tempfile
+import zlib
+from collections import Counter
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+import numpy as np
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import tracebridge
+from tests.conftest import CORPUS, HYPOTHESIS_PROFILE
+from tests.helpers import malformed
 from tracebridge.model.builder import TraceBuilder
 
 names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -17,12 +33,18 @@ names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_c
                                                   and not s.startswith("^") and "\n" not in s)
 hostile = st.sampled_from(["</script>", "<img src=x onerror=alert(1)>", 'quote"d', "naïve/ünïcode", "tab\there"])
 op_names = st.one_of(names, hostile)
+# Names that would end or confuse an HTML page's script elements if embedded raw.
+html_hostile = st.sampled_from(["</script>", "</SCRIPT ", "</script\t>", "<!--", "-->", "<script>", "]]>",
+                                "</style>", "\u2028\u2029", "<\\/script>", "&lt;/script&gt;", "\\u003c",
+                                "\x00nul", "\ufeff", "'\"`", "${x}"])
+html_names = st.one_of(st.text(min_size=1, max_size=30), html_hostile,
+                       st.lists(html_hostile, min_size=2, max_size=4).map("".join))
 devices = st.sampled_from(["/job:localhost/replica:0/task:0/device:CPU:0",
                            "/job:worker/replica:0/task:1/device:GPU:0", "/host:CPU"])
 
 
 @st.composite
-def traces(draw):
+def traces(draw, op_names=op_names):
     builder = TraceBuilder({"source_format": "generated"})
     step_count = draw(st.integers(1, 3))
     base = 1_700_000_000_000_000_000
@@ -46,7 +68,7 @@ def op_keys(trace):
     return sorted((o.name, o.kernel, o.start_ns, o.end_ns, o.inputs, o.device) for o in trace.records())
 
 
-common = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+common = settings(settings.get_profile(HYPOTHESIS_PROFILE))
 
 
 @common
@@ -87,3 +109,134 @@ def test_summary_accounts_for_all_time(trace):
     summary = trace.summary()
     assert sum(r["total_ns"] for r in summary.by_op) == summary.total_ns
     assert sum(r["count"] for r in summary.by_device) == summary.op_count == len(trace)
+
+
+def test_profile_counts():
+    assert common.max_examples == settings.get_profile(HYPOTHESIS_PROFILE).max_examples
+
+
+def _without_step_markers(trace):
+    """The XSpace writer adds a ``train`` event per step (step markers, read back as ops)."""
+    markers = Counter((s.start_ns, s.end_ns) for s in trace.steps)
+    ops = []
+    for op in trace.records():
+        key = (op.start_ns, op.end_ns)
+        if op.name == "train" and markers[key]:
+            markers[key] -= 1
+            continue
+        ops.append(op)
+    return ops
+
+
+@common
+@given(traces())
+def test_xspace_round_trip(trace):
+    """XSpace keeps every op's times and type, host ops' names (``name:Type`` events; a
+    name with a colon is not one), and the steps; accelerator kernels are named by type."""
+    from tracebridge.writers.tensorboard import write_xspace
+    with tempfile.TemporaryDirectory() as folder:
+        again = tracebridge.load(write_xspace(trace, folder, run="run", host="host"))
+    ops = _without_step_markers(again)
+    assert sorted((o.start_ns, o.end_ns, o.op_type) for o in ops) == \
+        sorted((o.start_ns, o.end_ns, o.op_type) for o in trace.records()), \
+        ([(o.name, o.op_type, o.device) for o in trace.records()], trace.steps)
+    host = lambda t, o: not t.devices[t.ops["device"][o.index]].name.startswith("/device:")  # noqa: E731
+    assert sorted((o.name, o.start_ns) for o in ops if host(again, o) and ":" not in o.name) == \
+        sorted((o.name, o.start_ns) for o in trace.records()
+               if ":" not in o.name and "GPU" not in o.device)
+    # The reader orders steps by time (their markers'); the trace had them in any order.
+    assert sorted((s.number, s.start_ns, s.end_ns) for s in again.steps) == \
+        sorted((s.number, s.start_ns, s.end_ns) for s in trace.steps)
+
+
+@common
+@given(traces())
+def test_event_file_round_trip(trace):
+    from tracebridge.writers.tensorboard import write_events
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "events.out.tfevents.1.host"
+        write_events(trace, path)
+        again = tracebridge.load(path)
+    assert op_keys(again) == op_keys(trace)
+    assert [s.number for s in again.steps] == [s.number for s in trace.steps]
+
+
+@common
+@given(traces())
+def test_tfvis_pickle_round_trip(trace):
+    from tracebridge import protos
+    from tracebridge.compat.tfvis import Timeline
+    run_metadata = protos.RunMetadata.FromString(trace.to_run_metadata().SerializeToString())
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "run.pickle"
+        Timeline(run_metadata=run_metadata).to_pickle(path)
+        again = tracebridge.load(path)
+    assert op_keys(again) == op_keys(trace)
+
+
+def _embedded(document: str, prefix: str = "tb0") -> tuple[dict, list[str]]:
+    """The page's meta object and its op names in page order, decoded as the page does."""
+    meta_text = re.search(rf'<script type="application/json" id="{prefix}-meta"[^>]*>(.*?)</script>',
+                          document, re.S).group(1)
+    meta = json.loads(meta_text)
+
+    def block(key: str) -> bytes:
+        text = re.search(rf'<script type="application/octet-stream" id="{prefix}-{key}">(.*?)</script>',
+                         document, re.S).group(1)
+        data = base64.b64decode(text, validate=True)
+        return zlib.decompress(data, -15) if key in meta["deflated"] else data
+
+    strings = json.loads(block("strings"))
+    dtype = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "f64": "<f8"}[meta["columns"]["name"]["dtype"]]
+    ids = np.frombuffer(block("name"), dtype=dtype).astype(np.int64)
+    return meta, [strings[i] for i in ids.tolist()]
+
+
+@common
+@given(traces(op_names=html_names))
+def test_html_embeds_every_name_safely(trace):
+    """No op name ends a script element or opens a comment; the embedded data decodes
+    back to the same names."""
+    from tracebridge.writers.html import html_document
+    document = html_document(trace)
+    opened = len(re.findall(r"<script\b", document, re.I))
+    assert opened == len(re.findall(r"</script", document, re.I))
+    assert "<!--" not in document and "]]>" not in document
+    assert document.isascii()
+    meta, shown = _embedded(document)
+    assert meta["op_count"] == len(trace)
+    assert sorted(shown) == sorted(o.name for o in trace.records())
+
+
+# --- any bytes, to any reader -------------------------------------------------------------
+SUFFIXES = ["x.pb", "x.pbtxt", "x.json", "x.json.gz", "x.xplane.pb", "x.pickle", "events.out.tfevents.1.h",
+            "x.bin"]
+SEEDS = malformed.seeds(CORPUS if CORPUS.is_dir() else None)
+_CONTEXTS: dict[int, malformed.Context] = {}
+
+
+def _assert_contract(case: malformed.Case) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        outcome = malformed.run_case(case, Path(folder), timeout=30.0 if case.format == "notebook" else 10.0)
+    assert outcome.status != "bug", f"{case.name}: {outcome.detail}"
+
+
+@common
+@given(st.binary(min_size=1, max_size=4096), st.sampled_from(SUFFIXES))
+def test_random_bytes_give_a_trace_or_our_error(data, filename):
+    _assert_contract(malformed.Case(f"random/{filename}", "random", "random", filename, data))
+
+
+@common
+@given(st.integers(0, len(SEEDS) - 1), st.data())
+def test_mutated_files_give_a_trace_or_our_error(seed_index, data):
+    seed = SEEDS[seed_index]
+    context = _CONTEXTS.setdefault(seed_index, malformed.Context(seed))
+    kind = data.draw(st.sampled_from(sorted(malformed.kinds_for(seed.format))), label="kind")
+    variant = data.draw(st.integers(0, 63), label="variant")
+    rng = random.Random(data.draw(st.integers(0, 2**32), label="rng"))
+    try:
+        case = malformed.make_case(context, kind, variant, rng)
+    except malformed.NotApplicable:
+        assume(False)
+    _assert_contract(case)

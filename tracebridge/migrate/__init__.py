@@ -61,12 +61,95 @@ def migrate_source(code: str, filename: str = "<string>", *, notebook: bool = Fa
     joined (graph mode is switched on after the TensorFlow import: a block cannot span cells)."""
     codemod = _codemod()
     import libcst
+    _check_nesting(code, filename)
     try:
         result = codemod.rewrite_module(code, notebook=notebook)
     except libcst.ParserSyntaxError as error:
         raise MigrationError(f"{filename}:{error.raw_line}:{error.raw_column}: not valid Python: "
-                             f"{error.message}") from None
+                             f"{one_line(error.message)}") from None
+    except RecursionError:  # LibCST's visitors recurse once per nesting level, in Python
+        raise MigrationError(f"{filename}: code nested too deeply for the codemod") from None
+    except UnicodeEncodeError as error:  # a lone surrogate (a notebook's JSON can hold "\ud800")
+        line = code.count("\n", 0, error.start) + 1
+        raise MigrationError(f"{filename}:{line}: not valid text ({error.reason})") from None
     return Migration(filename, code, result.code, result.report)
+
+
+# LibCST's native parser recurses once per nesting level on the C stack, and past a few
+# thousand levels the process dies (SIGSEGV), without even an exception: at 1,500 nested
+# brackets, or 10,000 chained operators or elif branches (2,500 are fine). A bracket
+# counts 2 against the limit, an operator 1: 1,000 brackets (CPython allows 200) or 2,000
+# operators in a chain (a sum of 1,000 products) pass.
+_MAX_NESTING = 2000
+_MAX_ELIF = 2500
+_SEPARATORS = {",", ";", "=", "+=", "-=", "*=", "/=", "//=", "%=", "@=", "&=", "|=", "^=", ">>=", "<<=",
+               "**=", "->"}
+_CHAINING = {"not", "and", "or", "if", "else", "lambda", "await", "in", "is"}
+
+
+def _check_nesting(code: str, filename: str) -> None:
+    """Refuse code nested deeper than LibCST parses without crashing, before it sees it.
+
+    The depth is estimated from the tokens, whether or not the code is valid (a syntax
+    error after 100k chained attributes does not stop LibCST from recursing into them):
+    inside each open bracket, the operators, chaining keywords and brackets since the last
+    comma or assignment, summed over the open brackets; and the elif branches of the
+    if statements in progress."""
+    import io
+    import tokenize
+    chains, depth = [0], 0     # per open bracket; depth = sum(chains)
+    elifs, branches = [0], 0   # per indentation level; branches = sum(elifs)
+    at_start = True
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            kind, text = token.type, token.string
+            if kind in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                chains, depth, at_start = [0], 0, True
+                if kind == tokenize.INDENT:
+                    elifs.append(0)
+                elif kind == tokenize.DEDENT and len(elifs) > 1:
+                    branches -= elifs.pop()
+                continue
+            if kind in (tokenize.NL, tokenize.COMMENT):
+                continue
+            if at_start:
+                at_start = False
+                if text == "elif":
+                    elifs[-1] += 1
+                    branches += 1
+                elif text != "else":
+                    branches -= elifs[-1]
+                    elifs[-1] = 0
+            if kind == tokenize.OP:
+                if text in ("(", "[", "{"):
+                    chains[-1] += 2
+                    depth += 2
+                    chains.append(0)
+                elif text in (")", "]", "}"):
+                    if len(chains) > 1:
+                        depth -= chains.pop()
+                elif text in _SEPARATORS:
+                    depth -= chains[-1]
+                    chains[-1] = 0
+                else:
+                    chains[-1] += 1
+                    depth += 1
+            elif kind == tokenize.NAME and text in _CHAINING:
+                chains[-1] += 1
+                depth += 1
+            if depth > _MAX_NESTING or branches > _MAX_ELIF:
+                what = f"more than {_MAX_ELIF} elif branches" if branches > _MAX_ELIF else \
+                    f"more than {_MAX_NESTING} levels"
+                raise MigrationError(f"{filename}:{token.start[0]}: code nested too deeply for the codemod "
+                                     f"({what})")
+    except (tokenize.TokenError, SyntaxError):  # LibCST reports these itself, with their place
+        return
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """A parser's message (it may quote the input) fit for a one-line error."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def migrate_path(path: str | os.PathLike) -> Migration:

@@ -12,13 +12,15 @@ import json
 import re
 
 from ..errors import MigrationError
-from . import Migration, migrate_source
+from . import Migration, migrate_source, one_line
 
 _CELL = "# tracebridge-notebook-cell {}"
 _CELL_LINE = re.compile(r"^# tracebridge-notebook-cell (\d+)\n", re.M)
-_IPYTHON = re.compile(r"^(\s*)([%!?].*)$", re.M)
+# Indentation is [^\S\n]*, not \s*: \s* would also match newlines, and on a run of blank
+# lines every line start would scan (and backtrack over) all the blank lines after it.
+_IPYTHON = re.compile(r"^([^\S\n]*)([%!?].*)$", re.M)
 _HIDE = r"\1# tracebridge-ipython: \2"
-_HIDDEN = re.compile(r"^(\s*)# tracebridge-ipython: (.*)$", re.M)
+_HIDDEN = re.compile(r"^([^\S\n]*)# tracebridge-ipython: (.*)$", re.M)
 
 
 def migrate_notebook(text: str, path: str) -> Migration:
@@ -28,8 +30,10 @@ def migrate_notebook(text: str, path: str) -> Migration:
         numbers = [i + 1 for i, c in enumerate(cells) if c["cell_type"] == "code"]  # as notebook UIs count
         code_cells = [c for c in cells if c["cell_type"] == "code"]
         sources = [c["source"] if isinstance(c["source"], str) else "".join(c["source"]) for c in code_cells]
-    except (ValueError, KeyError, TypeError) as error:
-        raise MigrationError(f"{path}: not a Jupyter notebook: {error}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise MigrationError(f"{path}: not a Jupyter notebook: {one_line(str(error))}") from None
+    except RecursionError:  # json.loads on a document nested thousands deep
+        raise MigrationError(f"{path}: not a Jupyter notebook: JSON nested too deeply") from None
 
     joined = "".join(f"{_CELL.format(i)}\n{_IPYTHON.sub(_HIDE, source)}\n" for i, source in enumerate(sources))
     try:

@@ -8,6 +8,7 @@ allocator counters, and freezes everything.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from typing import Any
 
@@ -18,6 +19,12 @@ from .table import Table
 from .trace import NO_STEP, TABLE_COLUMNS, Lane, Step, Trace
 
 UNASSIGNED = -1
+# Times (ns since the epoch, or since the profile start) are kept within +-2**62 ns (the
+# years 1824 to 2116), so that a difference of any two, which writers and summaries
+# compute, fits int64. Readers clip or reject corrupt times further out.
+TIME_LIMIT_NS = 1 << 62
+_TIME_COLUMNS = {"ops": ("start_ns", "end_ns", "op_start_ns", "op_end_ns", "scheduled_ns"),
+                 "counters": ("time_ns",), "allocations": ("time_ns",)}
 
 
 class Strings(dict):
@@ -45,6 +52,7 @@ class TraceBuilder:
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.columns = {kind: {c: [] for c in cols} for kind, cols in TABLE_COLUMNS.items()}
         self._chunks: dict[str, list[dict[str, np.ndarray]]] = {kind: [] for kind in TABLE_COLUMNS}
+        self._chunk_rows = dict.fromkeys(TABLE_COLUMNS, 0)  # rows in _chunks, kept (rows() is hot)
         self.blocks = 0  # device-stats blocks handed out so far (see ops.block)
         self._step_updates: list[tuple[np.ndarray, np.ndarray]] = []
         self._devices: dict[tuple[str, str | None], int] = {}
@@ -60,7 +68,7 @@ class TraceBuilder:
         index = self._devices.get(key)
         if index is None:
             index = self._devices[key] = len(self.device_list)
-            self.device_list.append(parse_device(name, host))
+            self.device_list.append(_parse_device(name, host))
         return index
 
     def step(self, number: int, name: str = "", start_ns: int | None = None,
@@ -130,13 +138,15 @@ class TraceBuilder:
         if unknown or not columns:
             raise ValueError(f"extend({kind!r}): unknown columns {sorted(unknown)}")
         rows = len(next(iter(columns.values())))
+        self._chunk_rows[kind] += rows
         self._chunks[kind].append({c: np.asarray(columns[c], dtype=dtypes[c]) if c in columns
                                    else np.zeros(rows, dtype=dtypes[c]) for c in dtypes})
 
     def rows(self, kind: str) -> int:
+        # A running count: summing the chunks on every call made a file of many small
+        # steps (an event file with thousands of tagged RunMetadata) quadratic.
         current = self.columns[kind]
-        return (sum(len(next(iter(chunk.values()))) for chunk in self._chunks[kind])
-                + len(current[next(iter(current))]))
+        return self._chunk_rows[kind] + len(current[next(iter(current))])
 
     @property
     def op_count(self) -> int:
@@ -146,6 +156,7 @@ class TraceBuilder:
         current = self.columns[kind]
         if current[next(iter(current))]:
             dtypes = TABLE_COLUMNS[kind]
+            self._chunk_rows[kind] += len(current[next(iter(current))])
             self._chunks[kind].append({c: np.asarray(v, dtype=dtypes[c]) for c, v in current.items()})
             self.columns[kind] = {c: [] for c in dtypes}
 
@@ -159,6 +170,8 @@ class TraceBuilder:
                                 np.concatenate([chunk[c] for chunk in chunks]) if chunks else
                                 np.zeros(0, dtype=dtypes[c])) for c in dtypes}
             self._chunks[kind] = []  # free the chunks early
+            self._chunk_rows[kind] = 0
+        _clip_times(tables)
         ops = tables["ops"]
         if self._step_updates:
             ops["step"] = ops["step"].copy()
@@ -178,17 +191,28 @@ class TraceBuilder:
 
     def _finish_steps(self, ops: dict[str, np.ndarray]) -> tuple[Step, ...]:
         steps = []
-        step_col, start, end = ops["step"], ops["start_ns"], ops["end_ns"]
+        count = len(self._steps)
+        if any(spec["start_ns"] is None or spec["end_ns"] is None for spec in self._steps):
+            # Extents of all steps in one pass over the ops (one pass per step would be
+            # quadratic for a file with thousands of steps).
+            step_col = ops["step"]
+            mine = np.flatnonzero((step_col >= 0) & (step_col < count))
+            owner = step_col[mine].astype(np.int64)
+            lows = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
+            highs = np.full(count, np.iinfo(np.int64).min, dtype=np.int64)
+            np.minimum.at(lows, owner, ops["start_ns"][mine])
+            np.maximum.at(highs, owner, ops["end_ns"][mine])
+            has_ops = np.bincount(owner, minlength=count) > 0
         for index, spec in enumerate(self._steps):
             lo, hi = spec["start_ns"], spec["end_ns"]
             if lo is None or hi is None:
-                mine = step_col == index
-                if mine.any():
-                    lo = int(start[mine].min()) if lo is None else lo
-                    hi = int(end[mine].max()) if hi is None else hi
+                if has_ops[index]:
+                    lo = int(lows[index]) if lo is None else lo
+                    hi = int(highs[index]) if hi is None else hi
                 else:
                     lo = hi = lo if lo is not None else (hi or 0)
-            steps.append(Step(spec["number"], int(lo), int(hi), spec["name"]))
+            lo, hi = (min(max(int(t), -TIME_LIMIT_NS), TIME_LIMIT_NS - 1) for t in (lo, hi))
+            steps.append(Step(spec["number"], lo, hi, spec["name"]))
         return tuple(steps)
 
     def _assign_lanes(self, ops: dict[str, np.ndarray]) -> tuple[Lane, ...]:
@@ -235,6 +259,21 @@ class TraceBuilder:
         return tuple(lanes[i] for i in order)
 
 
+def _parse_device(name: str, host: str | None) -> Device:
+    try:
+        return parse_device(name, host)
+    except ValueError:  # a part int() refuses: "²" passes str.isdigit(), 5,000 digits exceed int()
+        return Device(name=name, host=host)
+
+
+def _clip_times(tables: dict[str, dict[str, np.ndarray]]) -> None:
+    for kind, names in _TIME_COLUMNS.items():
+        for name in names:
+            column = tables[kind][name]
+            if len(column) and (column.min() < -TIME_LIMIT_NS or column.max() >= TIME_LIMIT_NS):
+                tables[kind][name] = np.clip(column, -TIME_LIMIT_NS, TIME_LIMIT_NS - 1)
+
+
 def _first_fit(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Lane numbers for intervals sorted by start: the lowest lane free at each start."""
     n = len(start)
@@ -243,17 +282,23 @@ def _first_fit(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     running_end = np.maximum.accumulate(end)
     if n == 1 or np.all(running_end[:-1] <= start[1:]):
         return np.zeros(n, dtype=np.int32)  # the common case: nothing overlaps
+    # Heaps, not a scan of every lane per op: thousands of ops running at once (a file
+    # that repeats one event) would make the scan quadratic. Starts only grow, so a lane
+    # free at one start stays free for the next ones: the lowest free lane is the first
+    # fit a scan would find.
     result = np.zeros(n, dtype=np.int32)
-    lane_ends: list[int] = []
+    busy: list[tuple[int, int]] = []  # (end, lane) of lanes in use
+    free: list[int] = []              # lanes free again, lowest first
+    lanes = 0
     for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
-        for k, busy_until in enumerate(lane_ends):
-            if busy_until <= s:
-                lane_ends[k] = e
-                result[i] = k
-                break
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane = heapq.heappop(free)
         else:
-            result[i] = len(lane_ends)
-            lane_ends.append(e)
+            lane, lanes = lanes, lanes + 1
+        heapq.heappush(busy, (e, lane))
+        result[i] = lane
     return result
 
 

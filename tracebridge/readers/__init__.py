@@ -7,6 +7,7 @@ No reader imports TensorFlow; each turns a malformed file into one
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import zlib
 
@@ -76,6 +77,17 @@ def sniff(name: str, data: bytes) -> str:
     return "runmetadata"
 
 
+def one_line(text: str, limit: int = 300) -> str:
+    """Foreign text (a parser's message quoting the input, a name from the file) made fit
+    for a one-line error: characters that are not printable (newlines, U+2028, NUL...)
+    escaped, and cut at ``limit`` characters."""
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _looks_like_text(data: bytes) -> bool:
     head = data[:256].lstrip()
     return head.startswith((b"step_stats", b"dev_stats", b"partition_graphs", b"cost_graph",
@@ -108,11 +120,35 @@ def _utf8(data: bytes, name: str) -> str:
 def _load_chrome(name: str, data: bytes) -> Trace:
     from .chrome import parse_json, read_chrome
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as error:
-            raise TraceFormatError(f"corrupt gzip data ({error})", path=name) from None
+        data = _gunzip(data, name)
     return read_chrome(parse_json(data, name), name)
+
+
+# Chrome traces compress 10-15x (TF's timeline.json files), 45x at most for tracebridge's
+# own output of a trace of identical ops; deflate cannot exceed ~1030x. A file that
+# inflates beyond this ratio (plus a little, for tiny files) is a gzip bomb, not a trace.
+GZIP_MAX_RATIO = 256
+_GZIP_SLACK = 1 << 20
+
+
+def _gunzip(data: bytes, name: str) -> bytes:
+    """All members of a gzip file, inflated a megabyte at a time up to the ratio limit."""
+    limit = GZIP_MAX_RATIO * len(data) + _GZIP_SLACK
+    chunks, total = [], 0
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            while total <= limit:
+                chunk = stream.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+    except (OSError, EOFError, zlib.error) as error:
+        raise TraceFormatError(f"corrupt gzip data ({one_line(str(error))})", path=name) from None
+    if total > limit:
+        raise TraceFormatError(f"gzip data inflates more than {GZIP_MAX_RATIO}x its size, as gzip bombs "
+                               "do; gunzip it to read it anyway", path=name)
+    return b"".join(chunks)
 
 
 def _load_directory(name: str, run: str | None = None) -> Trace:

@@ -16,11 +16,12 @@ import re
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..model.builder import TraceBuilder
+from . import one_line
+from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.trace import HAS_NANOS, LABEL_CANONICAL, OP, Trace
 from ..writers.chrome import CHROME_CATEGORIES
 
-_INPUT_KEY = re.compile(r"input(\d+)$")
+_INPUT_KEY = re.compile(r"input([0-9]{1,9})\Z")  # longer numbers are not input slots
 _STEPS, _ALLOCATORS = "Steps", "Allocators"
 _CATEGORY_OF_CAT = {name: value for value, name in enumerate(CHROME_CATEGORIES)}
 
@@ -64,12 +65,14 @@ def read_chrome(document, path=None) -> Trace:
                                    where=f"traceEvents[{index}]")
         if event.get("ph") == "M":
             args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            where = f"traceEvents[{index}]"
+            pid = _key(event, "pid", path, where)
             if event.get("name") == "process_name":
-                process_names[event.get("pid")] = str(args.get("name", ""))
-            elif event.get("name") == "process_labels" and str(args.get("labels", "")).startswith("host:"):
-                process_hosts[event.get("pid")] = str(args["labels"])[len("host:"):]
+                process_names[pid] = _text(args.get("name", ""))
+            elif event.get("name") == "process_labels" and _text(args.get("labels", "")).startswith("host:"):
+                process_hosts[pid] = _text(args["labels"])[len("host:"):]
             elif event.get("name") == "thread_name":
-                thread_names[(event.get("pid"), event.get("tid"))] = str(args.get("name", ""))
+                thread_names[(pid, _key(event, "tid", path, where))] = _text(args.get("name", ""))
     # Every device process is a device, even one without ops (an idle GPU plane).
     for pid, process in process_names.items():
         if process not in (_STEPS, _ALLOCATORS) and not process.endswith(" Tensors"):
@@ -82,7 +85,8 @@ def read_chrome(document, path=None) -> Trace:
         if phase not in ("X", "C"):
             continue
         where = f"traceEvents[{index}]"
-        pid = event.get("pid")
+        pid = _key(event, "pid", path, where)
+        tid = _key(event, "tid", path, where)
         process = process_names.get(pid, f"pid {pid}")
         ts = _nanoseconds(event.get("ts"), path, where, "ts")
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
@@ -90,25 +94,26 @@ def read_chrome(document, path=None) -> Trace:
             if process == _ALLOCATORS:
                 _add_counter(builder, event, args, ts, path, where)
             continue
-        dur = _nanoseconds(event.get("dur", 0), path, where, "dur")
-        if dur < 0:
-            raise TraceFormatError("negative duration", path=path, where=where)
+        # A negative duration is kept as it is: the model holds them (RunMetadata nodes can
+        # end before they start) and tracebridge's own Chrome files carry them.
+        dur = _nanoseconds(event.get("dur", 0), path, where, "dur", 2 * TIME_LIMIT_NS - 1)
+        end = min(max(ts + dur, -TIME_LIMIT_NS), TIME_LIMIT_NS)  # as the builder keeps times
         if process == _STEPS:
             number = args.get("step_num", len(steps))
-            if not isinstance(number, int):
+            if not isinstance(number, int) or isinstance(number, bool):
                 raise TraceFormatError("step_num is not an integer", path=path, where=where)
-            steps.append((ts, ts + dur, str(event.get("name", "")), number))
+            steps.append((ts, end, _text(event.get("name", "")), number))
             continue
         if process.endswith(" Tensors") or process == _ALLOCATORS:
             continue
         device = process[:-len(" Compute")] if process.endswith(" Compute") else process
-        ops.append((device, pid, event.get("tid"), ts, dur, event, args))
-    _add_ops(builder, ops, steps, thread_names, ours, process_hosts)
+        ops.append((device, pid, tid, ts, end, event, args))
+    _add_ops(builder, ops, steps, thread_names, ours, process_hosts, path)
     return builder.build()
 
 
 def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names: dict, ours: bool,
-             hosts: dict) -> None:
+             hosts: dict, path=None) -> None:
     # Steps: tracebridge's own step markers, else one per _SOURCE run, else one step.
     if steps:
         boundaries = [start for start, _, _, _ in steps]
@@ -119,26 +124,29 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
     order = np.argsort([start for start in boundaries], kind="stable") if boundaries else []
     sorted_starts = np.array(boundaries, dtype=np.int64)[order] if boundaries else np.zeros(0, np.int64)
     flags = LABEL_CANONICAL | (HAS_NANOS if ours else 0)
-    for device_name, pid, tid, ts, dur, event, args in ops:
+    for device_name, pid, tid, ts, end, event, args in ops:
         device = builder.device(device_name, hosts.get(pid))
-        name = str(args.get("name", event.get("name", "")))
-        kernel = str(args.get("op", event.get("name", "unknown")))
-        inputs = [str(args[k]) for k in sorted((k for k in args if _INPUT_KEY.match(k)),
-                                               key=lambda k: int(k[5:]))]
+        name = _text(args.get("name", event.get("name", "")))
+        kernel = _text(args.get("op", event.get("name", "unknown")))
+        inputs = [_text(args[k]) for k in sorted((k for k in args if _INPUT_KEY.match(k)),
+                                                 key=lambda k: int(k[5:]))]
         lane_name = thread_names.get((pid, tid)) or (f"lane {tid}" if isinstance(tid, int) else "lane 0")
         lane = builder.lane(device, lane_name, None)
         step = -1
         if len(sorted_starts):
             position = int(np.searchsorted(sorted_starts, ts, side="right")) - 1
             step = step_ids[int(order[max(position, 0)])]
-        category = _CATEGORY_OF_CAT.get(event.get("cat"), OP)
-        op = builder.add_op(name=name, op_type=kernel, kernel=kernel, start_ns=ts, end_ns=ts + dur,
+        cat = event.get("cat")
+        category = _CATEGORY_OF_CAT.get(cat, OP) if isinstance(cat, str) else OP
+        op = builder.add_op(name=name, op_type=kernel, kernel=kernel, start_ns=ts, end_ns=end,
                             device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
                             flags=flags if name != "RecvTensor" and category == OP else flags & ~LABEL_CANONICAL)
         if "bytes" in args and "src" in args:
-            builder.add_row("transfers", op=op, bytes=_int(args.get("bytes")),
-                            rate_bps=float(args.get("rate_bps") or 0), src=str(args["src"]),
-                            dst=str(args.get("dst", "")), tensor=str(args.get("tensor", "")))
+            where = f"op {name!r}"
+            builder.add_row("transfers", op=op, bytes=_int(args.get("bytes"), path, where, "transfer bytes"),
+                            rate_bps=_float(args.get("rate_bps") or 0, path, where, "rate_bps"),
+                            src=_text(args["src"]), dst=_text(args.get("dst", "")),
+                            tensor=_text(args.get("tensor", "")))
 
 
 def _run_starts(ops: list[tuple]) -> list[int]:
@@ -150,9 +158,10 @@ def _run_starts(ops: list[tuple]) -> list[int]:
     if not per_device:
         return [min((op[3] for op in ops), default=0)]
     runs = max(len(v) for v in per_device.values())
+    ordered = [sorted(v) for v in per_device.values()]  # once: a file may hold thousands of runs
     starts = []
     for k in range(runs):
-        starts.append(min(sorted(v)[k] for v in per_device.values() if len(v) > k))
+        starts.append(min(v[k] for v in ordered if len(v) > k))
     # Ops recorded a little before their run's _SOURCE (other devices) still belong to it.
     first = min(op[3] for op in ops)
     starts[0] = min(starts[0], first)
@@ -160,7 +169,7 @@ def _run_starts(ops: list[tuple]) -> list[int]:
 
 
 def _add_counter(builder: TraceBuilder, event: dict, args: dict, ts: int, path, where: str) -> None:
-    allocator = str(event.get("name", ""))
+    allocator = _text(event.get("name", ""))
     value = args.get("bytes_in_use", args.get(allocator))
     if value is None and len(args) == 1:
         value = next(iter(args.values()))
@@ -170,8 +179,17 @@ def _add_counter(builder: TraceBuilder, event: dict, args: dict, ts: int, path, 
                     bytes_in_use=_int(value, path, where, "counter value"))
 
 
-def _nanoseconds(value, path, where: str, field: str) -> int:
-    """Microseconds as JSON gives them (int, or a float kept as text) -> integer ns."""
+def _nanoseconds(value, path, where: str, field: str, limit: int = TIME_LIMIT_NS) -> int:
+    """Microseconds as JSON gives them (int, or a float kept as text) -> integer ns, within
+    ``limit``: times within the model's +-2**62 ns (years 1824 to 2116; further out is
+    corrupt, and would not fit int64), durations within the difference of two such times."""
+    ns = _parse_micros(value, path, where, field)
+    if not -limit <= ns <= limit:
+        raise TraceFormatError(f"{field} out of range ({one_line(str(value), 40)} µs)", path=path, where=where)
+    return ns
+
+
+def _parse_micros(value, path, where: str, field: str) -> int:
     if isinstance(value, bool) or value is None:
         raise TraceFormatError(f"{field} is missing or not a number", path=path, where=where)
     if isinstance(value, int):
@@ -189,15 +207,55 @@ def _nanoseconds(value, path, where: str, field: str) -> int:
         except ValueError:
             number = float("nan")
         if number != number or number in (float("inf"), float("-inf")):
-            raise TraceFormatError(f"{field} is not a finite number ({value!r})", path=path, where=where)
+            raise TraceFormatError(f"{field} is not a finite number ({one_line(repr(value), 40)})",
+                                   path=path, where=where)
         return round(number * 1000)
     raise TraceFormatError(f"{field} is a {type(value).__name__}, not a number", path=path, where=where)
 
 
 def _int(value, path=None, where=None, field="value") -> int:
+    """A byte count: an integer, or a number given as a float or text, that fits int64."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
+        number = value
+    else:
+        try:
+            number = int(float(value))
+        except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
+            raise TraceFormatError(f"{field} is not a number ({one_line(repr(value), 40)})",
+                                   path=path, where=where) from None
+    if not -(1 << 63) <= number < (1 << 63):
+        raise TraceFormatError(f"{field} out of range ({one_line(str(number), 40)})", path=path, where=where)
+    return number
+
+
+def _float(value, path=None, where=None, field="value") -> float:
     try:
-        return int(float(value))
+        number = float(value)
     except (TypeError, ValueError):
-        raise TraceFormatError(f"{field} is not a number ({value!r})", path=path, where=where) from None
+        number = float("nan")
+    if number != number or number in (float("inf"), float("-inf")):
+        raise TraceFormatError(f"{field} is not a finite number ({one_line(repr(value), 40)})",
+                               path=path, where=where)
+    return number
+
+
+def _key(event: dict, key: str, path, where: str):
+    """A pid or tid: a number or a string (anything hashable JSON gives), else an error."""
+    value = event.get(key)
+    if isinstance(value, (list, dict)):
+        raise TraceFormatError(f"{key} is a {'list' if isinstance(value, list) else 'object'}, "
+                               "not a number or string", path=path, where=where)
+    return value
+
+
+def _text(value) -> str:
+    """A name from the file as text; a nested value is shown as JSON (``str`` of a deeply
+    nested list would recurse as deep as it is nested)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, dict)):
+        try:
+            return json.dumps(value, allow_nan=True)
+        except RecursionError:
+            return "<nested too deeply>"
+    return str(value)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import io
 import pickle
+import pickletools
 
 from ..errors import TraceFormatError, UnsafePickleError
+from . import one_line
 
 _MESSAGES = {
     ("tensorflow.core.protobuf.config_pb2", "RunMetadata"): "RunMetadata",
@@ -28,6 +30,7 @@ class _Message:
     """Stands in for a TF protobuf class while unpickling: keeps the serialized bytes."""
 
     kind = "RunMetadata"
+    serialized = None  # also for instances made without __init__ (NEWOBJ_EX, INST)
 
     def __init__(self, *args):
         if args:
@@ -58,8 +61,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return _stand_in(kind)
         if (module, name) == ("_codecs", "encode"):
             return _encode
-        raise UnsafePickleError(f"pickle refers to {module}.{name}; only a RunMetadata or "
-                                "StepStats may be loaded, so nothing was run")
+        raise UnsafePickleError(f"pickle refers to {one_line(module, 80)}.{one_line(name, 80)}; only a "
+                                "RunMetadata or StepStats may be loaded, so nothing was run")
 
     def persistent_load(self, pid):
         raise UnsafePickleError("pickle uses persistent ids; refused")
@@ -68,12 +71,15 @@ class _RestrictedUnpickler(pickle.Unpickler):
 def read_pickle(data: bytes, path=None) -> list[tuple[str, bytes]]:
     """``[(kind, serialized), ...]`` for the RunMetadata/StepStats messages in a pickle
     (one message, or a list/tuple/dict of them)."""
+    _check_opcodes(data, path)
     try:
         value = _RestrictedUnpickler(io.BytesIO(data)).load()
     except UnsafePickleError as error:
         raise UnsafePickleError(error.reason, path=path) from None
+    except RecursionError:
+        raise TraceFormatError("not a readable pickle (nested too deeply)", path=path) from None
     except Exception as error:  # malformed pickles raise many kinds; none is ours to show raw
-        raise TraceFormatError(f"not a readable pickle ({type(error).__name__}: {error})",
+        raise TraceFormatError(f"not a readable pickle ({type(error).__name__}: {one_line(str(error))})",
                                path=path) from None
     items = list(value.values()) if isinstance(value, dict) else value
     items = items if isinstance(items, (list, tuple)) else [items]
@@ -82,3 +88,21 @@ def read_pickle(data: bytes, path=None) -> list[tuple[str, bytes]]:
     if not messages or len(messages) != len(items):
         raise TraceFormatError("pickle holds no RunMetadata", path=path)
     return messages
+
+
+def _check_opcodes(data: bytes, path) -> None:
+    """Walk the opcodes before unpickling: Python's unpickler allocates what a counted
+    opcode (BINBYTES8, BINUNICODE8, BYTEARRAY8, LONG4...) announces before reading it, so a
+    14-byte pickle can ask for gigabytes. ``pickletools.genops`` reads each argument from
+    the data, so a count larger than what remains fails here, having allocated nothing;
+    so does a FRAME longer than the rest of the file."""
+    stream = io.BytesIO(data)
+    at = 0  # where the opcode being read starts
+    try:
+        for opcode, argument, position in pickletools.genops(stream):
+            if opcode.name == "FRAME" and argument > len(data) - stream.tell():
+                raise ValueError(f"a frame of {argument} bytes, only {len(data) - stream.tell()} remain")
+            at = stream.tell()
+    except Exception as error:  # genops raises ValueError for truncated or unknown opcodes
+        raise TraceFormatError(f"not a readable pickle ({one_line(str(error))})", path=path,
+                               where=f"byte {at}") from None

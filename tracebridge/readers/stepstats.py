@@ -21,6 +21,7 @@ result is the same either way, string ids included.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from itertools import repeat
@@ -28,7 +29,8 @@ from itertools import repeat
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..model.builder import UNASSIGNED, TraceBuilder
+from . import one_line
+from ..model.builder import TIME_LIMIT_NS, UNASSIGNED, TraceBuilder
 from ..model.trace import (HAS_MEMORY_STATS, HAS_NANOS, HAS_SCHEDULED, LABEL_CANONICAL, OUT_HAS_ALLOCATION,
                            OUT_HAS_DESCRIPTION, OUT_HAS_SHAPE, OUT_SINGLE_REFERENCE, Trace)
 from .split_read import read_chunks
@@ -38,6 +40,7 @@ _RECV = re.compile(
     r"\[(?P<bytes>\d+)B\]\s*\[(?P<rate>[\d.]+)(?P<unit>[KMG]?)b/s\]\s*(?P<edge>\S+)"
     r"\s+from\s+(?P<src>\S+)\s+to\s+(?P<dst>\S+)")
 _UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
+_RECV_LABEL_MAX = 4096
 # NodeExecStats field numbers
 _NAME, _START_US, _OP_START_US, _OP_END_US, _END_US = 1, 2, 3, 4, 5
 _MEMORY, _OUTPUT, _LABEL, _SCHED_US, _THREAD, _MEMORY_STATS = 6, 7, 8, 9, 10, 12
@@ -47,6 +50,7 @@ _START_NS, _OP_START_NS, _OP_END_NS, _END_NS, _SCHED_NS = 13, 14, 15, 16, 17
 # can share the work. Chunks depend on the input only, so one process or two read the same.
 _CHUNK = 100_000
 _MIN_CHUNK = 20_000
+_US_LIMIT = TIME_LIMIT_NS // 1000  # microsecond times beyond this would wrap around when scaled
 # From this many nodes on, two processes read (see _add_devices).
 
 
@@ -61,7 +65,14 @@ def text_to_bytes(text: str, path=None) -> bytes:
         # Unknown fields (graph attrs, cost graphs) are skipped; what tracebridge uses is defined.
         text_format.Parse(text, target, allow_unknown_field=True)
     except text_format.ParseError as error:
-        raise TraceFormatError(f"not a RunMetadata text dump: {error}", path=path) from None
+        line, column = error.GetLine(), error.GetColumn()
+        reason = str(error)
+        if line is not None and reason.startswith(f"{line}:{column} : "):
+            reason = reason[len(f"{line}:{column} : "):]  # the place goes to ``where``
+        raise TraceFormatError(f"not a RunMetadata text dump: {one_line(reason)}", path=path,
+                               where=f"line {line} column {column}" if line is not None else None) from None
+    except RecursionError:  # the parser recurses into nested (unknown) messages
+        raise TraceFormatError("not a RunMetadata text dump: messages nested too deeply", path=path) from None
     if target.DESCRIPTOR.name == "StepStats":
         run_metadata = protos.RunMetadata()
         run_metadata.step_stats.CopyFrom(target)
@@ -194,14 +205,21 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
     n = len(starts)
     f = decode(raw, starts, ends)
     signed = lambda number: as_signed(f.scalar(number, n, np.uint64))  # noqa: E731
-    start_ns = signed(_START_NS)
+
+    def ns(number: int, scale: int, limit: int = TIME_LIMIT_NS) -> np.ndarray:
+        # Clipped before scaling and adding, so that a corrupt time (2**63 µs) cannot wrap
+        # around int64: starts to +-2**62 ns, relative times to half that.
+        bound = limit // scale
+        return np.clip(signed(number), -bound, bound) * scale
+
+    half = TIME_LIMIT_NS // 2
     has_nanos = f.has(_START_NS, n)
     micros = ~has_nanos
-    start = np.where(has_nanos, start_ns, signed(_START_US) * 1000)
-    op_start = start + np.where(has_nanos, signed(_OP_START_NS), signed(_OP_START_US) * 1000)
-    op_end = start + np.where(has_nanos, signed(_OP_END_NS), signed(_OP_END_US) * 1000)
-    end = start + np.where(has_nanos, signed(_END_NS), signed(_END_US) * 1000)
-    scheduled = np.where(micros, signed(_SCHED_US) * 1000, signed(_SCHED_NS))
+    start = np.where(has_nanos, ns(_START_NS, 1), ns(_START_US, 1000))
+    op_start = start + np.where(has_nanos, ns(_OP_START_NS, 1, half), ns(_OP_START_US, 1000, half))
+    op_end = start + np.where(has_nanos, ns(_OP_END_NS, 1, half), ns(_OP_END_US, 1000, half))
+    end = start + np.where(has_nanos, ns(_END_NS, 1, half), ns(_END_US, 1000, half))
+    scheduled = np.where(micros, ns(_SCHED_US, 1000), ns(_SCHED_NS, 1))
     flags = (has_nanos * 1).astype(np.uint8) * HAS_NANOS
     flags |= (scheduled != 0).astype(np.uint8) * HAS_SCHEDULED
     flags |= f.has(_MEMORY_STATS, n).astype(np.uint8) * HAS_MEMORY_STATS
@@ -464,7 +482,7 @@ def _add_memory(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) -> 
         records = decode(raw, rec_starts, rec_ends)
         m = len(rec_owner)
         builder.extend("allocations", memory=rec_owner + first_row,
-                       time_ns=as_signed(records.scalar(1, m, np.uint64)) * 1000,
+                       time_ns=np.clip(as_signed(records.scalar(1, m, np.uint64)), -_US_LIMIT, _US_LIMIT) * 1000,
                        bytes=as_signed(records.scalar(2, m, np.uint64)))
 
 
@@ -502,11 +520,19 @@ def _kernel_name(node_name: str, label: str) -> tuple[str, str]:
 
 
 def _add_transfer(builder: TraceBuilder, op: int, label: str) -> None:
-    match = _RECV.search(label)
+    # Only the label's head is searched: TF's RecvTensor labels are a few hundred
+    # characters, and on a long run of "[1B] [1b/s]" without spaces the pattern
+    # backtracks quadratically.
+    match = _RECV.search(label[:_RECV_LABEL_MAX])
     if not match:
+        return
+    try:
+        size, rate = int(match.group("bytes")), float(match.group("rate"))
+    except ValueError:  # "1.2.3" b/s, or more digits than int() takes
+        return
+    if size >= 1 << 63 or not math.isfinite(rate):
         return
     edge = match.group("edge")
     tensor = edge.split("_", 2)[2] if edge.startswith("edge_") and edge.count("_") >= 2 else edge
-    builder.add_row("transfers", op=op, bytes=int(match.group("bytes")),
-                    rate_bps=float(match.group("rate")) * _UNITS[match.group("unit")],
+    builder.add_row("transfers", op=op, bytes=size, rate_bps=rate * _UNITS[match.group("unit")],
                     src=match.group("src"), dst=match.group("dst"), tensor=tensor)

@@ -25,7 +25,7 @@ import struct
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..model.builder import TraceBuilder
+from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.trace import DATA, DEVICE, HAS_NANOS, HOST, LABEL_CANONICAL, MEMCPY, OP, PYTHON, Trace
 from .wire import FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings
 
@@ -35,6 +35,7 @@ _TASK_ENVIRONMENT = "Task Environment"
 _EVENT_CHUNK = 500_000
 # XStat value fields: number -> kind
 _STAT_VALUES = {2: "double", 3: "uint64", 4: "int64", 5: "str", 6: "bytes", 7: "ref"}
+_PS_LIMIT = 1 << 61  # event offsets and durations are clipped to this (see add_xspace)
 
 
 def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict | None = None) -> Trace:
@@ -149,19 +150,28 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
     event_plane = plane_of_event
     # Memory matters here (3M events make every temporary 24 MB): compute each column
     # once, in the narrowest type, and drop what is no longer needed as soon as possible.
-    start_ps = offset_ps + line_ts[event_line] * 1000
-    del offset_ps
-    start_ns = base_ns + start_ps // 1000
-    end_ns = base_ns + (start_ps + np.maximum(duration_ps, 0)) // 1000
-    del start_ps, duration_ps
+    # start = base + line + offset_ps // 1000, the same as (offset_ps + 1000 * line) // 1000
+    # without scaling the line's nanoseconds. Each part is clipped so that the sums cannot
+    # wrap around int64 (a corrupt offset or duration of 2**63 ps would otherwise end
+    # before it starts); real values are far inside (2**61 ps is 26 days).
+    np.clip(offset_ps, -_PS_LIMIT, _PS_LIMIT, out=offset_ps)
+    np.clip(duration_ps, 0, _PS_LIMIT, out=duration_ps)
+    duration_ps += offset_ps
+    base_ns = min(max(base_ns, -TIME_LIMIT_NS), TIME_LIMIT_NS)
+    line_start = base_ns + np.clip(line_ts, -TIME_LIMIT_NS // 2, TIME_LIMIT_NS // 2)
+    start_ns = offset_ps // 1000
+    start_ns += line_start[event_line]
+    end_ns = duration_ps // 1000  # (offset + duration) // 1000
+    end_ns += line_start[event_line]
+    del offset_ps, duration_ps, line_start
     kinds = _classify(builder, planes)
-    keys = event_plane.astype(np.int64) * (1 << 40) + metadata_id
+    pairs = sorted(kinds)
+    keys, kind_keys = _pair_keys(event_plane, metadata_id, pairs)
     del metadata_id
-    kind_keys = np.array(sorted(kinds), dtype=np.int64)
     position = np.searchsorted(kind_keys, keys)
     known = (position < len(kind_keys)) & (kind_keys[np.minimum(position, len(kind_keys) - 1)] == keys)
     del keys
-    table = np.array([kinds[k] for k in kind_keys.tolist()] or [(0, 0, 0, 0)], dtype=np.int64)
+    table = np.array([kinds[k] for k in pairs] or [(0, 0, 0, 0)], dtype=np.int64)
     row_of_kind = np.minimum(position, len(table) - 1)
     del position
     name_id = table[row_of_kind, 0].astype(np.int32)
@@ -290,14 +300,32 @@ def _event_stats(raw: bytes, events_f: Fields, planes, plane_of_event, first_eve
     return grouped
 
 
-def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[int, tuple[int, int, int, int]]:
+def _pair_keys(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tuple[int, int]]):
+    """One int64 key per (plane, metadata id), for the events and for ``pairs`` (sorted),
+    so that keys sort as the pairs do. Usually ``plane * 2**40 + id``; a file whose ids do
+    not fit 40 bits (or are negative) gets its ids ranked first, as such ids would overflow
+    or collide with another plane's."""
+    kind_planes = np.array([p for p, _ in pairs], dtype=np.int64)
+    kind_ids = np.array([m for _, m in pairs], dtype=np.int64)
+    ids = np.concatenate([metadata_id, kind_ids])
+    planes = np.concatenate([event_plane.astype(np.int64), kind_planes])
+    if not len(ids) or (ids.min() >= 0 and ids.max() < 1 << 40 and planes.max() < 1 << 22):
+        return event_plane.astype(np.int64) * (1 << 40) + metadata_id, kind_planes * (1 << 40) + kind_ids
+    distinct, rank = np.unique(ids, return_inverse=True)
+    rank = rank.ravel().astype(np.int64)
+    width = len(distinct)
+    return (event_plane.astype(np.int64) * width + rank[:len(metadata_id)],
+            kind_planes * width + rank[len(metadata_id):])
+
+
+def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, int], tuple[int, int, int, int]]:
     """Per (plane, event metadata): (name id, type id, category, is memory event)."""
     s = builder.strings
     kinds = {}
     for p, plane in enumerate(planes):
         device_plane = not plane.name.startswith("/host:")
         for metadata_id, (name, shown) in plane.events.items():
-            key = p * (1 << 40) + metadata_id
+            key = (p, metadata_id)
             if name in _MEMORY_EVENTS:  # 1: allocation, 2: deallocation
                 kinds[key] = (s[name], s[name], HOST, 1 if name == "MemoryAllocation" else 2)
                 continue
@@ -355,21 +383,20 @@ def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, st
         ops_by_line[line] = mine[np.argsort(start_ns[mine], kind="stable")]
     for event, is_free in zip(events.tolist(), frees.tolist()):
         allocator = str(lookup.get("allocator_name", {}).get(event, "unknown"))
-        in_use = lookup.get("bytes_allocated", {}).get(event)
+        in_use = _int64(lookup.get("bytes_allocated", {}).get(event))
         time = int(start_ns[event])
-        if isinstance(in_use, int):
+        if in_use is not None:
             builder.add_row("counters", allocator=allocator, time_ns=time, bytes_in_use=in_use)
-        size = lookup.get("allocation_bytes", {}).get(event)
+        size = _int64(lookup.get("allocation_bytes", {}).get(event))
         candidates = ops_by_line.get(int(event_line[event]))
-        if not isinstance(size, int) or candidates is None:
+        if size is None or size == -(1 << 63) or candidates is None:
             continue
         at = int(np.searchsorted(start_ns[candidates], time, side="right")) - 1
         if at < 0 or end_ns[candidates[at]] < time:
             continue  # no op was running on this thread then
-        peak = lookup.get("peak_bytes_in_use", {}).get(event, 0)
+        peak = _int64(lookup.get("peak_bytes_in_use", {}).get(event, 0))
         row = builder.add_row("memory", op=int(op_of_event[candidates[at]]), allocator=allocator,
-                              total_bytes=size, peak_bytes=peak if isinstance(peak, int) else 0,
-                              allocator_bytes_in_use=in_use if isinstance(in_use, int) else 0)
+                              total_bytes=size, peak_bytes=peak or 0, allocator_bytes_in_use=in_use or 0)
         builder.add_row("allocations", memory=row, time_ns=time, bytes=-size if is_free else size)
 
 
@@ -435,6 +462,13 @@ def _strings_per_message(raw: bytes, fields: Fields, number: int, count: int) ->
 def _all_strings(raw: bytes, fields: Fields, number: int) -> list[str]:
     _, starts, ends = fields.spans(number)
     return strings(raw, starts, ends)
+
+
+def _int64(value) -> int | None:
+    """An integer stat that fits the model's int64 columns (uint64 stats may not), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < (1 << 63):
+        return value
+    return None
 
 
 def _text(value) -> str:

@@ -533,7 +533,17 @@ _FRACTIONS = np.array([""] + [f".{f:03d}" for f in range(1, 1000)], dtype=object
 def _micros_columns(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Integer nanoseconds as exact decimal microseconds, in two parts to print side by
     side: whole microseconds (floor) and ``".456"`` (``""`` for whole microseconds)."""
-    whole, frac = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
+    ns = np.asarray(ns, dtype=np.int64)
+    whole, frac = np.divmod(ns, 1000)
+    negative = np.flatnonzero((ns < 0) & (frac != 0))
+    if len(negative):
+        # Floor division would print -1500 ns as "-2" ".500", which reads back as -2.5 us:
+        # these few are written as the sign and the digits of their magnitude.
+        magnitude = -ns[negative]
+        whole = whole.astype(object)
+        whole[negative] = [f"-{m // 1000}" for m in magnitude.tolist()]
+        frac = frac.copy()
+        frac[negative] = magnitude % 1000
     return whole, _FRACTIONS[frac]
 
 

@@ -118,7 +118,8 @@ def to_xspace(trace: Trace, host: str | None = None):
     cuts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1], True])
     for a, b in zip(cuts[:-1], cuts[1:]):
         lane_rows[int(lanes[a])] = order[a:b]
-    metadata_ids: dict[tuple[str, str], int] = {}
+    metadata_ids: dict[tuple[str, str, str], int] = {}
+    last_id: dict[str, int] = {}  # per plane: event metadata ids are 1, 2, ...
     for lane_index, rows in lane_rows.items():
         lane = trace.lanes[lane_index]
         device = trace.devices[lane.device]
@@ -129,9 +130,11 @@ def to_xspace(trace: Trace, host: str | None = None):
             name = strings[ops["name"][i]]
             op_type = strings[ops["op_type"][i]]
             event_name = f"{name}:{op_type}" if categories[i] == OP and ":" not in name else name
-            key = (plane.name, event_name)
+            # Keyed by type too: a name with a colon is written without its type, and two
+            # ops of that name but different types need a metadata entry (display name) each.
+            key = (plane.name, event_name, op_type)
             if key not in metadata_ids:
-                metadata_ids[key] = len([k for k in metadata_ids if k[0] == plane.name]) + 1
+                metadata_ids[key] = last_id[plane.name] = last_id.get(plane.name, 0) + 1
                 entry = plane.event_metadata[metadata_ids[key]]
                 entry.id = metadata_ids[key]
                 entry.name = event_name
@@ -141,9 +144,9 @@ def to_xspace(trace: Trace, host: str | None = None):
     if trace.steps:
         host_plane = plane_for(_HOST_PLANE)
         steps_line = host_plane.lines.add(id=0, name="Steps", timestamp_ns=0)
-        key = (host_plane.name, "train")
+        key = (host_plane.name, "train", "")
         if key not in metadata_ids:
-            metadata_ids[key] = len([k for k in metadata_ids if k[0] == host_plane.name]) + 1
+            metadata_ids[key] = last_id[host_plane.name] = last_id.get(host_plane.name, 0) + 1
             host_plane.event_metadata[metadata_ids[key]].id = metadata_ids[key]
             host_plane.event_metadata[metadata_ids[key]].name = "train"
         for step in trace.steps:
