@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_TF := $(VENV)/.stamp-tf
 STAMP_TEST := $(VENV)/.stamp-test
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast bench clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,17 @@ test-fast: $(STAMP_TEST)
 	$(BIN)/python -m pytest -q -m "not tf and not slow"
 
 bench: $(STAMP_TEST)
-	$(BIN)/python bench/bench_stepstats.py
-	$(BIN)/python bench/bench_xspace.py
-	$(BIN)/python bench/bench_capture.py
-	$(BIN)/python bench/bench_html.py
+	bash tests/viewers/setup.sh $(VENV)
+	$(BIN)/python bench/run_all.py
+
+# Not in CI: a long run of random malformed inputs for every reader (tests/fuzz.py; failing
+# inputs are saved in bench/out/fuzz-findings), then the property tests with many more examples.
+FUZZ_CASES ?= 100000
+FUZZ_SECONDS ?= 5400
+FUZZ_SEED ?= 1
+fuzz: $(STAMP_TEST)
+	$(BIN)/python tests/fuzz.py --cases $(FUZZ_CASES) --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out bench/out/fuzz-findings
+	TRACEBRIDGE_HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_properties.py --hypothesis-show-statistics
 
 clean:
 	rm -rf $(VENV) tracebridge-demo bench/out

@@ -266,7 +266,7 @@ def _print_table(results: list[dict], rows: list[dict]) -> None:
     for row in results:
         tb, tf = row["tracebridge"], row.get("timeline", {})
         failed = tf.get("failed")
-        gen = "-" if not tf else f"FAILED" if failed else f"{tf['generate_s']:.2f} s"
+        gen = "-" if not tf else "FAILED" if failed else f"{tf['generate_s']:.2f} s"
         proc = "-" if not tf else f"{tf['wall_s']:.1f} s"
         speed_gen = "-" if not tf or failed else f"{tf['generate_s'] / tb['wall_s']:.1f}"
         speed_proc = "-" if not tf or failed else f"{tf['wall_s'] / tb['wall_s']:.1f}"
