@@ -39,6 +39,7 @@ from pathlib import Path
 FORMATS = ("runmetadata", "stepstats", "pbtxt", "xspace", "chrome", "chrome_gz", "events", "pickle",
            "notebook")
 MB = 1 << 20
+MAX_CASE_SIZE = 16 * MB  # the fuzzer's stacked mutations stay below this
 
 
 @dataclass(frozen=True)
@@ -1144,7 +1145,8 @@ def json_sources(ctx: Context, rng: random.Random, i: int):
     if not pool:
         raise NotApplicable
     template = dict(events[rng.choice(pool)])
-    count = (10, 3000, 10_000)[i % 3]
+    size = len(json.dumps(template, allow_nan=True))
+    count = min((10, 3000, 10_000)[i % 3], max(2, 4 * MB // size))  # a few MB at most
     args = dict(template.get("args") or {}) if isinstance(template.get("args"), dict) else {}
     base = template.get("ts") if isinstance(template.get("ts"), (int, float)) else 0
     added = []
@@ -1632,7 +1634,9 @@ def random_case(contexts: list[Context], rng: random.Random, index: int) -> Case
             except Exception:  # noqa: BLE001 - the output no longer parses as the kind needs
                 extra = rng.choice(list(BYTE_KINDS))
                 detail, data = BYTE_KINDS[extra](stacked, rng, rng.randrange(64))
-            case = Case(f"{case.name}+{extra}:{detail}", case.format, f"{case.kind}+{extra}", case.filename, data)
+            if len(data) <= MAX_CASE_SIZE:  # two multiplying kinds could make gigabytes
+                case = Case(f"{case.name}+{extra}:{detail}", case.format, f"{case.kind}+{extra}", case.filename,
+                            data)
         return case
 
 
@@ -1697,6 +1701,7 @@ def run_case(case: Case, folder: Path, *, timeout: float = 10.0, measure_memory:
     from tracebridge.errors import MigrationError, TraceFormatError
 
     path = case.write(folder)
+    timeout += 2.0 * len(case.data) / MB  # reading is linear: big inputs get time in proportion
     started = time.perf_counter()
     if measure_memory:
         tracemalloc.start()
