@@ -99,7 +99,7 @@ def _check_opcodes(data: bytes, path) -> None:
     stream = io.BytesIO(data)
     at = 0  # where the opcode being read starts
     try:
-        for opcode, argument, position in pickletools.genops(stream):
+        for opcode, argument, _ in pickletools.genops(stream):
             if opcode.name == "FRAME" and argument > len(data) - stream.tell():
                 raise ValueError(f"a frame of {argument} bytes, only {len(data) - stream.tell()} remain")
             at = stream.tell()
