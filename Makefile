@@ -5,7 +5,16 @@ BIN := $(VENV)/bin
 STAMP_TF := $(VENV)/.stamp-tf
 STAMP_TEST := $(VENV)/.stamp-test
 
-.PHONY: demo test test-fast bench clean fuzz
+.PHONY: demo test test-onednn test-fast bench clean fuzz
+
+# Tests whose results depend on the TensorFlow build (kernel names, fusions, the allocator):
+# captures, what is read from them, round trips and compare. `make test` runs the whole
+# suite without oneDNN, then these TF-marked tests again with oneDNN (README: "TF builds").
+BUILD_TESTS := tests/test_capture_session.py tests/test_capture_tf2.py tests/test_readers.py \
+	tests/test_roundtrip.py tests/test_tensorboard.py tests/test_compare.py tests/test_demo.py \
+	tests/test_cli.py tests/test_compat_session.py tests/test_compat_timeline.py \
+	tests/test_compat_tfvis.py tests/test_compat_profiler_hook.py tests/test_protos.py \
+	tests/test_bad_input.py tests/test_html.py
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +33,11 @@ demo: $(STAMP_TF)
 
 test: $(STAMP_TEST)
 	bash tests/viewers/setup.sh $(VENV)
-	$(BIN)/python -m pytest -q
+	TF_ENABLE_ONEDNN_OPTS=0 $(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory test-onednn
+
+test-onednn: $(STAMP_TEST)
+	TF_ENABLE_ONEDNN_OPTS=1 $(BIN)/python -m pytest -q -m "tf and not browser" $(BUILD_TESTS)
 
 test-fast: $(STAMP_TEST)
 	$(BIN)/python -m pytest -q -m "not tf and not slow"

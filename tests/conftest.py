@@ -11,6 +11,7 @@ import pickle
 import shutil
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ CORPUS = REPO.parent / "shared" / "corpus"
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "tf_run" in getattr(item, "fixturenames", ()) or "tf" in getattr(item, "fixturenames", ()):
+        if {"tf_run", "tf", "tf_build"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.tf)
 
 
@@ -44,6 +45,38 @@ def run_cli(*args: str, cwd=None):
 def tf():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return pytest.importorskip("tensorflow")
+
+
+@dataclass(frozen=True)
+class TFBuild:
+    """What the running TensorFlow computes with. tensorflow-cpu 2.21 turns oneDNN on by
+    default only on some CPUs (AVX-512 ones), and ``TF_ENABLE_ONEDNN_OPTS=0``/``=1`` switches
+    it on any x86 machine. Kernel names, fusions and the allocator's name follow it (README:
+    "TF builds"), so tests ask this object instead of naming kernels."""
+
+    onednn: bool
+
+    @property
+    def family(self) -> str:
+        return "oneDNN" if self.onednn else "plain"
+
+    @property
+    def cpu_allocator(self) -> str:
+        return "mklcpu" if self.onednn else "cpu"
+
+    def computes(self, kernel: str, op_type: str) -> bool:
+        """Whether ``kernel``, as this build names it, runs ``op_type``: the op's own
+        kernel (``MatMul``, ``_MklMatMul``) or a fusion that contains it (``_FusedMatMul``)."""
+        from tracebridge.analysis.kernels import fusion_parts, is_onednn, plain_kernel
+        if is_onednn(kernel) and not self.onednn:
+            return False
+        return plain_kernel(kernel) == op_type or op_type in fusion_parts(kernel)
+
+
+@pytest.fixture(scope="session")
+def tf_build(tf) -> TFBuild:
+    from tensorflow.python.util import _pywrap_util_port
+    return TFBuild(onednn=bool(_pywrap_util_port.IsMklEnabled()))
 
 
 def build_mlp(tf):

@@ -170,7 +170,7 @@ def test_chrome_output_is_deterministic(tf_run, tmp_path):
     assert a.read_bytes() == b.read_bytes()
 
 
-def test_chrome_events_follow_timeline_conventions(tf_run, tmp_path):
+def test_chrome_events_follow_timeline_conventions(tf_run, tf_build, tmp_path):
     trace = tracebridge.load(tf_run["pb"])
     out = tmp_path / "t.json"
     trace.save(out, memory=True)
@@ -187,7 +187,7 @@ def test_chrome_events_follow_timeline_conventions(tf_run, tmp_path):
     crossing = int(((pid[consumer] != pid[producer]) | (tid[consumer] != tid[producer])).sum())
     flows = [e for e in events if e["ph"] in "st"]
     assert len(flows) == 2 * crossing and len({e["id"] for e in flows}) == crossing
-    assert {e["name"] for e in events if e["ph"] == "C"} == {"mklcpu"}
+    assert {e["name"] for e in events if e["ph"] == "C"} == {tf_build.cpu_allocator}
     no_flow = tmp_path / "plain.json"
     trace.save(no_flow, dataflow=False)
     assert not [e for e in json.loads(no_flow.read_text())["traceEvents"] if e["ph"] in "st"]

@@ -12,10 +12,16 @@ records the rule that matched it:
    ``dense/Relu``), for ops of the same type;
 4. ``gradient``: TF1's ``gradients/<scope>/<op>_grad/<Op>`` and TF2's
    ``gradient_tape/<scope>/<Op>`` describe the same gradient op;
-5. ``optimizer``: variable updates differ entirely between TF1 and TF2
+5. ``fusion``: a fused kernel on one side (``_FusedMatMul``, oneDNN's
+   ``_MklNativeFusedBatchNormEx``, ...) and the ops it fused, unfused on the other side in
+   the same scope, form one group; the row's key names the fusion;
+6. ``optimizer``: variable updates differ entirely between TF1 and TF2
    (``ResourceApplyGradientDescent`` vs ``AssignSubVariableOp`` and its ``mul``), so each
    side's updates are compared as one group;
-6. ``type+position``: what is left pairs up by kernel type and order within the step.
+7. ``type+position``: what is left pairs up by kernel type and order within the step.
+
+Kernel types are compared by their plain names (:mod:`.kernels`), so a oneDNN run
+(``_MklMatMul``) aligns with a run without oneDNN (``MatMul``).
 
 Statistics are per step: each row's per-step totals give a median, p90 and minimum after
 ``warmup`` steps; ``change`` is ``+`` (test slower), ``-`` (faster) or ``=`` (within the
@@ -34,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..model.trace import Trace
+from .kernels import fusion_parts, plain_kernel, trace_kernel_family
 from .summary import counted_rows
 
 _WRAPPER = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?|PartitionedCall(?:_\d+)?|__inference_[^/]*|"
@@ -87,6 +94,7 @@ class Comparison:
     groups: dict[str, list[dict]] = field(default_factory=dict)
     memory: dict[str, dict[str, int]] = field(default_factory=dict)
     threshold: float = 0.1
+    kernels: dict[str, str] = field(default_factory=dict)  # side -> "oneDNN", "plain", "unknown"
 
     @property
     def unmatched(self) -> dict[str, list[Row]]:
@@ -97,7 +105,7 @@ class Comparison:
         return {"coverage": self.coverage, "steps": self.steps, "step_pairs": self.step_pairs,
                 "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
                 "unmatched": {side: [r.key for r in rows] for side, rows in self.unmatched.items()},
-                "groups": self.groups, "memory": self.memory}
+                "groups": self.groups, "memory": self.memory, "kernels": self.kernels}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -120,6 +128,11 @@ class Comparison:
             f"control: {self.control.source_format}, {c['count']} steps, median step {_ms(c['median_ns'])}",
             f"test:    {self.test.source_format}, {t['count']} steps, median step {_ms(t['median_ns'])}",
             f"coverage: control {self.coverage['control']:.1%}, test {self.coverage['test']:.1%} of op time matched",
+        ]
+        if self.kernels and self.kernels["control"] != self.kernels["test"] and "unknown" not in self.kernels.values():
+            lines.append(f"kernels: control {self.kernels['control']}, test {self.kernels['test']}: "
+                         "kernels are compared by their plain names (_MklMatMul as MatMul)")
+        lines += [
             "",
             f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}  {'rule':13} op",
         ]
@@ -161,7 +174,8 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
     return Comparison(control=control, test=test, rows=rows, coverage=coverage, step_pairs=step_pairs,
                       steps={name: _step_stats(side.trace, warmup) for name, side in sides.items()},
                       groups=groups, memory={name: _peaks(side.trace) for name, side in sides.items()},
-                      threshold=threshold)
+                      threshold=threshold,
+                      kernels={name: trace_kernel_family(side.trace) for name, side in sides.items()})
 
 
 def self_times(trace: Trace) -> np.ndarray:
@@ -203,13 +217,16 @@ class _Side:
     def __init__(self, trace: Trace):
         self.trace = trace
         self.names: list[str] = []          # distinct op names, in first-seen order
-        self.type: dict[str, str] = {}
+        self.type: dict[str, str] = {}      # the kernel as recorded
+        self.plain_type: dict[str, str] = {}  # the kernel by its name without oneDNN
         self.total: dict[str, int] = {}
         self.self_time: dict[str, int] = {}
         self.per_step: dict[str, np.ndarray] = {}
         self.count: dict[str, int] = {}
         self.order: dict[str, int] = {}     # position of first occurrence within its step
         self.rewritten: dict[str, str] = {}
+        self.producers: dict[str, tuple[str, ...]] = {}  # data inputs, where the trace has them
+        self.consumers: dict[str, list[str]] = defaultdict(list)
         self.all_time = 0
 
 
@@ -236,6 +253,7 @@ def _side(trace: Trace, rules, warmup: int) -> _Side:
         if name not in side.total:
             side.names.append(name)
             side.type[name] = kernel
+            side.plain_type[name] = plain_kernel(kernel)
             side.total[name] = 0
             side.self_time[name] = 0
             side.count[name] = 0
@@ -251,7 +269,28 @@ def _side(trace: Trace, rules, warmup: int) -> _Side:
         side.count[name] += 1
         side.per_step[name][step_slots.get(step, 0)] += duration
         side.all_time += duration
+    _dataflow(side, rows, names)
     return side
+
+
+def _dataflow(side: _Side, rows: np.ndarray, names: list[str]) -> None:
+    """Each op's data inputs (``name:1`` as ``name``; control inputs left out) and consumers,
+    from its first run. XSpace traces record none."""
+    trace = side.trace
+    if not trace.inputs.rows:
+        return
+    first = {}
+    for row, name in zip(rows.tolist(), names):
+        first.setdefault(name, row)
+    op_of_input, input_name = trace.inputs["op"], trace.inputs["name"]
+    for name, row in first.items():
+        lo, hi = np.searchsorted(op_of_input, [row, row + 1])
+        inputs = tuple(dict.fromkeys(
+            text.split(":")[0] for text in (trace.strings[i] for i in input_name[lo:hi].tolist())
+            if not text.startswith("^")))
+        side.producers[name] = inputs
+        for producer in inputs:
+            side.consumers[producer].append(name)
 
 
 # --- alignment -----------------------------------------------------------------------------
@@ -286,9 +325,9 @@ def _gradient_key(name: str) -> tuple[str, ...] | None:
 
 
 def _is_update(side: _Side, name: str) -> bool:
-    return side.type[name] in _UPDATE_TYPES or (
+    return side.plain_type[name] in _UPDATE_TYPES or (
         bool(_OPTIMIZER_SCOPES.search(name)) and _gradient_key(name) is None) or \
-        (side.type[name] == "Mul" and re.fullmatch(r"mul(_\d+)?", name) is not None)
+        (side.plain_type[name] == "Mul" and re.fullmatch(r"mul(_\d+)?", name) is not None)
 
 
 def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
@@ -308,12 +347,12 @@ def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
         for name, text in right.items():
             key = key_of(text)
             if key is not None:
-                index[(key, test.type[name] if same_type else "")].append(name)
+                index[(key, test.plain_type[name] if same_type else "")].append(name)
         for name, text in list(left.items()):
             key = key_of(text)
             if key is None:
                 continue
-            candidates = index.get((key, control.type[name] if same_type else ""))
+            candidates = index.get((key, control.plain_type[name] if same_type else ""))
             while candidates and candidates[0] not in right:
                 candidates.pop(0)
             if candidates:
@@ -330,6 +369,7 @@ def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
     for depth in (3, 2):
         match_by(lambda text, d=depth: (_gradient_key(_strip(text)) or ())[-d:] or None
                  if _gradient_key(_strip(text)) and len(_gradient_key(_strip(text))) >= d else None, "gradient")
+    _group_fusions(pairs, control, test, left, right)
     # Optimizer updates: one group per side.
     updates_c = [n for n in left if _is_update(control, n)]
     updates_t = [n for n in right if _is_update(test, n)]
@@ -338,9 +378,9 @@ def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
     # What is left: same kernel type, in order of first occurrence within the step.
     by_type_t: dict[str, list[str]] = defaultdict(list)
     for name in sorted(right, key=lambda n: test.order[n]):
-        by_type_t[test.type[name]].append(name)
+        by_type_t[test.plain_type[name]].append(name)
     for name in sorted(left, key=lambda n: control.order[n]):
-        candidates = by_type_t.get(control.type[name])
+        candidates = by_type_t.get(control.plain_type[name])
         if candidates:
             other = candidates.pop(0)
             take([name], [other], f"{_strip(control.rewritten[name])} ~ {_strip(test.rewritten[other])}",
@@ -350,6 +390,101 @@ def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
     for name in right:
         pairs.append(_Pair(_strip(test.rewritten[name]), "unmatched", (), (name,)))
     return pairs
+
+
+def _group_fusions(pairs: list[_Pair], control: _Side, test: _Side, left: dict, right: dict) -> None:
+    """A fused kernel on one side against its parts, unfused, on the other: one group.
+
+    The parts are the other side's still unmatched ops, in the fused op's scope (by the
+    tail that the shorter scope has), of a type the kernel fuses; forward and gradient ops
+    never group. A fused op that matched by name (it keeps the name of one of its parts)
+    takes the parts into its row; an unmatched one makes a new row."""
+    position = {}
+    for index, pair in enumerate(pairs):
+        for name in pair.control:
+            position["control", name] = index
+        for name in pair.test:
+            position["test", name] = index
+    for side_name, side, other, others_left, own_left in (("control", control, test, right, left),
+                                                           ("test", test, control, left, right)):
+        for name in side.names:
+            parts = fusion_parts(side.type[name])
+            if not parts:
+                continue
+            index = position.get((side_name, name))
+            if index is None and name not in own_left:
+                continue
+            pair = pairs[index] if index is not None else None
+            counterparts = (pair.test if side_name == "control" else pair.control) if pair else ()
+            if any(other.plain_type[n] == side.plain_type[name] for n in counterparts):
+                continue  # fused on both sides
+            found = _fused_by_dataflow(counterparts, other, parts, others_left)
+            if not found:
+                scope, gradient = _scope(side.rewritten[name])
+                found = [n for n in others_left if other.plain_type[n] in parts
+                         and _scope(other.rewritten[n])[1] == gradient
+                         and _same_scope(scope, _scope(other.rewritten[n])[0])]
+            if not found:
+                continue
+            for n in found:
+                others_left.pop(n)
+            own_left.pop(name, None)
+            group = tuple(counterparts) + tuple(found)
+            in_order = sorted(group, key=lambda n: parts.index(other.plain_type[n]) if other.plain_type[n] in parts else -1)
+            kinds = "+".join(dict.fromkeys(other.plain_type[n] for n in in_order))
+            key = f"{_strip(side.rewritten[name])} [{side.type[name]} = {kinds}]"
+            fused, unfused = (name,), group
+            pair = _Pair(key, "fusion", *((fused, unfused) if side_name == "control" else (unfused, fused)))
+            if index is None:
+                pairs.append(pair)
+                index = len(pairs) - 1
+            else:
+                pairs[index] = pair
+            for n in found:
+                position["test" if side_name == "control" else "control", n] = index
+
+
+def _fused_by_dataflow(counterparts, other: _Side, parts: tuple[str, ...], others_left) -> list[str]:
+    """The unfused ops around a fused op's counterpart, along the other side's dataflow: a
+    fused kernel keeps the name of its last part (``dense/Relu`` for MatMul+BiasAdd+Relu),
+    so walk up to producers, or of its first (``bn1/FusedBatchNormV3`` for BN+ReLU), so walk
+    down to consumers. Each part type is taken once: a fusion holds one MatMul, one ReLU."""
+    if len(counterparts) != 1 or not other.producers:
+        return []
+    start = counterparts[0]
+    downstream = other.plain_type[start] == parts[0]
+    taken_types = {other.plain_type[start]}
+    found, frontier = [], [start]
+    while frontier:
+        name = frontier.pop(0)
+        for near in (other.consumers.get(name, ()) if downstream else other.producers.get(name, ())):
+            kind = other.plain_type.get(near)
+            if near in others_left and kind in parts and kind not in taken_types and near not in found:
+                taken_types.add(kind)
+                found.append(near)
+                frontier.append(near)
+    return found
+
+
+def _scope(name: str) -> tuple[tuple[str, ...], bool]:
+    """An op's scope parts (without function wrappers) and whether it is a gradient op. A
+    TF1 gradient's scope is its forward op's (``conv1`` for ``conv1/Conv2D_grad/...``); TF2
+    names a gradient by the layer, sometimes with the forward op (``conv1/BiasAdd``)."""
+    stripped = _strip(name)
+    gradient = _gradient_key(stripped)
+    if gradient is None:
+        return tuple(stripped.split("/")[:-1]), False
+    tf1_style = _TF1_GRADIENT.match(stripped) is not None
+    return gradient[:-2] if tf1_style else gradient[:-1], True
+
+
+def _same_scope(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The same layer when the shorter scope runs inside the longer one (``dense`` in
+    ``mlp/dense``, ``conv1`` in ``conv1/BiasAdd``); top-level ops only with top-level ops."""
+    shorter, longer = sorted((a, b), key=len)
+    if not shorter:
+        return not longer
+    return any(longer[i:i + len(shorter)] == shorter for i in range(len(longer) - len(shorter) + 1))
 
 
 # --- statistics ----------------------------------------------------------------------------
