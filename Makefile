@@ -9,7 +9,8 @@ STAMP_TEST := $(VENV)/.stamp-test
 
 # Tests whose results depend on the TensorFlow build (kernel names, fusions, the allocator):
 # captures, what is read from them, round trips and compare. `make test` runs the whole
-# suite without oneDNN, then these TF-marked tests again with oneDNN (README: "TF builds").
+# suite without oneDNN (or as TF_ENABLE_ONEDNN_OPTS says, when it is set), then these
+# TF-marked tests again with oneDNN (README: "TF builds").
 BUILD_TESTS := tests/test_capture_session.py tests/test_capture_tf2.py tests/test_readers.py \
 	tests/test_roundtrip.py tests/test_tensorboard.py tests/test_compare.py tests/test_demo.py \
 	tests/test_cli.py tests/test_compat_session.py tests/test_compat_timeline.py \
@@ -33,7 +34,7 @@ demo: $(STAMP_TF)
 
 test: $(STAMP_TEST)
 	bash tests/viewers/setup.sh $(VENV)
-	TF_ENABLE_ONEDNN_OPTS=0 $(BIN)/python -m pytest -q
+	TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} $(BIN)/python -m pytest -q
 	$(MAKE) --no-print-directory test-onednn
 
 test-onednn: $(STAMP_TEST)
