@@ -395,10 +395,10 @@ def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
 def _group_fusions(pairs: list[_Pair], control: _Side, test: _Side, left: dict, right: dict) -> None:
     """A fused kernel on one side against its parts, unfused, on the other: one group.
 
-    The parts are the other side's still unmatched ops, in the fused op's scope (by the
-    tail that the shorter scope has), of a type the kernel fuses; forward and gradient ops
-    never group. A fused op that matched by name (it keeps the name of one of its parts)
-    takes the parts into its row; an unmatched one makes a new row."""
+    The parts are the other side's still unmatched ops of a type the kernel fuses, found
+    along the dataflow from the op the fused one matched by name (it keeps the name of one
+    of its parts), or else in the same layer scope. A fused op that matched takes its parts
+    into its row; an unmatched one makes a new row."""
     position = {}
     for index, pair in enumerate(pairs):
         for name in pair.control:
@@ -418,20 +418,16 @@ def _group_fusions(pairs: list[_Pair], control: _Side, test: _Side, left: dict, 
             counterparts = (pair.test if side_name == "control" else pair.control) if pair else ()
             if any(other.plain_type[n] == side.plain_type[name] for n in counterparts):
                 continue  # fused on both sides
-            found = _fused_by_dataflow(counterparts, other, parts, others_left)
-            if not found:
-                scope, gradient = _scope(side.rewritten[name])
-                found = [n for n in others_left if other.plain_type[n] in parts
-                         and _scope(other.rewritten[n])[1] == gradient
-                         and _same_scope(scope, _scope(other.rewritten[n])[0])]
+            found = _fused_by_dataflow(counterparts, other, parts, others_left) or \
+                _fused_by_scope(side.rewritten[name], other, parts, others_left)
             if not found:
                 continue
             for n in found:
                 others_left.pop(n)
             own_left.pop(name, None)
             group = tuple(counterparts) + tuple(found)
-            in_order = sorted(group, key=lambda n: parts.index(other.plain_type[n]) if other.plain_type[n] in parts else -1)
-            kinds = "+".join(dict.fromkeys(other.plain_type[n] for n in in_order))
+            kinds = "+".join(sorted({other.plain_type[n] for n in group},
+                                    key=lambda kind: parts.index(kind) if kind in parts else -1))
             key = f"{_strip(side.rewritten[name])} [{side.type[name]} = {kinds}]"
             fused, unfused = (name,), group
             pair = _Pair(key, "fusion", *((fused, unfused) if side_name == "control" else (unfused, fused)))
@@ -464,6 +460,14 @@ def _fused_by_dataflow(counterparts, other: _Side, parts: tuple[str, ...], other
                 found.append(near)
                 frontier.append(near)
     return found
+
+
+def _fused_by_scope(fused_name: str, other: _Side, parts: tuple[str, ...], others_left) -> list[str]:
+    """The other side's unmatched ops of the fused kind in the fused op's layer scope;
+    forward and gradient ops never group."""
+    scope, gradient = _scope(fused_name)
+    return [n for n in others_left if other.plain_type[n] in parts and _scope(other.rewritten[n])[1] == gradient
+            and _same_scope(scope, _scope(other.rewritten[n])[0])]
 
 
 def _scope(name: str) -> tuple[tuple[str, ...], bool]:
