@@ -66,14 +66,14 @@ def traced():
     capture = tracebridge.trace(step)
     for _ in range(steps):
         capture(x)
-    capture.finish()
+    capture.stop()
     return capture
 
 def skipped():
     capture = tracebridge.trace(step, warmup=steps)
     for _ in range(steps):
         capture(x)
-    capture.finish()
+    capture.stop()
     return capture
 
 # Each process runs one pair: a profiling session leaves work behind in TF (export,

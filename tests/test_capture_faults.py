@@ -39,7 +39,8 @@ import pytest
 
 import tracebridge
 from tracebridge import CaptureError, OutputError
-from tracebridge.capture.profiler import StepGuard, tracebridge_capture_active
+from tracebridge.capture.capture_lock import held as tracebridge_capture_active
+from tracebridge.capture.call_ties import StepGuard
 from tests.conftest import build_mlp, mlp_feed
 
 HELPERS = Path(__file__).parent / "helpers"
@@ -179,6 +180,7 @@ def test_tf2_traced_function_raises(tf, tiny, error, route, clean_tmp, tmp_path)
     assert_same(info, error)
     assert_recovered(tf, tiny, clean_tmp, tmp_path)
     traced()  # the traced function itself goes on: a new session for its next call
+    traced.stop()
     assert len(traced.trace.steps) == 1
     assert leftovers(clean_tmp) == []
 
@@ -397,6 +399,7 @@ def test_sigint_during_traced_function(tf, tiny, clean_tmp, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         with sigint_after(0.3):
             until_interrupted(traced)
+    traced.stop()  # the interrupt may have landed between two calls
     assert len(traced.trace.steps) > 0  # keep_on_error: the steps before the interrupt
     assert_recovered(tf, tiny, clean_tmp, tmp_path)
 
@@ -526,7 +529,7 @@ def test_sigint_at_random_moments(tf, tiny, mlp, clean_tmp, tmp_path):
 # --- (c) a profiler already running -------------------------------------------------------
 
 def test_traced_function_dropped_with_its_session_open(tf, tiny, clean_tmp, tmp_path):
-    """A traced function profiles until its trace is read; dropped unread, it gives the
+    """A traced function profiles until it is stopped; dropped before that, it gives the
     profiler back (a finalizer: no __del__, which would swallow a KeyboardInterrupt)."""
     traced = tracebridge.trace(lambda: tiny())
     traced()

@@ -49,6 +49,9 @@ def test_traced_function_each_call_a_step(mlp_step, tf, tf_build):
     traced = tracebridge.trace(train_step)
     losses = [float(traced(x, y)) for _ in range(3)]
     assert all(np.isfinite(losses))
+    with pytest.raises(CaptureError, match="capture still running"):
+        traced.trace  # reading stops nothing
+    traced.stop()
     trace = traced.trace
     assert [(s.number, s.name) for s in trace.steps] == [(0, "train 0"), (1, "train 1"), (2, "train 2")]
     assert trace.metadata["source_format"] == "tf2" and trace.metadata["host_tracer_level"] == 2
@@ -79,6 +82,38 @@ def test_schedule_profiles_only_selected_calls(mlp_step):
     for lo, hi in step_times:
         inside |= (starts >= lo) & (starts <= hi)
     assert inside.all()  # no op from an untraced call
+
+
+def test_stopping_is_explicit_and_discard_keeps_nothing(mlp_step):
+    from tracebridge.capture import capture_lock
+    from tracebridge.capture.lifecycle import State
+    train_step, x, y = mlp_step
+    traced = tracebridge.trace(train_step)
+    traced(x, y)
+    assert traced.state is State.RECORDING and capture_lock.held()
+    with pytest.raises(CaptureError, match="running already"):
+        with traced:  # refused, and the traced function's session goes on untouched
+            pass
+    traced(x, y)
+    traced.stop()
+    assert traced.state is State.IDLE and not capture_lock.held()
+    assert [s.number for s in traced.trace.steps] == [0, 1]
+    traced(x, y)  # a later call profiles again, into the same trace
+    traced.stop()
+    assert [s.number for s in traced.trace.steps] == [0, 1, 2]
+    traced.discard()
+    assert len(traced.trace) == 0
+
+    with tracebridge.trace() as capture:
+        with capture.step():
+            train_step(x, y)
+        with pytest.raises(CaptureError, match="capture still running; call stop"):
+            capture.trace
+        with pytest.raises(CaptureError, match="stops when the block ends"):
+            capture.stop()
+        capture.discard()  # ends the block's capture now: the profiler is free at once
+        assert capture.state is State.IDLE and not capture_lock.held()
+    assert len(capture.trace) == 0
 
 
 def test_with_block_eager_and_steps(tf):
@@ -238,6 +273,7 @@ def test_tf2_trace_to_run_metadata_for_timeline_py(mlp_step, tmp_path):
     train_step, x, y = mlp_step
     traced = tracebridge.trace(train_step)
     traced(x, y)
+    traced.stop()
     trace = traced.trace
     path = tmp_path / "tf2.pb"
     trace.save(path)

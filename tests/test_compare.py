@@ -88,6 +88,7 @@ def _run_tf2(tf, step_fn, feed_values, steps=4):
     traced = tracebridge.trace(step_fn)
     for _ in range(steps):
         traced(x, y)
+    traced.stop()
     return traced.trace
 
 

@@ -138,7 +138,7 @@ def test_keras_fit_traces_the_selected_batches(tf, tmp_path):
     model.predict(x, batch_size=32, verbose=0, callbacks=[hook])
     model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[hook])
     assert _timelines(tmp_path) == ["timeline-2.json", "timeline-4.json", "timeline-7.json", "timeline-9.json"]
-    from tracebridge.capture.profiler import tracebridge_capture_active
+    from tracebridge.capture.capture_lock import held as tracebridge_capture_active
     assert not tracebridge_capture_active()
 
 

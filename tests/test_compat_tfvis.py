@@ -17,7 +17,7 @@ import pytest
 
 import tracebridge
 from tracebridge import CaptureError, OutputError, UnsafePickleError, protos
-from tracebridge.capture.profiler import tracebridge_capture_active
+from tracebridge.capture.capture_lock import held as tracebridge_capture_active
 from tracebridge.compat.tfvis import Timeline
 from tests.conftest import build_mlp, loopback_cluster, mlp_feed
 

@@ -24,7 +24,7 @@ import pytest
 
 import tracebridge
 from tracebridge import CaptureError
-from tracebridge.capture.profiler import tracebridge_capture_active
+from tracebridge.capture.capture_lock import held as tracebridge_capture_active
 from tests.conftest import build_mlp, mlp_feed
 
 WORKER = Path(__file__).parent / "helpers" / "long_run_worker.py"

@@ -31,11 +31,13 @@ def trace(target=None, **options):
 
     * ``with trace(session) as t:`` traces the ``session.run`` calls made inside (TF1), see
       :class:`tracebridge.capture.session.SessionTrace`;
-    * ``traced = trace(fn)``: each call of ``traced`` is a step (TF2);
+    * ``traced = trace(fn)``: each call of ``traced`` is a step (TF2), until the schedule
+      selects no further step or ``traced.stop()``;
     * ``with trace(**options) as t:`` traces the TF2 code inside, ``t.step()`` marks steps;
       see :class:`tracebridge.capture.profiler.ProfileTrace`.
 
-    Options common to all: ``warmup``, ``every``, ``steps``. ``t.trace`` is the result.
+    Options common to all: ``warmup``, ``every``, ``steps``. ``t.trace`` is the result
+    (of a TF2 capture once it has stopped: reading it stops nothing).
     """
     from .capture import trace as _trace
     return _trace(target, **options)

@@ -27,7 +27,8 @@ from typing import Any
 
 import keras
 
-from .capture.profiler import ProfileTrace, StepGuard
+from .capture.call_ties import StepGuard
+from .capture.profiler import ProfileTrace
 from .errors import CaptureError
 from .model.trace import Trace
 
@@ -97,7 +98,7 @@ class TraceCallback(keras.callbacks.Callback):
             guard.remove()
         if mode in self._captures:
             self._end(mode)
-            self._captures[mode].finish()
+            self._captures[mode].stop()
 
     def on_train_begin(self, logs=None):
         self._start("train")

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tracebridge  # noqa: E402
-from tracebridge.capture.profiler import tracebridge_capture_active  # noqa: E402
+from tracebridge.capture.capture_lock import held as tracebridge_capture_active  # noqa: E402
 from tracebridge.demo import build_mlp  # noqa: E402
 
 v1 = tf.compat.v1

@@ -30,7 +30,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tracebridge  # noqa: E402
-from tracebridge.capture.profiler import ProfileTrace, tracebridge_capture_active  # noqa: E402
+from tracebridge.capture.capture_lock import held as tracebridge_capture_active  # noqa: E402
+from tracebridge.capture.profiler import ProfileTrace  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -155,6 +156,7 @@ def tf2_steps(count: int, results: dict) -> None:
     warm = tracebridge.trace(step)
     for _ in range(20):
         warm(a)
+    warm.stop()
     len(warm.trace)
     del warm
 
@@ -165,7 +167,7 @@ def tf2_steps(count: int, results: dict) -> None:
             traced(a)
         rss_open = rss_mb()
         captured = time.perf_counter()
-        traced.finish()
+        traced.stop()
         kept = sum(len(data) for _, data in traced._files)
         trace = traced.trace
         return {"steps": len(trace.steps), "ops": len(trace), "kept_bytes": kept,

@@ -5,9 +5,11 @@
   xprof's client (TF 2.21's ``start(options=...)`` drops every tracer level; the client
   sends typed values) and ended early with the server's ``Terminate`` call.
 
-Either writes one folder and, on ``finish``, hands back its XSpace files read into memory
-and removes the folder unless it is the user's and holds the profile. Every method copes
-with an interrupt landing half-way: whatever was started is stopped again.
+Either writes one folder (:func:`new_session_folder`) and, on ``finish``, hands back its
+XSpace files read into memory and removes the folder unless it is the user's and holds the
+profile. Every method copes with an interrupt landing half-way: whatever was started is
+stopped again. TensorFlow's and xprof's private parts are reached through
+:mod:`.tf_internals`.
 """
 
 from __future__ import annotations
@@ -16,20 +18,20 @@ import contextlib
 import datetime
 import glob
 import os
+import secrets
 import shutil
 import socket
+import tempfile
 import threading
 import time
 
 from ..errors import CaptureError, OutputError
+from . import tf_internals
 
 ANOTHER_PROFILER = ("another profiler is already running (tf.profiler.experimental.start, a "
                     "profiler server capture, or a TF1 FULL_TRACE run); stop it first")
 MAX_SERVER_CAPTURE_MS = 3_600_000  # a server-side capture ends at this length at the latest
 _SERVER_PORT: int | None = None
-# The server remembers a Terminate for a session id that is not running and applies it to
-# the next capture with that id (ids are the start second): never reuse a terminated second.
-_LAST_TERMINATED_SECOND: datetime.datetime | None = None
 
 
 def first_line(error: BaseException) -> str:
@@ -78,22 +80,20 @@ class Session:
 class LocalSession(Session):
     """``tf.profiler.experimental.start/stop``."""
 
-    native = None  # TF's session object once started: what profiler_v2._profiler holds
+    native = None  # TF's session object once started (tf_internals.tf2_profiler_session)
     idle = False   # no TF profiler object existed when this session started
 
     def start(self) -> None:
-        from tensorflow.python.profiler import profiler_v2
-        self.idle = getattr(profiler_v2, "_profiler", None) is None
+        self.idle = tf_internals.tf2_profiler_session() is None
         try:
             self.tf.profiler.experimental.start(self.folder)
         except self.tf.errors.AlreadyExistsError:
             # TF 2.21 keeps its module-level session object when the native start is refused,
             # which makes every later start() fail too: abort() puts it back as it was.
             raise CaptureError(ANOTHER_PROFILER) from None
-        self.native = profiler_v2._profiler
+        self.native = tf_internals.tf2_profiler_session()
 
     def stop(self, save: bool) -> None:
-        from tensorflow.python.profiler import profiler_v2
         try:
             self.tf.profiler.experimental.stop(save=save)
         except self.tf.errors.UnavailableError:
@@ -105,16 +105,15 @@ class LocalSession(Session):
         finally:
             # TF forgets its session only after the export returns: an interrupt in between
             # would leave it set, and every later start refused.
-            if self.native is not None and profiler_v2._profiler is self.native:
-                profiler_v2._profiler = None
+            if self.native is not None:
+                tf_internals.forget_tf2_profiler(self.native)
 
     def abort(self) -> None:
         if self.native is None:
-            from tensorflow.python.profiler import profiler_v2
             if self.idle:
                 # Refused, or interrupted inside TF's start: any session object TF holds now
                 # is this one's, and dropping it stops the native profiler.
-                profiler_v2._profiler = None
+                tf_internals.forget_tf2_profiler()
             _remove_folder(self.folder)
             return
         super().abort()
@@ -129,13 +128,8 @@ class ServerSession(Session):
 
     def start(self) -> None:
         global _SERVER_PORT
-        try:
-            from xprof.convert import _pywrap_profiler_plugin as client
-        except ImportError:
-            from ..errors import MissingDependencyError
-            raise MissingDependencyError("tracer levels (the xprof capture client)", "tf") from None
-        from tensorflow.python.profiler import profiler_v2
-        if getattr(profiler_v2, "_profiler", None) is not None:
+        capture_client = tf_internals.xprof_capture("tracer levels (the xprof capture client)")
+        if tf_internals.tf2_profiler_session() is not None:
             # The server would refuse too, but only say "no trace event was collected".
             raise CaptureError(ANOTHER_PROFILER)
         if _SERVER_PORT is None:
@@ -146,16 +140,13 @@ class ServerSession(Session):
         options = {**{"host_tracer_level": 2, "python_tracer_level": 0, "device_tracer_level": 1},
                    **self.levels}
         self.error: BaseException | None = None
-        if _LAST_TERMINATED_SECOND is not None:
-            wait = (_LAST_TERMINATED_SECOND + datetime.timedelta(seconds=1) - datetime.datetime.now()).total_seconds()
-            if wait > 0:
-                time.sleep(wait)
+        tf_internals.wait_for_unused_session_id()
         self.started = datetime.datetime.now()
 
         def capture():
             try:
-                client.trace(self.address, self.folder, "", self.include_dataset_ops,
-                             MAX_SERVER_CAPTURE_MS, 1, options)
+                capture_client(self.address, self.folder, self.include_dataset_ops,
+                               MAX_SERVER_CAPTURE_MS, 1, options)
             except BaseException as error:  # reported by stop()
                 self.error = error
 
@@ -171,11 +162,11 @@ class ServerSession(Session):
             return
         try:
             if self.thread.is_alive():
-                _terminate(self.address, self.started)
+                self._terminate()
             self.thread.join(timeout=60)
         except BaseException:  # interrupted: still end the capture, or it runs for an hour
             with contextlib.suppress(Exception):
-                _terminate(self.address, self.started)
+                self._terminate()
             raise
         if self.thread.is_alive():
             raise CaptureError("the profiler server capture did not stop")
@@ -185,29 +176,37 @@ class ServerSession(Session):
                 raise CaptureError(ANOTHER_PROFILER)
             raise CaptureError(f"the profiler server capture failed: {message}")
 
+    def _terminate(self) -> None:
+        """End the capture early: it began between ``started`` and START_DELAY_S later."""
+        tf_internals.end_server_capture(self.address, self.started, self.START_DELAY_S)
 
-def _terminate(address: str, started: datetime.datetime) -> None:
-    """End the server-side capture. Its session id is the run folder's name: the client's
-    clock, to the second, when the capture began, which is ``started`` or, if the client's
-    call crossed a second boundary, the next second."""
-    global _LAST_TERMINATED_SECOND
-    import grpc
 
-    from .. import protos
-    seconds = sorted({(started + datetime.timedelta(seconds=delay)).replace(microsecond=0)
-                      for delay in (0, ServerSession.START_DELAY_S)})
-    channel = grpc.insecure_channel(address)
+def new_session_folder(logdir: str | None) -> tuple[str, bool]:
+    """A new folder for one profiling session, and whether it is temporary (``logdir``
+    None). In the user's logdir: ``session-<n>`` with an ``n`` not used yet, so that an
+    earlier capture's files are neither mixed in nor removed by a failed session."""
+    temporary = logdir is None
+    where = tempfile.gettempdir() if temporary else logdir
     try:
-        call = channel.unary_unary("/tensorflow.ProfilerService/Terminate",
-                                   request_serializer=lambda message: message.SerializeToString(),
-                                   response_deserializer=lambda data: data)
-        for second in seconds:
-            request = protos.TerminateRequest(session_id=second.strftime("%Y_%m_%d_%H_%M_%S"))
-            with contextlib.suppress(grpc.RpcError):
-                call(request, timeout=10)
-    finally:
-        channel.close()
-        _LAST_TERMINATED_SECOND = seconds[-1]
+        if not temporary:
+            os.makedirs(where, exist_ok=True)
+        number = 0 if temporary else len(os.listdir(where))
+        while True:
+            number += 1
+            name = f"tracebridge-{secrets.token_hex(5)}" if temporary else f"session-{number}"
+            folder = os.path.abspath(os.path.join(where, name))
+            try:
+                os.mkdir(folder, 0o700 if temporary else 0o777)
+            except FileExistsError:
+                continue
+            except BaseException:  # an interrupt just after mkdir: the folder must go too
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+                raise
+            return folder, temporary
+    except OSError as error:
+        raise OutputError(f"{where}: cannot create a profile folder there "
+                          f"({error.strerror or error})") from None
 
 
 def _free_port() -> int:

@@ -16,8 +16,9 @@ import sys
 import tempfile
 import threading
 
-from ..errors import CaptureError, MissingDependencyError
+from ..errors import CaptureError
 from ..model.trace import Trace
+from . import tf_internals
 
 
 def capture_remote(addresses: list[str] | str, duration_ms: int, *, host_tracer_level: int = 2,
@@ -26,10 +27,7 @@ def capture_remote(addresses: list[str] | str, duration_ms: int, *, host_tracer_
                    logdir: str | None = None) -> Trace:
     """Capture ``duration_ms`` from every ``host:port`` and merge the hosts into one trace.
     Raises :class:`CaptureError` when a host cannot be reached or records nothing."""
-    try:
-        from xprof.convert import _pywrap_profiler_plugin as client
-    except ImportError:
-        raise MissingDependencyError("remote capture (xprof's client)", "tf") from None
+    client = tf_internals.xprof_capture("remote capture (xprof's client)")
     if isinstance(addresses, str):
         addresses = [a for a in addresses.split(",") if a]
     addresses = [a.removeprefix("grpc://") for a in addresses]
@@ -44,8 +42,8 @@ def capture_remote(addresses: list[str] | str, duration_ms: int, *, host_tracer_
 
     def capture(index: int, address: str) -> None:
         try:
-            client.trace(address, os.path.join(root, f"host-{index}"), "", include_dataset_ops,
-                         int(duration_ms), attempts, options)
+            client(address, os.path.join(root, f"host-{index}"), include_dataset_ops,
+                   int(duration_ms), attempts, options)
         except Exception as error:  # reported below, host by host
             errors[address] = str(error).splitlines()[0] if str(error) else type(error).__name__
 

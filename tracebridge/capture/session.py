@@ -32,8 +32,7 @@ from typing import Any
 
 from ..errors import CaptureError
 from ..model.trace import Trace
-from . import interrupts
-from .profiler import claim_profiler, release_profiler
+from . import capture_lock, interrupts, tf_internals
 from .schedule import Schedule
 
 _LEVELS = {"software": "SOFTWARE_TRACE", "hardware": "HARDWARE_TRACE", "full": "FULL_TRACE"}
@@ -140,12 +139,12 @@ class SessionTrace:
         claimed = False
         try:  # from the claim on: an interrupt anywhere must give the turn back
             if level != "software":
-                if _user_tf2_profiler_active():
+                if tf_internals.tf2_profiler_running():
                     level = "software"
                     self._note(index, "a TF2 profiler was active, so SOFTWARE_TRACE was used instead "
                                       f"of {_LEVELS[self._level]}")
                 else:
-                    claimed = claim_profiler()
+                    claimed = capture_lock.try_take()
                     if not claimed:
                         level = "software"
                         self._note(index, "a tracebridge capture or another thread's traced run was "
@@ -164,7 +163,7 @@ class SessionTrace:
                                "later runs use SOFTWARE_TRACE") from None
         finally:
             if claimed:
-                release_profiler()
+                capture_lock.give_back()
         if not metadata.step_stats.dev_stats:
             self._note(index, f"no step stats with {_LEVELS[level]}")
             if level == "software":  # remote targets record nothing at this level
@@ -183,36 +182,14 @@ class SessionTrace:
 def tf2_profiler_active() -> bool:
     """Whether a TF2 profiler runs in this process: ``tf.profiler.experimental.start``, a
     tracebridge TF2 capture (or another thread's FULL_TRACE run)."""
-    from .profiler import tracebridge_capture_active
-    return tracebridge_capture_active() or _user_tf2_profiler_active()
-
-
-def _user_tf2_profiler_active() -> bool:
-    try:
-        from tensorflow.python.profiler import profiler_v2
-    except ImportError:  # a TF without the v2 profiler cannot conflict with it
-        return False
-    return getattr(profiler_v2, "_profiler", None) is not None
+    return capture_lock.held() or tf_internals.tf2_profiler_running()
 
 
 def auto_trace_level(tf, session) -> str:
     """``"full"`` with GPUs or on a cluster (``grpc://`` target), where SOFTWARE_TRACE
     records nothing; else ``"software"``: FULL_TRACE's fields without a profiler session."""
-    remote = _session_target(session).startswith("grpc://")
+    remote = tf_internals.session_target(session).startswith("grpc://")
     return "full" if remote or tf.config.list_physical_devices("GPU") else "software"
-
-
-def _session_target(session: Any, depth: int = 6) -> str:
-    """The master a session runs on (``""`` for in-process, ``"grpc://host:port"``).
-    MonitoredSession keeps its raw session a few ``_sess`` wrappers deep."""
-    for _ in range(depth):
-        target = getattr(session, "sess_str", None)
-        if isinstance(target, (str, bytes)):
-            return target.decode() if isinstance(target, bytes) else target
-        session = getattr(session, "_sess", None)
-        if session is None:
-            break
-    return ""
 
 
 def is_session(target: Any) -> bool:

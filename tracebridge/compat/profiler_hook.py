@@ -145,14 +145,11 @@ class ProfilerHook:
     # --- SessionRunHook -------------------------------------------------------------------
     def begin(self) -> None:
         import tensorflow as tf
-        from tensorflow.python.training import training_util
 
+        from ..capture.tf_internals import global_step_read_tensor
         self._next_step = None
         self._prepare_output_dir()
-        # TF's hook reads this tensor (the global step plus 0, created once per graph and
-        # shared with TF's other hooks); a TF without it gets the variable itself.
-        read = getattr(training_util, "_get_or_create_global_step_read", None)
-        self._global_step_tensor = read() if read else tf.compat.v1.train.get_global_step()
+        self._global_step_tensor = global_step_read_tensor(tf)  # the tensor TF's hook reads
         if self._global_step_tensor is None:
             raise RuntimeError("Global step should be created to use ProfilerHook.")
         # The writer is looked up here rather than in __init__: in Keras mode there is no
@@ -204,7 +201,7 @@ class ProfilerHook:
         self.params = params
 
     def on_train_begin(self, logs=None) -> None:
-        from ..capture.profiler import StepGuard
+        from ..capture.call_ties import StepGuard
         self._prepare_output_dir()
         self._discard_profile()  # a fit that raised mid-batch left its capture open
         # Keras calls no callback when a step raises: the guard stops the capture then.

@@ -122,8 +122,7 @@ class Timeline:
         self._session_mode = True
         profile, self._profile = self._profile, None
         if profile is not None:
-            # Ending the capture as a failed block is ProfileTrace's way to discard its data.
-            profile.__exit__(CaptureError, None, None)
+            profile.discard()  # ends the block's capture and gives the profiler back
         if self._tf2_trace is not None:  # kwargs after the block: the session's data wins
             self._tf2_trace = None
             self.run_metadata.Clear()

@@ -1,0 +1,222 @@
+"""Every private TensorFlow and xprof name tracebridge relies on, and nothing else.
+
+TensorFlow's public API cannot do a few things a capture needs: tell whether
+``tf.profiler.experimental.start`` is running, undo what an interrupted start or stop left
+behind, mark a step the way TF's tools group steps, send tracer levels that really apply,
+end a server-side capture early, read the global step as TF's ProfilerHook does, find the
+cluster target of a MonitoredSession. Each of those touches is one function here, and the
+rest of tracebridge calls only these functions (``tests/test_imports.py`` fails if another
+module names a private TF or xprof attribute). When TF or xprof changes one of them, this
+module is the one to update.
+
+Each function says which versions it was verified with: TensorFlow 2.21.0 and xprof
+(``tensorboard-plugin-profile``) 2.24.2. An internal that has gone missing raises
+:class:`CaptureError` naming the installed version, instead of an AttributeError from deep
+inside a capture. Nothing here imports TensorFlow at import time: remote capture uses
+xprof's client in a process without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import importlib.metadata
+import importlib.util
+import sys
+import time
+from typing import Any, Callable
+
+from ..errors import CaptureError, MissingDependencyError
+
+VERIFIED_TF = "2.21.0"
+VERIFIED_XPROF = "2.24.2"
+
+
+def _installed(*distributions: str) -> str:
+    for name in distributions:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            return importlib.metadata.version(name)
+    return "(version unknown)"
+
+
+def _tf_version() -> str:
+    tf = sys.modules.get("tensorflow")
+    return getattr(tf, "__version__", None) or _installed("tensorflow", "tensorflow-cpu")
+
+
+def _missing_in_tf(what: str) -> CaptureError:
+    return CaptureError(f"TensorFlow {_tf_version()} has no {what}, which tracebridge's capture "
+                        f"relies on (verified with TensorFlow {VERIFIED_TF})")
+
+
+# --- tf.profiler.experimental's session object ---------------------------------------------
+
+def _profiler_v2():
+    try:
+        from tensorflow.python.profiler import profiler_v2
+    except ImportError:
+        raise _missing_in_tf("tensorflow.python.profiler.profiler_v2 module") from None
+    if not hasattr(profiler_v2, "_profiler"):
+        raise _missing_in_tf("profiler_v2._profiler (the session of tf.profiler.experimental.start)")
+    return profiler_v2
+
+
+def tf2_profiler_session() -> Any:
+    """The object ``tf.profiler.experimental.start`` keeps while its profiler runs
+    (``profiler_v2._profiler``); None when none runs. TF exposes no public "is the
+    profiler running" call. Verified with TF 2.21.0: ``start()`` sets it before the native
+    start and keeps it when that start is refused; ``stop()`` clears it only after the
+    export returns."""
+    return _profiler_v2()._profiler
+
+
+def tf2_profiler_running() -> bool:
+    """Whether ``tf.profiler.experimental.start`` has a profiler running. A TensorFlow
+    without the v2 profiler module cannot conflict with it: False. Verified with TF 2.21.0."""
+    try:
+        from tensorflow.python.profiler import profiler_v2  # noqa: F401
+    except ImportError:
+        return False
+    return tf2_profiler_session() is not None
+
+
+def forget_tf2_profiler(session: Any = None) -> None:
+    """Make TF forget its profiler session object (only if it is still ``session``, when
+    given); dropping the object stops its native profiler. Needed after a refused start
+    (TF 2.21.0 keeps the object then, and refuses every later start) and after a start or
+    stop interrupted half-way. Verified with TF 2.21.0."""
+    profiler_v2 = _profiler_v2()
+    if session is None or profiler_v2._profiler is session:
+        profiler_v2._profiler = None
+
+
+# --- step markers ---------------------------------------------------------------------------
+
+def step_marker(tf) -> Callable[[str, int], Any]:
+    """A function ``mark(name, number)`` giving the context manager that marks one step:
+    ``tf.profiler.experimental.Trace(name, step_num=number, _r=1)``. ``_r=1`` makes it a
+    root event, the one TF's tools (and tracebridge's XSpace reader) group into steps, as
+    TF's own docstring example does. Checked once here: a traced call pays one call.
+    Verified with TF 2.21.0."""
+    trace = getattr(getattr(tf.profiler, "experimental", None), "Trace", None)
+    if trace is None:
+        raise _missing_in_tf("tf.profiler.experimental.Trace")
+
+    def mark(name: str, number: int):
+        return trace(name, step_num=number, _r=1)
+
+    return mark
+
+
+# --- xprof's capture client -----------------------------------------------------------------
+
+def xprof_capture(purpose: str) -> Callable[..., None]:
+    """xprof's capture client as ``capture(address, logdir, include_dataset_ops,
+    duration_ms, attempts, options)``: one Profile request to a profiler server, its profile
+    written under ``logdir/plugins/profile/<session id>/``. It sends tracer levels as typed
+    values (TF's own ``tf.profiler.experimental.client.trace`` drops them in TF 2.21) and
+    needs no TensorFlow. Its only Python entry is the private
+    ``xprof.convert._pywrap_profiler_plugin.trace``. Verified with xprof 2.24.2.
+    MissingDependencyError without xprof (``purpose`` says what needed it)."""
+    if importlib.util.find_spec("xprof") is None:
+        raise MissingDependencyError(purpose, "tf")
+    try:
+        from xprof.convert import _pywrap_profiler_plugin as plugin
+        trace = plugin.trace
+    except (ImportError, AttributeError):
+        raise CaptureError(f"xprof {_installed('xprof', 'tensorboard-plugin-profile')} has no "
+                           f"_pywrap_profiler_plugin.trace, which {purpose} relies on (verified with "
+                           f"xprof {VERIFIED_XPROF})") from None
+
+    def capture(address: str, logdir: str, include_dataset_ops: bool, duration_ms: int,
+                attempts: int, options: dict) -> None:
+        trace(address, logdir, "", include_dataset_ops, duration_ms, attempts, options)
+
+    return capture
+
+
+# --- ending a server-side capture early -----------------------------------------------------
+#
+# xprof's client names a capture after its own clock when it sends the request
+# ("%Y_%m_%d_%H_%M_%S", local time: also the run folder's name) and neither takes nor
+# returns that session id: the call blocks for the whole capture and returns nothing (xprof
+# 2.24.2). Its continuous-profiling calls, which need no id, start against TF 2.21.0's
+# server but their snapshot writes no profile (tried). So the id is inferred from the time
+# the call began.
+# The server remembers a Terminate for an id that is not running and applies it to the next
+# capture with that id: a later capture must not start in a second already terminated.
+
+_last_terminated_second: datetime.datetime | None = None
+
+
+def wait_for_unused_session_id() -> None:
+    """Sleep until the clock has left the last second :func:`end_server_capture`
+    terminated, so that the next capture's id is a new one. Verified with TF 2.21.0's
+    profiler server and xprof 2.24.2's client."""
+    if _last_terminated_second is not None:
+        wait = (_last_terminated_second + datetime.timedelta(seconds=1) - datetime.datetime.now()).total_seconds()
+        if wait > 0:
+            time.sleep(wait)
+
+
+def end_server_capture(address: str, started: datetime.datetime, start_window_s: float) -> None:
+    """End the capture xprof's client began between ``started`` and ``start_window_s``
+    later (local clock): the server's ``Terminate`` RPC for each second in that window,
+    since the id is the second the client read its clock. Verified with TF 2.21.0's
+    profiler server and xprof 2.24.2's client."""
+    global _last_terminated_second
+    import grpc
+
+    from .. import protos
+    seconds = sorted({(started + datetime.timedelta(seconds=delay)).replace(microsecond=0)
+                      for delay in (0, start_window_s)})
+    channel = grpc.insecure_channel(address)
+    try:
+        call = channel.unary_unary("/tensorflow.ProfilerService/Terminate",
+                                   request_serializer=lambda message: message.SerializeToString(),
+                                   response_deserializer=lambda data: data)
+        for second in seconds:
+            request = protos.TerminateRequest(session_id=second.strftime("%Y_%m_%d_%H_%M_%S"))
+            with contextlib.suppress(grpc.RpcError):
+                call(request, timeout=10)
+    finally:
+        channel.close()
+        _last_terminated_second = seconds[-1]
+
+
+# --- TF1 sessions ---------------------------------------------------------------------------
+
+def global_step_read_tensor(tf) -> Any:
+    """The tensor TF's ProfilerHook reads the global step through:
+    ``training_util._get_or_create_global_step_read()``, the global step plus 0, created
+    once per graph and shared with TF's other hooks, so that the value read is the one
+    before the step's update. Verified with TF 2.21.0. Unlike the other internals, this
+    one has a public stand-in: a TensorFlow without it gets the global step variable
+    (``tf.compat.v1.train.get_global_step()``). None when the graph has no global step."""
+    try:
+        from tensorflow.python.training import training_util
+    except ImportError:
+        training_util = None
+    read = getattr(training_util, "_get_or_create_global_step_read", None)
+    return read() if read is not None else tf.compat.v1.train.get_global_step()
+
+
+def session_target(session: Any, depth: int = 6) -> str:
+    """The master a TF1 session runs on (``""`` in-process, ``"grpc://host:port"``):
+    ``Session.sess_str``, public, but MonitoredSession and its wrappers (recoverable,
+    coordinated, hooked) keep the session they wrap in the private ``_sess``, and
+    MonitoredSession itself has no ``sess_str``. Verified with TF 2.21.0. A session-like
+    object of another library that has neither gives ``""``; a TensorFlow one raises
+    CaptureError."""
+    for _ in range(depth):
+        target = getattr(session, "sess_str", None)
+        if isinstance(target, (str, bytes)):
+            return target.decode() if isinstance(target, bytes) else target
+        if not hasattr(session, "_sess"):
+            if type(session).__module__.startswith("tensorflow."):
+                raise _missing_in_tf(f"{type(session).__name__}._sess (the session a MonitoredSession wraps)")
+            break
+        session = session._sess
+        if session is None:  # a closed MonitoredSession
+            break
+    return ""
