@@ -75,8 +75,8 @@ class TFBuild:
 
 @pytest.fixture(scope="session")
 def tf_build(tf) -> TFBuild:
-    from tensorflow.python.util import _pywrap_util_port
-    return TFBuild(onednn=bool(_pywrap_util_port.IsMklEnabled()))
+    from tracebridge.capture.tf_internals import onednn_enabled
+    return TFBuild(onednn=bool(onednn_enabled()))
 
 
 def build_mlp(tf):

@@ -36,6 +36,7 @@ def test_session_trace_selected_runs(tf, tf_build):
     assert trace.metadata["runs_seen"] == 7 and trace.metadata["runs_traced"] == 2
     assert trace.metadata["trace_level"] == "SOFTWARE_TRACE"  # CPU only: same fields, no conflict
     assert trace.metadata["tf_version"] == tf.__version__
+    assert trace.metadata["onednn"] is tf_build.onednn
     names = {o.name for o in trace.records()}
     assert {"dense/Relu", "loss", "_SOURCE"} <= names
     ops = {o.name: o for o in trace.filter(step=1).records()}

@@ -55,6 +55,7 @@ def test_traced_function_each_call_a_step(mlp_step, tf, tf_build):
     trace = traced.trace
     assert [(s.number, s.name) for s in trace.steps] == [(0, "train 0"), (1, "train 1"), (2, "train 2")]
     assert trace.metadata["source_format"] == "tf2" and trace.metadata["host_tracer_level"] == 2
+    assert trace.metadata["onednn"] is tf_build.onednn
     matmuls = [o for o in trace.records() if tf_build.computes(o.op_type, "MatMul")]
     assert len(matmuls) >= 3 * 2  # both layers' forward matmuls, in every step
     assert kernel_family(o.op_type for o in trace.records()) == tf_build.family

@@ -343,6 +343,7 @@ class ProfileTrace:
     def _build(self) -> Trace:
         from ..readers.xspace import read_xspace_files
         metadata = {"source_format": "tf2", "tf_version": self._tf.__version__,
+                    "onednn": tf_internals.onednn_enabled(),
                     "host": socket.gethostname(), "steps_seen": self._index,
                     "capture": "profiler server" if self._levels else "tf.profiler"}
         if not self._files:

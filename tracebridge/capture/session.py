@@ -111,6 +111,7 @@ class SessionTrace:
             op_types = {op.name: op.type for op in graph.get_operations()}
         metadata = {
             "source_format": "session", "tf_version": self._tf.__version__,
+            "onednn": tf_internals.onednn_enabled(),
             "host": socket.gethostname(), "trace_level": _LEVELS[self._level],
             "runs_seen": self._index, "runs_traced": len(self._runs),
         }

@@ -220,3 +220,18 @@ def session_target(session: Any, depth: int = 6) -> str:
         if session is None:  # a closed MonitoredSession
             break
     return ""
+
+
+# --- which kernels this TensorFlow runs ------------------------------------------------------
+
+def onednn_enabled() -> bool | None:
+    """Whether the running TensorFlow computes with oneDNN kernels (``_MklMatMul`` and the
+    like), which tensorflow-cpu turns on by default only on some CPUs and
+    ``TF_ENABLE_ONEDNN_OPTS`` switches; None when this TensorFlow cannot say. Recorded with
+    captures, since kernel names and fusions follow it. Verified with TensorFlow 2.21.0:
+    ``tensorflow.python.util._pywrap_util_port.IsMklEnabled()``."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return None
