@@ -739,7 +739,7 @@ def test_unwritable_output_folders(tf):
         shutil.rmtree(base, ignore_errors=True)
     assert "failed_to_start" not in found, found
     if "cannot_run_as_nobody" in found:
-        pytest.skip(f"user nobody cannot import what the capture needs: {found['cannot_run_as_nobody']}")
+        pytest.skip(f"{found['cannot_run_as_nobody']} (a checkout in a private folder)")
     if not found["permissions_apply"]:
         pytest.skip("this user bypasses file permissions")
     for case in ("capture_logdir", "save", "logdir_read_only_meanwhile", "tmpdir_read_only", "profiler_hook_keras"):

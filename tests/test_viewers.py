@@ -430,25 +430,32 @@ def _catapult(page, site: _Site, trace: Path, report: Report) -> None:
 
 def _speedscope(page, site: _Site, trace: Path, report: Report) -> None:
     page.goto(f"{site.origin}/index.html#profileURL={site.origin}/trace.json")
-    if not _wait(page, report, r"() => /\(1\/\d+\)|Something went wrong/.test(document.body.innerText)",
+    # A loaded profile brings the view toolbar (Time Order, Left Heavy, Sandwich).
+    if not _wait(page, report, r"() => /Sandwich|Something went wrong/.test(document.body.innerText)",
                  "speedscope showed no profile"):
         return
     if page.get_by_text("Something went wrong").count():
         report.errors.append("speedscope: " + page.evaluate("() => document.body.innerText").strip())
         return
-    page.locator("text=/\\(1\\/\\d+\\)/").first.click()  # opens the list of profiles (threads)
-    page.wait_for_timeout(300)
+    page.wait_for_timeout(500)  # the thread selector renders with the toolbar; let it settle
     profiles = []
-    for line in page.evaluate("() => document.body.innerText").splitlines():
-        match = re.match(r"^(\d+)\t(.+)\t(.+)$", line)
-        if match:
-            profiles.append({"name": match.group(2), "weight": match.group(3)})
+    if page.locator("text=/\\(1\\/\\d+\\)/").count():  # several threads: "(1/N)" opens their list
+        page.locator("text=/\\(1\\/\\d+\\)/").first.click()
+        page.wait_for_timeout(300)
+        for line in page.evaluate("() => document.body.innerText").splitlines():
+            match = re.match(r"^(\d+)\t(.+)\t(.+)$", line)
+            if match:
+                profiles.append({"name": match.group(2), "weight": match.group(3)})
+    else:  # one thread (a trace whose ops never overlap): its name follows the toolbar
+        lines = page.evaluate("() => document.body.innerText").splitlines()
+        title = next((lines[i + 1] for i, line in enumerate(lines[:-1]) if "Sandwich" in line), "")
+        profiles.append({"name": title.strip(), "weight": "1 (the only profile)"})
     report.loaded = True
     report.tracks = [f"{p['name']} [{p['weight']}]" for p in profiles]
     report.details["profiles"] = profiles
     # speedscope shows one thread at a time: show the busiest device lane, not the steps.
     lanes = [p for p in profiles if not p["name"].startswith("Steps ")] or profiles
-    if lanes:
+    if len(profiles) > 1 and lanes:
         page.get_by_text(lanes[0]["name"], exact=True).first.click()
         page.wait_for_timeout(800)
     # speedscope counts no slices; what it shows is one profile per thread, with its total time

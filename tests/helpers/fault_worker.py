@@ -156,31 +156,16 @@ def disk_full(folder: str) -> dict:
 def unwritable(folder: str) -> dict:
     if os.geteuid() == 0:
         unwritable_cases(os.path.join(folder, "as-root"))  # results ignored: root writes anyway
-        # The checkout may lie in a private (0700) folder that nobody cannot read: import
-        # every tracebridge module now, so that no lazy import needs its files later.
-        import_every_module(tracebridge)
         os.setgroups([])
         os.setresgid(65534, 65534, 65534)
         os.setresuid(65534, 65534, 65534)
-    try:
-        return unwritable_cases(os.path.join(folder, "cases"))
-    except ImportError as error:  # a module outside tracebridge that nobody cannot read
-        return {"cannot_run_as_nobody": f"{type(error).__name__}: {error}"}
-
-
-def import_every_module(package) -> None:
-    """Imports every module of ``package``, except those whose optional extra is missing."""
-    import importlib
-    import pkgutil
-    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        if module.name.endswith(".__main__"):
-            continue  # running it would run the command line
-        try:
-            importlib.import_module(module.name)
-        except ImportError as error:
-            if (error.name or "").startswith(package.__name__):
-                raise
-            # else: a third-party extra that is not installed
+        # TensorFlow and tracebridge import modules lazily, so nobody must be able to read
+        # them: a checkout (and its venv) inside a private folder cannot run these cases.
+        hidden = [os.path.dirname(module.__file__) for module in (tf, tracebridge)
+                  if not os.access(os.path.dirname(module.__file__), os.R_OK | os.X_OK)]
+        if hidden:
+            return {"cannot_run_as_nobody": f"user nobody cannot read {', '.join(hidden)}"}
+    return unwritable_cases(os.path.join(folder, "cases"))
 
 
 def unwritable_cases(folder: str) -> dict:
