@@ -15,7 +15,6 @@ stopped again. TensorFlow's and xprof's private parts are reached through
 from __future__ import annotations
 
 import contextlib
-import datetime
 import glob
 import os
 import secrets
@@ -137,11 +136,10 @@ class ServerSession(Session):
             self.tf.profiler.experimental.server.start(port)
             _SERVER_PORT = port
         self.address = f"localhost:{_SERVER_PORT}"
+        self.session_id = tf_internals.server_session_id()
         options = {**{"host_tracer_level": 2, "python_tracer_level": 0, "device_tracer_level": 1},
-                   **self.levels}
+                   **self.levels, "session_id": self.session_id}
         self.error: BaseException | None = None
-        tf_internals.wait_for_unused_session_id()
-        self.started = datetime.datetime.now()
 
         def capture():
             try:
@@ -177,8 +175,7 @@ class ServerSession(Session):
             raise CaptureError(f"the profiler server capture failed: {message}")
 
     def _terminate(self) -> None:
-        """End the capture early: it began between ``started`` and START_DELAY_S later."""
-        tf_internals.end_server_capture(self.address, self.started, self.START_DELAY_S)
+        tf_internals.end_server_capture(self.address, self.session_id)
 
 
 def new_session_folder(logdir: str | None) -> tuple[str, bool]:

@@ -146,42 +146,44 @@ def xprof_capture(purpose: str) -> Callable[..., None]:
 # The server remembers a Terminate for an id that is not running and applies it to the next
 # capture with that id: a later capture must not start in a second already terminated.
 
-_last_terminated_second: datetime.datetime | None = None
+_last_server_session_id: str | None = None
 
 
-def wait_for_unused_session_id() -> None:
-    """Sleep until the clock has left the last second :func:`end_server_capture`
-    terminated, so that the next capture's id is a new one. Verified with TF 2.21.0's
-    profiler server and xprof 2.24.2's client."""
-    if _last_terminated_second is not None:
-        wait = (_last_terminated_second + datetime.timedelta(seconds=1) - datetime.datetime.now()).total_seconds()
-        if wait > 0:
-            time.sleep(wait)
+def server_session_id() -> str:
+    """A session id for one capture through this process's profiler server, passed to
+    xprof's client as ``options["session_id"]`` (accepted by xprof 2.24.2's client, which
+    otherwise names the capture after its clock), so that :func:`end_server_capture` ends
+    exactly that capture. It has the form of the client's own ids, the local time to the
+    second, so run folders keep their usual names, and is never the same twice in this
+    process: the server keeps a ``Terminate`` for an id that is not running and would apply
+    it to the next capture with that id. Waits for the next second when needed."""
+    global _last_server_session_id
+    while True:
+        now = datetime.datetime.now()
+        session_id = now.strftime("%Y_%m_%d_%H_%M_%S")
+        if session_id != _last_server_session_id:
+            _last_server_session_id = session_id
+            return session_id
+        time.sleep(1 - now.microsecond / 1e6)
 
 
-def end_server_capture(address: str, started: datetime.datetime, start_window_s: float) -> None:
-    """End the capture xprof's client began between ``started`` and ``start_window_s``
-    later (local clock): the server's ``Terminate`` RPC for each second in that window,
-    since the id is the second the client read its clock. Verified with TF 2.21.0's
-    profiler server and xprof 2.24.2's client."""
-    global _last_terminated_second
+def end_server_capture(address: str, session_id: str) -> None:
+    """End the capture ``session_id`` early with the profiler server's ``Terminate`` RPC
+    (``/tensorflow.ProfilerService/Terminate``), which neither TF nor xprof wraps in Python.
+    Best effort: a capture it did not reach runs to its duration, and its caller reports
+    that. Verified with TF 2.21.0's profiler server and xprof 2.24.2's client."""
     import grpc
 
     from .. import protos
-    seconds = sorted({(started + datetime.timedelta(seconds=delay)).replace(microsecond=0)
-                      for delay in (0, start_window_s)})
     channel = grpc.insecure_channel(address)
     try:
         call = channel.unary_unary("/tensorflow.ProfilerService/Terminate",
                                    request_serializer=lambda message: message.SerializeToString(),
                                    response_deserializer=lambda data: data)
-        for second in seconds:
-            request = protos.TerminateRequest(session_id=second.strftime("%Y_%m_%d_%H_%M_%S"))
-            with contextlib.suppress(grpc.RpcError):
-                call(request, timeout=10)
+        with contextlib.suppress(grpc.RpcError):
+            call(protos.TerminateRequest(session_id=session_id), timeout=10)
     finally:
         channel.close()
-        _last_terminated_second = seconds[-1]
 
 
 # --- TF1 sessions ---------------------------------------------------------------------------
