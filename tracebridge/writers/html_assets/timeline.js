@@ -40,8 +40,20 @@ class Timeline {
     page.input.attach(this.ruler, this, null);
   }
 
+  /** A panel: ``head`` over a canvas and its overlay (for hover and selection marks). */
+  _section(className, head) {
+    const section = el('section', className);
+    const wrap = el('div', 'tb-canvas-wrap');
+    const canvas = el('canvas', 'tb-base'), overlay = el('canvas', 'tb-overlay');
+    wrap.appendChild(canvas);
+    wrap.appendChild(overlay);
+    section.appendChild(head);
+    section.appendChild(wrap);
+    this.root.appendChild(section);
+    return {section, wrap, canvas, overlay};
+  }
+
   _panel(device, index) {
-    const section = el('section', 'tb-device');
     const head = el('div', 'tb-device-head');
     head.tabIndex = 0;
     head.setAttribute('role', 'button');
@@ -56,14 +68,8 @@ class Timeline {
     const network = device.lanes.filter((l) => this.data.lanes[l].network).length;
     head.appendChild(el('span', 'tb-device-count',
       `${plural(device.ops, 'op')} \u00b7 ${plural(device.lanes.length, 'lane')}` + (network ? ` (${network} network)` : '')));
-    const wrap = el('div', 'tb-canvas-wrap');
-    const canvas = el('canvas', 'tb-base'), overlay = el('canvas', 'tb-overlay');
-    wrap.appendChild(canvas);
-    wrap.appendChild(overlay);
-    section.appendChild(head);
-    section.appendChild(wrap);
+    const {section, wrap, canvas, overlay} = this._section('tb-device', head);
     if (!device.lanes.length) wrap.appendChild(el('div', 'tb-empty', 'no ops'));
-    this.root.appendChild(section);
     const panel = {index, device, lanes: device.lanes, section, head, wrap, canvas, overlay,
                    ctx: canvas.getContext('2d'), octx: overlay.getContext('2d'),
                    height: Math.max(device.lanes.length, 1) * ROW, collapsed: false, drawn: -1,
@@ -76,7 +82,6 @@ class Timeline {
   }
 
   _memoryPanel() {
-    const section = el('section', 'tb-device tb-memory');
     const head = el('div', 'tb-device-head');
     head.appendChild(el('span', 'tb-device-short', 'Allocator memory'));
     const legend = el('span', 'tb-legend');
@@ -89,13 +94,7 @@ class Timeline {
       legend.appendChild(item);
     });
     head.appendChild(legend);
-    const wrap = el('div', 'tb-canvas-wrap');
-    const canvas = el('canvas', 'tb-base'), overlay = el('canvas', 'tb-overlay');
-    wrap.appendChild(canvas);
-    wrap.appendChild(overlay);
-    section.appendChild(head);
-    section.appendChild(wrap);
-    this.root.appendChild(section);
+    const {section, wrap, canvas, overlay} = this._section('tb-device tb-memory', head);
     const panel = {memory: true, section, head, wrap, canvas, overlay, ctx: canvas.getContext('2d'),
                    octx: overlay.getContext('2d'), height: MEM_H, collapsed: false, drawn: -1,
                    peak: Math.max(1, ...this.data.meta.allocators.map((a) => a.peak))};
