@@ -54,7 +54,7 @@ import numpy as np
 from .._files import atomic_output
 from ..model.builder import _first_fit
 from ..model.trace import NO_STEP, LABEL_CANONICAL, Trace
-from .html_page import page_end, page_head, page_script, page_style
+from .html_page import page_end, page_head, page_script
 
 FORMAT_VERSION = 1
 TOP_ROWS = 100  # rows of the top-ops and op-type tables
@@ -113,7 +113,7 @@ def notebook_html(trace: Trace, *, height: int = 640, max_ops: int = 300_000, **
 def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | None) -> Iterator[str]:
     script = page_script(comparison=False)
     payload = _Payload(trace, device_pattern=device_pattern, title=title)
-    yield page_head(script, page_style(), payload.title, "timeline")
+    yield page_head(script, payload.title, "timeline")
     yield from payload.blocks("tb0")
     yield page_end(script)
 

@@ -42,11 +42,7 @@ def page_script(*, comparison: bool) -> str:
             f"(function () {{\n'use strict';\n\n{body}start({entry});\n}})();\n")
 
 
-def page_style() -> str:
-    return _asset("timeline.css")
-
-
-def page_head(script: str, style: str, title: str, what: str) -> str:
+def page_head(script: str, title: str, what: str) -> str:
     """Everything before the data blocks: a CSP that lets only ``script`` run (by its
     hash), the title, the inlined style and the app's container. ``what`` names the page
     in the note shown without JavaScript."""
@@ -57,7 +53,7 @@ def page_head(script: str, style: str, title: str, what: str) -> str:
             f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<meta name=\"generator\" content=\"tracebridge\">\n<title>{_html_text(title)}</title>\n"
-            f"<style>\n{style}</style>\n</head>\n<body>\n"
+            f"<style>\n{_asset('timeline.css')}</style>\n</head>\n<body>\n"
             f'<div id="tb-app"><noscript>This {what} needs JavaScript.</noscript></div>\n')
 
 
