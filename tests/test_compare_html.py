@@ -18,6 +18,8 @@ Screenshots go to ``$TRACEBRIDGE_HTML_SHOTS`` (default ``/tmp/html-shots``); set
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import subprocess
@@ -522,6 +524,27 @@ def test_device_pattern():
     for meta in metas:
         assert [d["name"] for d in meta["devices"]] == ["/job:localhost/replica:0/task:0/device:GPU:0"]
         assert meta["hidden_devices"] == 1
+
+
+def _page_script(document: str) -> str:
+    """The page's one executable script, checked against the hash its CSP admits."""
+    parser = _Scripts()
+    parser.feed(document)
+    (script,) = [text for attrs, text in parser.scripts if attrs.get("type") is None]
+    digest = base64.b64encode(hashlib.sha256(script.encode("ascii")).digest()).decode("ascii")
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', document).group(1)
+    assert f"script-src 'sha256-{digest}';" in csp
+    return script
+
+
+def test_only_comparison_pages_carry_the_diff_view():
+    control, test = mlp_pair()
+    timeline_script = _page_script(html_document(control))
+    compare_script = _page_script(compare_document(compare(control, test)))
+    for code in ("class DiffView", "DIFF_COLUMNS", "start(DiffView);"):
+        assert code not in timeline_script and code in compare_script, code
+    assert "class Page" in timeline_script and "start(null);" in timeline_script
+    assert len(timeline_script) < len(compare_script)
 
 
 def test_writing_the_diff_imports_no_tensorflow(tmp_path):

@@ -223,6 +223,19 @@ CASES = [
             x = tf.compat.v1.placeholder(tf.float32)
         sess = tf.compat.v1.Session(graph=graph)
         """),
+    ("import_added_before_code_right_after_the_imports", """
+        import tensorflow as tf
+        md = tf.RunMetadata()
+        with tf.Session() as sess:
+            sess.run(1, run_metadata=md)
+        """, f"""
+        import tensorflow as tf
+        import tracebridge.compat
+        with tf.compat.v1.Graph().as_default():  {GRAPH}
+            md = tf.compat.v1.RunMetadata()
+            with tf.compat.v1.Session() as sess:
+                tracebridge.compat.run_traced(sess, 1, run_metadata=md)
+        """),
     ("tfprof_left_with_a_comment", """
         import tensorflow as tf
 
@@ -370,6 +383,17 @@ def test_notebook_cells_resolve_across_cells_and_keep_magics(tmp_path):
     # Written and migrated again: nothing changes.
     path.write_text(result.code)
     assert not migrate_path(path).changed
+
+
+def test_notebook_imports_cell_keeps_its_last_line(tmp_path):
+    """The import added at the end of a cell of imports ends the cell as its last line
+    did: without a newline (a notebook cell's last line has none)."""
+    path = tmp_path / "imports.ipynb"
+    path.write_text(_notebook(("code", "import tensorflow as tf"),
+                              ("code", "sess = tf.Session()\nsess.run(1, run_metadata=md)")))
+    cells = [c["source"] for c in json.loads(migrate_path(path).code)["cells"]]
+    assert cells[0][-1] == "import tracebridge.compat"
+    assert cells[1] == ["sess = tf.compat.v1.Session()\n", "tracebridge.compat.run_traced(sess, 1, run_metadata=md)"]
 
 
 def test_cli_diff_check_write(tmp_path):

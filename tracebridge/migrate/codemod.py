@@ -1,16 +1,25 @@
 """The LibCST codemod: legacy TF1 profiling code to tracebridge calls that run under TF 2.
 
-Two passes over one module, each with fresh name resolution:
+Passes over one module, each a LibCST ``Codemod`` transformer with fresh name resolution
+(:class:`_Pass`), sharing one ``CodemodContext``:
 
-1. :class:`_Rewrite` replaces the legacy idioms in place: imports of ``timeline``, ``tfvis``
-   and ``ProfilerHook`` go to :mod:`tracebridge.compat`; ``x.run(..., run_metadata=m)`` becomes
-   ``tracebridge.compat.run_traced(x, ...)`` and ``w.add_run_metadata(...)``
-   ``tracebridge.compat.add_run_metadata(w, ...)``; TF1 names TF2 lacks (``tf.Session``,
-   ``tf.RunOptions``) become ``tf.compat.v1.*``, and in graph code so do names TF2 changed
-   (``tf.summary.scalar``). tfprof gets a ``# tracebridge:`` comment, not a rewrite.
-2. :class:`_GraphScope` gives sessions a graph: TF 2 executes eagerly, so graph code runs
-   under ``with tf.compat.v1.Graph().as_default():`` (or, in a notebook, where a block cannot
-   span cells, after ``tf.compat.v1.disable_eager_execution()``).
+1. :class:`_LegacyIdioms` replaces the legacy idioms in place: imports of ``timeline``,
+   ``tfvis`` and ``ProfilerHook`` go to :mod:`tracebridge.compat`; ``x.run(...,
+   run_metadata=m)`` becomes ``tracebridge.compat.run_traced(x, ...)`` and
+   ``w.add_run_metadata(...)`` ``tracebridge.compat.add_run_metadata(w, ...)``; TF1 names
+   TF2 lacks (``tf.Session``, ``tf.RunOptions``) become ``tf.compat.v1.*``, and in graph code
+   so do names TF2 changed (``tf.summary.scalar``). tfprof gets a ``# tracebridge:`` comment,
+   not a rewrite. LibCST's ``AddImportsVisitor`` then adds the ``import tracebridge.compat``
+   the new calls need.
+2. Sessions get a graph, as TF 2 executes eagerly, by one of the :class:`_GraphMode`
+   strategies: :class:`_GraphBlocks` runs graph code under ``with
+   tf.compat.v1.Graph().as_default():``; in a notebook, where a block cannot span cells,
+   :class:`_EagerOff` calls ``tf.compat.v1.disable_eager_execution()`` after the TensorFlow
+   import.
+
+Each pass surveys the module it is given (:class:`_Survey`) before changing it. What a pass
+changes goes in the report with :meth:`_Pass.report`; what it leaves for a human is a LibCST
+warning, :meth:`_Pass.warn_at`. Both carry the line.
 
 Only what is TF1 is touched: a file without sessions or legacy profiling APIs comes out
 unchanged, and every rewrite is recognisable on a second run, which changes nothing.
@@ -19,16 +28,20 @@ Comments and strings are never edited; LibCST keeps all formatting it is not tol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, QualifiedNameSource
+from libcst.codemod import Codemod, CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
 from .names import EAGER_SWITCHES, PROFILER_HOOKS, SESSIONS, api_name, is_tfprof, tf1_entry, tfprof_advice
 
 MARK = "# tracebridge:"
 GRAPH_COMMENT = f"{MARK} TF1 graph code runs in a graph (TF 2 executes eagerly)"
 EAGER_COMMENT = f"{MARK} the sessions below need graph mode (TF 2 executes eagerly)"
+REPORT = "tracebridge.migrate.report"  # context.scratch: (line, message) of every change
 
 
 @dataclass
@@ -43,16 +56,19 @@ def rewrite_module(code: str, *, notebook: bool = False) -> Rewritten:
     """Rewrite one module's source (raises ``libcst.ParserSyntaxError`` if it is not Python).
     ``notebook``: the module is a notebook's cells joined, so graph code cannot be wrapped in
     a block; eager execution is switched off after the TensorFlow import instead."""
-    report: list[tuple[int, str]] = []
-    wrapper = MetadataWrapper(cst.parse_module(code))
-    survey = _Survey.of(wrapper, notebook=notebook)
-    module = wrapper.module
-    if survey.tf1 or survey.tfprof:
-        module = wrapper.visit(_Rewrite(survey, report))
-    if survey.tf1 and not survey.eager_off:
-        wrapper = MetadataWrapper(module)
-        module = wrapper.visit(_GraphScope(_Survey.of(wrapper, notebook=notebook), report))
-    return Rewritten(module.code, sorted(set(report)))
+    context = CodemodContext()
+    idioms = _LegacyIdioms(context, notebook=notebook)
+    module = idioms.transform_module(cst.parse_module(code))
+    if idioms.survey.tf1 and not idioms.survey.eager_off:
+        graph_mode = _EagerOff if notebook else _GraphBlocks
+        module = graph_mode(context, notebook=notebook).transform_module(module)
+    return Rewritten(module.code, _report_lines(context))
+
+
+def _report_lines(context: CodemodContext) -> list[tuple[int, str]]:
+    """The report of a run, by line: the changes and the warnings (``"LINE: message"``)."""
+    warnings = [(int(line), message) for line, _, message in (w.partition(": ") for w in context.warnings)]
+    return sorted(set(context.scratch.get(REPORT, []) + warnings))
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -68,11 +84,6 @@ def _dotted(node: cst.BaseExpression) -> str | None:
 
 def _expression(text: str) -> cst.BaseExpression:
     return cst.parse_expression(text)
-
-
-def _compat(name: str) -> cst.BaseExpression:
-    """``tracebridge.compat.<name>``: the codemod adds ``import tracebridge.compat``."""
-    return _expression(f"tracebridge.compat.{name}")
 
 
 def _comment_line(text: str) -> cst.EmptyLine:
@@ -97,10 +108,10 @@ def _with_alias(alias: cst.ImportAlias, name: str) -> cst.ImportAlias:
 
 # --- what the module is ------------------------------------------------------------------
 class _Survey(cst.CSTVisitor):
-    """Facts gathered before anything changes: is this TF1 code (sessions, RunOptions,
-    timeline, tfvis, ProfilerHook, add_run_metadata)? Does it use tfprof? Is eager execution
-    switched off? Which scopes (module, function bodies) create sessions without a graph?
-    How is TensorFlow imported?"""
+    """Facts gathered before a pass changes anything: is this TF1 code (sessions,
+    RunOptions, timeline, tfvis, ProfilerHook, add_run_metadata)? Does it use tfprof? Is
+    eager execution switched off? Which scopes (module, function bodies) create sessions
+    without a graph? How is TensorFlow imported? Is ``tracebridge.compat`` imported (anywhere)?"""
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
@@ -110,17 +121,12 @@ class _Survey(cst.CSTVisitor):
         self.tf1 = False
         self.tfprof = False
         self.eager_off = False
+        self.imports_compat = False
         self.session_scopes: set[cst.CSTNode] = set()
         self.tf_import: tuple[cst.SimpleStatementLine, str, str] | None = None  # (statement, bound, module)
         self._scopes: list[cst.CSTNode] = []
         self._graph_depth = 0
         self._statement: cst.SimpleStatementLine | None = None
-
-    @classmethod
-    def of(cls, wrapper: MetadataWrapper, *, notebook: bool) -> "_Survey":
-        survey = cls(notebook)
-        wrapper.visit(survey)
-        return survey
 
     def api(self, node: cst.CSTNode) -> tuple[str, str] | None:
         return _api(self, node)
@@ -153,6 +159,8 @@ class _Survey(cst.CSTVisitor):
     def visit_Import(self, node: cst.Import) -> None:
         for alias in _import_names(node):
             name = _dotted(alias.name)
+            if name == "tracebridge.compat" and alias.asname is None:
+                self.imports_compat = True
             if name in ("tfvis", "tensorflow.python.client.timeline"):
                 self.tf1 = True
             if name in ("tensorflow", "tensorflow.compat.v1") and self.tf_import is None and len(self._scopes) == 1:
@@ -211,23 +219,82 @@ def _api(provider: cst.MetadataDependent, node: cst.CSTNode) -> tuple[str, str] 
     return None
 
 
-# --- pass 1: the idioms -------------------------------------------------------------------
-class _Rewrite(cst.CSTTransformer):
+# --- the passes ---------------------------------------------------------------------------
+class _Pass(Codemod, cst.CSTTransformer):
+    """One pass over a module: it surveys the module it is given (fresh name resolution),
+    then, if :meth:`applies`, rewrites it. The report and the warnings go to the context;
+    the imports it asks LibCST's ``AddImportsVisitor`` for are added after it, as LibCST's
+    ``CodemodCommand`` does.
+
+    This is LibCST's ``ContextAwareTransformer`` without the matcher decorators, which
+    this codemod does not use and whose set-up (a look at each of a transformer's thousand
+    methods, 7 ms per instance) would make a small file's run several times as long."""
+
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
 
-    def __init__(self, survey: _Survey, report: list[tuple[int, str]]):
-        super().__init__()
-        self.survey = survey
-        self.report = report
-        self._uses_compat = False
-        self._has_compat_import = False
+    def __init__(self, context: CodemodContext, *, notebook: bool):
+        Codemod.__init__(self, context)
+        cst.CSTTransformer.__init__(self)
+        self.notebook = notebook
+        self.survey: _Survey | None = None  # the survey of the module the pass was given
+
+    def applies(self) -> bool:
+        return True
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        tree = super().transform_module(tree)
+        needed = self.context.scratch.pop(AddImportsVisitor.CONTEXT_KEY, [])
+        # AddImportsVisitor reads no metadata: it visits the module as it is, uncopied.
+        return tree.visit(_AddImports(self.context, needed)) if needed else tree
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        self.survey = _Survey(self.notebook)
+        self.context.wrapper.visit(self.survey)
+        return tree.visit(self) if self.applies() else tree
+
+    def report(self, node: cst.CSTNode, message: str) -> None:
+        """A change made at ``node``."""
+        self.context.scratch.setdefault(REPORT, []).append((self._line(node), message))
+
+    def warn_at(self, node: cst.CSTNode, message: str) -> None:
+        """Something at ``node`` left for a human."""
+        self.warn(f"{self._line(node)}: {message}")
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
+
+
+class _AddImports(AddImportsVisitor):
+    """LibCST's ``AddImportsVisitor`` (the imports go after the module's leading imports,
+    and none that is there already), without the blank line it puts between them and the
+    code that follows: in a notebook that code starts the next cell, so the blank line
+    would end the imports' cell."""
+
+    def _insert_empty_line(self, statements: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        return list(statements)
+
+
+# --- pass 1: the idioms -------------------------------------------------------------------
+class _LegacyIdioms(_Pass):
+    """The legacy profiling idioms and TF1 names, rewritten in place (see the module's
+    docstring)."""
+
+    def __init__(self, context: CodemodContext, *, notebook: bool):
+        super().__init__(context, notebook=notebook)
         self._statements: list[cst.CSTNode] = []
         self._tfprof: dict[cst.CSTNode, str] = {}
         self._scopes: list[cst.CSTNode] = []
         self._graph_depth = 0
 
-    def _note(self, node: cst.CSTNode, message: str) -> None:
-        self.report.append((self.get_metadata(PositionProvider, node).start.line, message))
+    def applies(self) -> bool:
+        return self.survey.tf1 or self.survey.tfprof
+
+    def _compat(self, name: str) -> cst.BaseExpression:
+        """``tracebridge.compat.<name>``, for which the module needs ``import
+        tracebridge.compat`` (added after this pass unless the module has it)."""
+        if not self.survey.imports_compat:
+            AddImportsVisitor.add_needed_import(self.context, "tracebridge.compat")
+        return _expression(f"tracebridge.compat.{name}")
 
     # where we are: statement, scope, graph context
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -258,8 +325,6 @@ class _Rewrite(cst.CSTTransformer):
         changed = False
         for alias in _import_names(updated):
             name = _dotted(alias.name)
-            if name == "tracebridge.compat" and alias.asname is None:
-                self._has_compat_import = True
             if name == "tfvis":
                 alias = _with_alias(alias, "tracebridge.compat.tfvis")
                 changed = True
@@ -269,7 +334,7 @@ class _Rewrite(cst.CSTTransformer):
             aliases.append(alias)
         if not changed:
             return updated
-        self._note(original, "import of a legacy profiling module -> tracebridge.compat")
+        self.report(original, "import of a legacy profiling module -> tracebridge.compat")
         return updated.with_changes(names=_fix_commas(aliases))
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):
@@ -282,11 +347,11 @@ class _Rewrite(cst.CSTTransformer):
         if targets == {None}:
             return updated
         if len(targets) != 1:
-            self._note(original, f"from {module} import ...: mixes legacy profiling names with others; "
-                                 "split it by hand")
+            self.warn_at(original, f"from {module} import ...: mixes legacy profiling names with others; "
+                                   "split it by hand")
             return updated
         new_module = targets.pop()
-        self._note(original, f"from {module} import ... -> from {new_module} import ...")
+        self.report(original, f"from {module} import ... -> from {new_module} import ...")
         return updated.with_changes(module=_expression(new_module))
 
     # references
@@ -305,16 +370,15 @@ class _Rewrite(cst.CSTTransformer):
                 comment, line = tfprof_advice(tfprof[0])
                 self._tfprof[statement] = comment
                 if not _has_comment(statement, comment):
-                    self._note(original, line)
+                    self.warn_at(original, line)
             return updated
         api = _api(self, original)
         if api is None or not isinstance(original, cst.Attribute):
             return updated
         namespace, name = api
         if name in PROFILER_HOOKS:
-            self._uses_compat = True
-            self._note(original, f"{_dotted(original)} -> tracebridge.compat.ProfilerHook")
-            return _compat("ProfilerHook")
+            self.report(original, f"{_dotted(original)} -> tracebridge.compat.ProfilerHook")
+            return self._compat("ProfilerHook")
         if not self.survey.tf1 or namespace != "v2":
             return updated
         return self._compat_v1(original, updated, name, call=None)
@@ -336,7 +400,7 @@ class _Rewrite(cst.CSTTransformer):
         root = _root_name(original)
         if root is None or _dotted(original) != f"{root}.{name}":
             return updated  # `from tensorflow import summary; summary.scalar`: left as written
-        self._note(original, f"{root}.{name} -> {root}.compat.v1.{name}")
+        self.report(original, f"{root}.{name} -> {root}.compat.v1.{name}")
         return _expression(f"{root}.compat.v1.{name}")
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
@@ -354,25 +418,15 @@ class _Rewrite(cst.CSTTransformer):
             return updated  # already migrated
         method = func.attr.value
         if method == "run" and _traced_run(updated):
-            self._uses_compat = True
-            self._note(original, f"{_dotted(func.value) or 'session'}.run(..., run_metadata=...) -> "
-                                 "tracebridge.compat.run_traced(...)")
-            return updated.with_changes(func=_compat("run_traced"), args=[cst.Arg(func.value), *updated.args])
+            self.report(original, f"{_dotted(func.value) or 'session'}.run(..., run_metadata=...) -> "
+                                  "tracebridge.compat.run_traced(...)")
+            return updated.with_changes(func=self._compat("run_traced"), args=[cst.Arg(func.value), *updated.args])
         if method == "add_run_metadata":
-            self._uses_compat = True
-            self._note(original, f"{_dotted(func.value) or 'writer'}.add_run_metadata(...) -> "
-                                 "tracebridge.compat.add_run_metadata(...)")
-            return updated.with_changes(func=_compat("add_run_metadata"),
+            self.report(original, f"{_dotted(func.value) or 'writer'}.add_run_metadata(...) -> "
+                                  "tracebridge.compat.add_run_metadata(...)")
+            return updated.with_changes(func=self._compat("add_run_metadata"),
                                         args=[cst.Arg(func.value), *updated.args])
         return updated
-
-    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        if not self._uses_compat or self._has_compat_import:
-            return updated
-        statement = cst.SimpleStatementLine([cst.Import([cst.ImportAlias(_expression("tracebridge.compat"))])])
-        body = list(updated.body)
-        body.insert(_after_imports(body), statement)
-        return updated.with_changes(body=body)
 
 
 def _import_target(module: str):
@@ -426,14 +480,6 @@ def _is_header(statement: cst.BaseStatement, docstring_ok: bool) -> bool:
         for s in statement.body)
 
 
-def _after_imports(body: list[cst.BaseStatement]) -> int:
-    """Index after the module's docstring and leading imports."""
-    for index, statement in enumerate(body):
-        if not _is_header(statement, docstring_ok=index == 0):
-            return index
-    return len(body)
-
-
 def _is_graph_context(node: cst.With) -> bool:
     """``with <something>.as_default():`` (a graph made default)."""
     return any(isinstance(item.item, cst.Call) and isinstance(item.item.func, cst.Attribute)
@@ -449,17 +495,9 @@ def _unindented_blanks(statement: cst.BaseStatement) -> cst.BaseStatement:
 
 
 # --- pass 2: a graph for the sessions -------------------------------------------------------
-class _GraphScope(cst.CSTTransformer):
-    """Give the scopes that create sessions a graph: wrap their graph code in
-    ``with tf.compat.v1.Graph().as_default():``; in a notebook, switch eager execution off
-    after the TensorFlow import."""
-
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def __init__(self, survey: _Survey, report: list[tuple[int, str]]):
-        super().__init__()
-        self.survey = survey
-        self.report = report
+class _GraphMode(_Pass):
+    """Give the scopes that create sessions a graph (TF 2 executes eagerly). The strategies
+    are the subclasses; :func:`rewrite_module` picks one."""
 
     def _tf(self) -> str:
         """How this file names ``tensorflow.compat.v1``."""
@@ -468,15 +506,18 @@ class _GraphScope(cst.CSTTransformer):
         _, bound, module = self.survey.tf_import
         return bound if module == "tensorflow.compat.v1" else f"{bound}.compat.v1"
 
+
+class _GraphBlocks(_GraphMode):
+    """Wrap the graph code of each scope that creates sessions in
+    ``with tf.compat.v1.Graph().as_default():``."""
+
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
-        if original not in self.survey.session_scopes or self.survey.notebook:
+        if original not in self.survey.session_scopes:
             return updated
         body = self._wrapped(original, f"{original.name.value}()", list(updated.body.body))
         return updated.with_changes(body=updated.body.with_changes(body=body))
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        if self.survey.notebook:
-            return self._eager_off(original, updated) if self.survey.session_scopes else updated
         if original not in self.survey.session_scopes:
             return updated
         return updated.with_changes(body=self._wrapped(original, "the module", list(updated.body)))
@@ -487,8 +528,7 @@ class _GraphScope(cst.CSTTransformer):
         if start == len(body):
             return body
         graph = f"{self._tf()}.Graph().as_default()"
-        line = self.get_metadata(PositionProvider, original).start.line
-        self.report.append((line, f"graph code of {where} wrapped in `with {graph}:` (TF 2 executes eagerly)"))
+        self.report(original, f"graph code of {where} wrapped in `with {graph}:` (TF 2 executes eagerly)")
         first = body[start]
         block = cst.With(
             items=[cst.WithItem(_expression(graph))],
@@ -499,20 +539,26 @@ class _GraphScope(cst.CSTTransformer):
             leading_lines=first.leading_lines)
         return [*body[:start], block]
 
-    def _eager_off(self, original: cst.Module, module: cst.Module) -> cst.Module:
+
+class _EagerOff(_GraphMode):
+    """For a notebook, where a block cannot span cells: switch eager execution off after
+    the TensorFlow import."""
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        if not self.survey.session_scopes:
+            return updated
         switch = f"{self._tf()}.disable_eager_execution()"
-        body = list(module.body)
+        body = list(updated.body)
         found = self.survey.tf_import
         # The survey saw the original nodes; this pass adds no statement before the import.
         index = original.body.index(found[0]) + 1 if found is not None and found[0] in original.body else None
         if index is None:
-            self.report.append((1, f"sessions need graph mode: add `{switch}` after importing TensorFlow"))
-            return module
-        self.report.append((self.get_metadata(PositionProvider, found[0]).start.line,
-                            f"notebook: `{switch}` added after the TensorFlow import (TF 2 executes eagerly)"))
+            self.warn_at(original, f"sessions need graph mode: add `{switch}` after importing TensorFlow")
+            return updated
+        self.report(found[0], f"notebook: `{switch}` added after the TensorFlow import (TF 2 executes eagerly)")
         statement = cst.SimpleStatementLine(
             [cst.Expr(_expression(switch))],
             trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "),
                                                        comment=cst.Comment(EAGER_COMMENT)))
         body.insert(index, statement)
-        return module.with_changes(body=body)
+        return updated.with_changes(body=body)

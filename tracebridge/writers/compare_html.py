@@ -18,10 +18,11 @@ blocks (see that module), and the comparison as one more JSON block::
      "fields": [...], "rows": [[...], ...]}
 
 ``rows`` are lists in the order of ``fields`` (the comparison rows' attributes). The page
-script is html.py's ``timeline.js`` (it builds the diff view when it finds that block), so
-the safety rules are the same: all data is JSON with ``<``, ``>`` and ``&`` escaped, the DOM
-is built with ``textContent`` only, and the Content-Security-Policy admits the page's own
-script (by hash) and no network at all. No TensorFlow import.
+script is the timeline page's plus ``html_assets/diff_view.js``, which builds the diff view
+from that block (see :mod:`.html_page`), so the safety rules are the same: all data is JSON
+with ``<``, ``>`` and ``&`` escaped, the DOM is built with ``textContent`` only, and the
+Content-Security-Policy admits the page's own script (by hash) and no network at all. No
+TensorFlow import.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._files import atomic_output
-from .html import _Payload, _ascii, _assets, _json, _page_head
+from .html import _Payload, _json
+from .html_page import page_end, page_head, page_script
 
 FORMAT_VERSION = 1
 ROW_FIELDS = ("key", "rule", "op_type", "control_names", "test_names", "control_total_ns", "test_total_ns",
@@ -72,19 +74,19 @@ def default_title(comparison: Any) -> str:
 
 
 def _document_parts(comparison: Any, *, title: str | None, device_pattern: str | None) -> Iterator[str]:
-    script, style = _assets()
+    script = page_script(comparison=True)
     title = title if title is not None else default_title(comparison)
     payloads = [
         _Payload(trace, device_pattern=device_pattern,
                  title=f"{role}: {trace.source_format} trace, {len(trace):,} ops")
         for role, trace in (("control", comparison.control), ("test", comparison.test))
     ]
-    yield _page_head(script, style, title, "comparison")
+    yield page_head(script, title, "comparison")
     yield (f'<script type="application/json" id="tb-compare" class="tracebridge-compare">'
            f"{_json(comparison_data(comparison, title=title))}</script>\n")
     for prefix, payload in zip(("tb0", "tb1"), payloads):
         yield from payload.blocks(prefix)
-    yield f"<script>{_ascii(script)}</script>\n</body></html>\n"
+    yield page_end(script)
 
 
 def comparison_data(comparison: Any, *, title: str) -> dict:

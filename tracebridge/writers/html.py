@@ -31,7 +31,7 @@ float64); ids use the narrowest unsigned type that holds them.
 Page order of ops: devices in trace order (only those ``device_pattern`` matches), then
 each device's compute lanes (the trace's lanes; overlapping ops of one lane are split
 into sub-rows), then its network lanes, each lane by start time. ``window.tracebridge``
-exposes a small API (see ``html_assets/timeline.js``).
+exposes a small API (see ``html_assets/start.js``; the page shell is :mod:`.html_page`).
 
 Safety: everything from the trace is JSON with ``<``, ``>`` and ``&`` escaped and
 non-ASCII as ``\\uXXXX``, so nothing can end a script element; the page builds its DOM
@@ -42,20 +42,19 @@ own (by hash) and no network at all.
 from __future__ import annotations
 
 import base64
-import hashlib
 import html
 import json
 import os
 import re
 import zlib
 from collections.abc import Iterator
-from importlib import resources
 
 import numpy as np
 
 from .._files import atomic_output
 from ..model.builder import _first_fit
 from ..model.trace import NO_STEP, LABEL_CANONICAL, Trace
+from .html_page import page_end, page_head, page_script
 
 FORMAT_VERSION = 1
 TOP_ROWS = 100  # rows of the top-ops and op-type tables
@@ -111,45 +110,12 @@ def notebook_html(trace: Trace, *, height: int = 640, max_ops: int = 300_000, **
 
 # --------------------------------------------------------------------------- the page
 
-def _assets() -> tuple[str, str]:
-    folder = resources.files(__package__) / "html_assets"
-    return ((folder / "timeline.js").read_text(encoding="utf-8"),
-            (folder / "timeline.css").read_text(encoding="utf-8"))
-
-
-def _page_head(script: str, style: str, title: str, what: str) -> str:
-    """Everything before the data blocks: a CSP that lets only the page's own script run
-    (by its hash), the title, the inlined style and the app's container."""
-    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
-           "img-src data:; base-uri 'none'; form-action 'none'")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<meta name=\"generator\" content=\"tracebridge\">\n<title>{_html_text(title)}</title>\n"
-            f"<style>\n{_ascii(style)}</style>\n</head>\n<body>\n"
-            f'<div id="tb-app"><noscript>This {what} needs JavaScript.</noscript></div>\n')
-
-
 def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | None) -> Iterator[str]:
-    script, style = _assets()
+    script = page_script(comparison=False)
     payload = _Payload(trace, device_pattern=device_pattern, title=title)
-    yield _page_head(script, style, payload.title, "timeline")
+    yield page_head(script, payload.title, "timeline")
     yield from payload.blocks("tb0")
-    yield f"<script>{_ascii(script)}</script>\n</body></html>\n"
-
-
-def _html_text(text: str) -> str:
-    return html.escape(text, quote=True).encode("ascii", "xmlcharrefreplace").decode("ascii")
-
-
-def _ascii(text: str) -> str:
-    """The assets are ASCII (the page is written as ASCII; the CSP hash is of these exact
-    bytes) and never end their own element."""
-    text.encode("ascii")
-    if re.search(r"</(script|style)", text, re.IGNORECASE):
-        raise ValueError("an html_assets file contains a closing script or style tag")
-    return text
+    yield page_end(script)
 
 
 def _json(value) -> str:

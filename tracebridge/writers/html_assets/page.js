@@ -1,0 +1,234 @@
+/* The page: the timelines of one or more traces, one above the other, under a toolbar,
+ * with one shared range (zoom and pan move them all), one highlight and one selection; the
+ * sidebar, hover box and input act on them. A comparison page (compare_html.py) adds a
+ * DiffView (diff_view.js), which brings its step pairs, headings, sidebar and table.
+ */
+
+class Page {
+  /** ``datas``: one TraceData per trace, drawn one above the other. ``options.title``: the
+   *  page title (default: the first trace's); ``options.labels``: a caption per trace;
+   *  ``options.compare`` and ``options.DiffView``: the comparison compare_html.py embedded
+   *  and the diff view class that shows it. */
+  constructor(app, datas, options) {
+    options = options || {};
+    this.app = app;
+    this.version = 0;
+    this.frame = 0;
+    this.cursor = null;  // view time under the mouse (a line on every timeline), or null
+    this.highlightSpec = null;
+    this.ready = false;
+    this.whenReady = Promise.resolve(true);
+    app.textContent = '';
+    this.toolbar = new Toolbar(this, typeof options.title === 'string' ? options.title : datas[0].meta.title);
+    this.diff = options.compare ? new options.DiffView(this, options.compare, datas) : null;
+    if (!this.diff) this._stepChoices(datas[0]);
+    const body = el('div', 'tb-body');
+    this.scrollBox = el('div', 'tb-main');
+    this.side = el('aside', 'tb-side');
+    body.appendChild(this.scrollBox);
+    body.appendChild(this.side);
+    app.appendChild(body);
+    if (this.diff) this.diff.mount(app);
+    this.tooltip = new Tooltip(this);
+    this.input = new Input(this);
+    const labels = options.labels || [];
+    this.timelines = datas.map((data, i) => new Timeline(data, this.scrollBox, this, {
+      label: labels[i], heading: this.diff ? this.diff.heading(i) : null}));
+    this.sidebar = new Sidebar(this, this.side);
+    if (this.diff) this.diff.sidebar(this.sidebar); else this.sidebar.addForTrace(datas[0]);
+    const [lo, hi] = this.extent();
+    const pad = (hi - lo) * 0.01;
+    this.range = {t0: lo - pad, t1: hi + pad};
+    this.home = {t0: this.range.t0, t1: this.range.t1};
+    if (this.diff) this.diff.alignFirstPair();
+    this.layout();
+    fitCells(this.scrollBox);
+    if (this.diff) this.diff.render();
+    new ResizeObserver(() => {
+      if (this.scrollBox.clientWidth === this.layoutWidth) { this.requestDraw(); return; }
+      this.layout();
+      this.requestDraw();
+      fitCells(this.side);
+      fitCells(this.scrollBox);
+      if (this.diff) fitCells(this.diff.table);
+    }).observe(this.scrollBox);
+    this.scrollBox.addEventListener('scroll', () => this.requestDraw(), {passive: true});
+  }
+
+  /** The step selector of a one-trace page: its steps, by number. */
+  _stepChoices(data) {
+    this.toolbar.setSteps(`All steps (${data.steps.length})`,
+      data.steps.map((s) => [s.number, `step ${s.number}${s.name ? ' ' + s.name : ''} \u00b7 ${fmtDuration(s.end - s.start)}`]),
+      (number) => this.selectStep(number));
+  }
+
+  // --- range and drawing -------------------------------------------------------------------
+  extent() {
+    let lo = Infinity, hi = -Infinity;
+    for (const t of this.timelines) {
+      const [a, b] = t.extent();
+      lo = Math.min(lo, a);
+      hi = Math.max(hi, b);
+    }
+    return [lo, Math.max(hi, lo + 1000)];
+  }
+
+  layout() {
+    // Sizing the panels may add a vertical scrollbar, which narrows the box: then again.
+    for (let pass = 0; pass < 2; pass++) {
+      const width = Math.max(GUTTER + 200, this.scrollBox.clientWidth);
+      for (const t of this.timelines) t.layout(width);
+      this.layoutWidth = this.scrollBox.clientWidth;
+      if (this.layoutWidth === width) break;
+    }
+    this.version++;
+  }
+
+  setRange(t0, t1) {
+    const [lo, hi] = this.extent();
+    const full = hi - lo;
+    let span = Math.min(Math.max(t1 - t0, MIN_SPAN), full * 4);
+    let center = (t0 + t1) / 2;
+    center = Math.min(Math.max(center, lo), hi);
+    this.range = {t0: center - span / 2, t1: center + span / 2};
+    this.version++;
+    this.requestDraw();
+  }
+
+  zoom(factor, anchor) {
+    const r = this.range;
+    const a = anchor === undefined || anchor === null ? (r.t0 + r.t1) / 2 : anchor;
+    this.setRange(a - (a - r.t0) * factor, a + (r.t1 - a) * factor);
+  }
+
+  pan(fraction) {
+    const r = this.range, dt = (r.t1 - r.t0) * fraction;
+    this.setRange(r.t0 + dt, r.t1 + dt);
+  }
+
+  resetZoom() {
+    this.toolbar.showStep(null);
+    this.setRange(this.home.t0, this.home.t1);
+  }
+
+  /** Shift every trace so that its step ``number`` starts where the first trace's does
+   *  (view time = trace time - offset); false if a trace lacks that step. ``number`` may
+   *  be an array: a step number per trace (a comparison's step pair). */
+  alignSteps(number) {
+    const numbers = Array.isArray(number) ? number : this.timelines.map(() => number);
+    const starts = this.timelines.map((t, i) => t.data.steps.find((s) => s.number === numbers[i]));
+    if (starts.some((s) => !s)) return false;
+    this.timelines.forEach((t, i) => { t.offset = starts[i].start - starts[0].start; });
+    const [lo, hi] = this.extent(), pad = (hi - lo) * 0.01;
+    this.home = {t0: lo - pad, t1: hi + pad};
+    this.version++;
+    this.requestDraw();
+    return true;
+  }
+
+  selectStep(number) {
+    if (number === null || number === undefined) { this.resetZoom(); return true; }
+    if (this.diff) return this.diff.selectControlStep(number);
+    const t = this.timelines[0];
+    const step = t.data.steps.find((s) => s.number === number);
+    if (!step) return false;
+    const span = Math.max(step.end - step.start, MIN_SPAN), pad = span * 0.02;
+    this.toolbar.showStep(number);
+    this.setRange(step.start - t.offset - pad, step.end - t.offset + pad);
+    return true;
+  }
+
+  requestDraw() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => { this.frame = 0; this.drawNow(); });
+  }
+
+  drawNow() {
+    for (const t of this.timelines) t.draw(this.version, false);
+  }
+
+  redrawOverlays() {
+    for (const t of this.timelines) t.drawOverlays();
+  }
+
+  collapseAll(collapsed) {
+    for (const t of this.timelines) for (const p of t.panels) t.setCollapsed(p, collapsed);
+  }
+
+  // --- highlight and selection -------------------------------------------------------------
+  /** Highlight ops in every timeline: {text}, {name}, {names: [...]} or {type}; or an
+   *  array with one such spec per timeline (null: none of its ops). Returns how many
+   *  match. ``then(count)`` runs once applied (later, if names are still being decoded). */
+  highlight(spec, then) {
+    if (!this.ready) {
+      this.highlightSpec = spec;
+      this.whenReady.then(() => { if (this.highlightSpec === spec) this.highlight(spec, then); });
+      return 0;
+    }
+    this.highlightSpec = spec;
+    let total = 0;
+    this.timelines.forEach((t, i) => {
+      const d = t.data, one = Array.isArray(spec) ? spec[i] : spec;
+      const result = !one ? {mask: new Uint8Array(d.n), count: 0}
+        : one.names !== undefined ? d.matchNames(one.names)
+        : one.name !== undefined ? d.matchName(one.name)
+        : one.type !== undefined ? d.matchType(one.type) : d.matchText(one.text);
+      t.setHighlight(result);
+      total += result.count;
+    });
+    this.matchCursor = -1;
+    this.requestDraw();
+    if (then) then(total);
+    return total;
+  }
+
+  clearHighlight() {
+    this.highlightSpec = null;
+    for (const t of this.timelines) t.setHighlight(null);
+    for (const row of this.app.querySelectorAll('tr.tb-selected')) row.classList.remove('tb-selected');
+    if (this.diff) this.diff.deselect();
+    this.toolbar.say('');
+    this.requestDraw();
+  }
+
+  search(text) {
+    for (const row of this.app.querySelectorAll('tr.tb-selected')) row.classList.remove('tb-selected');
+    if (this.diff) this.diff.deselect();
+    if (!text) { this.clearHighlight(); return 0; }
+    return this.highlight({text}, (count) => {
+      this.toolbar.say(`${count.toLocaleString('en-US')} match${count === 1 ? '' : 'es'}`);
+    });
+  }
+
+  /** Select the next highlighted op of the first timeline and bring it into view. */
+  nextMatch() {
+    const t = this.timelines[0], mask = t.highlight;
+    if (!mask) return -1;
+    let i = this.matchCursor + 1;
+    while (i < mask.length && !mask[i]) i++;
+    if (i >= mask.length) { i = 0; while (i < mask.length && !mask[i]) i++; }
+    if (i >= mask.length) return -1;
+    this.matchCursor = i;
+    this.select(t, i);
+    this.reveal(t, i);
+    return i;
+  }
+
+  /** Bring op ``pos`` into view: pan to it, zoom in if it is tiny, scroll its panel in. */
+  reveal(timeline, pos) {
+    const d = timeline.data, s = d.start[pos] - timeline.offset, e = d.end[pos] - timeline.offset;
+    const r = this.range;
+    let span = r.t1 - r.t0;
+    if ((e - s) * (timeline.width - GUTTER - PAD_R) / span < 4) span = Math.max((e - s) * 20, MIN_SPAN * 10);
+    if (s < r.t0 || e > r.t1 || span !== r.t1 - r.t0) this.setRange((s + e) / 2 - span / 2, (s + e) / 2 + span / 2);
+    timeline.revealPanel(pos);
+  }
+
+  select(timeline, pos) {
+    if (!this.ready && timeline && pos >= 0) { this.whenReady.then(() => this.select(timeline, pos)); return; }
+    for (const t of this.timelines) t.selected = -1;
+    if (timeline && pos >= 0) timeline.selected = pos;
+    this.sidebar.showDetails(timeline, pos);
+    this.redrawOverlays();
+  }
+}
