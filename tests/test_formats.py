@@ -15,7 +15,7 @@ from tests.conftest import run_cli
 from tests.test_model import small_trace
 from tracebridge import formats
 from tracebridge.errors import OptionError, OutputError, TracebridgeError
-from tracebridge.options import Parallelism, choose_parallelism
+from tracebridge.options import Parallelism, choose_parallelism, fork_is_safe
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -97,7 +97,7 @@ def test_workers_are_decided_at_the_edge(monkeypatch, tmp_path):
     if hasattr(os, "fork"):
         assert choose_parallelism(2) == Parallelism(2, large_only=False)
     automatic = choose_parallelism()
-    assert automatic.large_only and automatic.workers == (2 if formats_fork_safe() else 1)
+    assert automatic.large_only and automatic.workers == (2 if fork_is_safe() else 1)
     monkeypatch.setenv("TRACEBRIDGE_WORKERS", "1")  # the fallback, where no call names a number
     assert choose_parallelism() == Parallelism(1, large_only=False)
     assert choose_parallelism(2).workers == (2 if hasattr(os, "fork") else 1)
@@ -113,8 +113,3 @@ def test_workers_are_decided_at_the_edge(monkeypatch, tmp_path):
     result = run_cli("convert", path, out, "--workers", "2")
     assert result.returncode == 0, result.stderr
     assert run_cli("summary", path, "--workers", "0").returncode == 2
-
-
-def formats_fork_safe() -> bool:
-    from tracebridge.options import fork_is_safe
-    return fork_is_safe()

@@ -24,7 +24,10 @@ from .sources import Source, gunzip, is_gzip
 
 _INPUT_KEY = re.compile(r"input([0-9]{1,9})\Z")  # longer numbers are not input slots
 _STEPS, _ALLOCATORS = "Steps", "Allocators"
-_CATEGORY_OF_CAT = {category.chrome: category for category in Category}
+# Plain ints: they go into a column list per event, where enum members would be slower to
+# convert and would each keep the garbage collector busy.
+_CATEGORY_OF_CAT = {category.chrome: int(category) for category in Category}
+_OP = int(Category.OP)
 
 
 def read(source: Source, parallelism: Parallelism) -> Trace:
@@ -146,10 +149,10 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
             position = int(np.searchsorted(sorted_starts, ts, side="right")) - 1
             step = step_ids[int(order[max(position, 0)])]
         cat = event.get("cat")
-        category = _CATEGORY_OF_CAT.get(cat, Category.OP) if isinstance(cat, str) else Category.OP
+        category = _CATEGORY_OF_CAT.get(cat, _OP) if isinstance(cat, str) else _OP
         op = builder.add_op(name=name, op_type=kernel, kernel=kernel, start_ns=ts, end_ns=end,
                             device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
-                            flags=flags if name != "RecvTensor" and category == Category.OP else plain)
+                            flags=flags if name != "RecvTensor" and category == _OP else plain)
         if "bytes" in args and "src" in args:
             where = f"op {name!r}"
             builder.add_row("transfers", op=op, bytes=_int(args.get("bytes"), path, where, "transfer bytes"),

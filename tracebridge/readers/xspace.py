@@ -340,31 +340,34 @@ def _pair_keys(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tup
 def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, int], tuple[int, int, int, int]]:
     """Per (plane, event metadata): (name id, type id, category, is memory event)."""
     s = builder.strings
+    # Plain ints, not enum members: a tuple that holds a member stays tracked by the garbage
+    # collector, and a profile has hundreds of thousands of these.
+    op, device, memcpy, host, python, data = map(int, (Category.OP, Category.DEVICE, Category.MEMCPY,
+                                                      Category.HOST, Category.PYTHON, Category.DATA))
     kinds = {}
     for p, plane in enumerate(planes):
         device_plane = not plane.name.startswith("/host:")
         for metadata_id, (name, shown) in plane.events.items():
             key = (p, metadata_id)
             if name in _MEMORY_EVENTS:  # 1: allocation, 2: deallocation
-                kinds[key] = (s[name], s[name], Category.HOST, 1 if name == "MemoryAllocation" else 2)
+                kinds[key] = (s[name], s[name], host, 1 if name == "MemoryAllocation" else 2)
                 continue
             stats = plane.event_stats.get(metadata_id, {})
             if device_plane:
-                category = Category.MEMCPY if "memcpy" in name.lower() or "copy" in shown.lower() \
-                    else Category.DEVICE
+                category = memcpy if "memcpy" in name.lower() or "copy" in shown.lower() else device
                 op_type = stats.get("hlo_category") or shown or name
                 kinds[key] = (s[shown or name], s[op_type], category, 0)
                 continue
             match = _OP_EVENT.match(name)
             if match:
-                kinds[key] = (s[match.group(1)], s[match.group(2)], Category.OP, 0)
+                kinds[key] = (s[match.group(1)], s[match.group(2)], op, 0)
             elif name.startswith("$"):
-                kinds[key] = (s[name], s["python"], Category.PYTHON, 0)
+                kinds[key] = (s[name], s["python"], python, 0)
             elif name.startswith(("Iterator::", "IteratorGetNext", "MakeIterator")) or \
                     name.endswith(("Produce", "Consume")):
-                kinds[key] = (s[name], s[shown or name.split("::")[-1]], Category.DATA, 0)
+                kinds[key] = (s[name], s[shown or name.split("::")[-1]], data, 0)
             else:
-                kinds[key] = (s[name], s[shown or name], Category.HOST, 0)
+                kinds[key] = (s[name], s[shown or name], host, 0)
     return kinds
 
 
