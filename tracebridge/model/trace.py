@@ -376,4 +376,3 @@ class Trace:
         return True
 
     __hash__ = None  # type: ignore[assignment]
-

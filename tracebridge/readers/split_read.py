@@ -157,5 +157,3 @@ def _load_outcome(path: str):
     process into a private temporary file (mode 0600), never input data."""
     with open(path, "rb") as handle:
         return pickle.load(handle)
-
-

@@ -1,4 +1,4 @@
-"""RunMetadata / StepStats (binary or text) into the model.
+"""RunMetadata / StepStats, binary, into the model.
 
 Binary messages are decoded with :mod:`.wire`, level by level, over the whole input at
 once, with field numbers from tracebridge's schema (:mod:`tracebridge.protos`); text dumps
@@ -66,7 +66,6 @@ _RECORD = protos.field_numbers("tensorflow.AllocationRecord")
 _CHUNK = 100_000
 _MIN_CHUNK = 20_000
 _US_LIMIT = TIME_LIMIT_NS // 1000  # microsecond times beyond this would wrap around when scaled
-# From this many nodes on, two processes read (see _add_devices).
 
 
 def read(source: Source, parallelism: Parallelism) -> Trace:
