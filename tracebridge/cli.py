@@ -190,7 +190,7 @@ def _info(args) -> int:
 
 
 def _convert(args) -> int:
-    from .formats import output_format, save
+    from .formats import check_options, output_format, save
     target = output_format(args.output, args.to)
     # Only what was asked for: the format refuses options it does not take (--memory for
     # a .pb, say) instead of dropping them.
@@ -201,6 +201,7 @@ def _convert(args) -> int:
     progress = "progress" in target.write_options and sys.stderr.isatty()
     if progress:
         options["progress"] = _progress("writing")
+    check_options(target, args.output, options)  # before the input is read
     trace = _load(args)
     save(trace, args.output, to=target.name, **options)
     if progress:

@@ -145,12 +145,17 @@ def save(trace: Trace, path: str | os.PathLike, *, to: str | None = None, **opti
     ``title``); any other raises :class:`~tracebridge.errors.OptionError` before anything
     is written."""
     fmt = output_format(path, to)
+    check_options(fmt, path, options)
+    fmt.write(trace, path, **options)
+
+
+def check_options(fmt: Format, path: str | os.PathLike, options: dict[str, Any]) -> None:
+    """Raise :class:`~tracebridge.errors.OptionError` for options ``fmt`` does not take."""
     refused = sorted(set(options) - set(fmt.write_options))
     if refused:
         takes = f"it takes {', '.join(fmt.write_options)}" if fmt.write_options else "it takes none"
         raise OptionError(f"{os.fspath(path)}: the {fmt.name} format takes no option "
                           f"{', '.join(refused)} ({takes})")
-    fmt.write(trace, path, **options)
 
 
 def output_format(path: str | os.PathLike, to: str | None = None) -> Format:

@@ -24,8 +24,7 @@ from .sources import Source, gunzip, is_gzip
 
 _INPUT_KEY = re.compile(r"input([0-9]{1,9})\Z")  # longer numbers are not input slots
 _STEPS, _ALLOCATORS = "Steps", "Allocators"
-# Plain ints: they go into a column list per event, where enum members would be slower to
-# convert and would each keep the garbage collector busy.
+# Categories and flags are plain ints in the loop over events (model/schema.py says why).
 _CATEGORY_OF_CAT = {category.chrome: int(category) for category in Category}
 _OP = int(Category.OP)
 
@@ -133,7 +132,6 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
         step_ids = [builder.step(i) for i in range(len(boundaries))]
     order = np.argsort([start for start in boundaries], kind="stable") if boundaries else []
     sorted_starts = np.array(boundaries, dtype=np.int64)[order] if boundaries else np.zeros(0, np.int64)
-    # Plain ints in the loop over events: enum arithmetic costs a microsecond an operation.
     flags = int(OpFlag.LABEL_CANONICAL | (OpFlag.HAS_NANOS if ours else 0))
     plain = flags & ~int(OpFlag.LABEL_CANONICAL)  # labels that are not "name = kernel(inputs)"
     for device_name, pid, tid, ts, end, event, args in ops:

@@ -340,8 +340,7 @@ def _pair_keys(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tup
 def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, int], tuple[int, int, int, int]]:
     """Per (plane, event metadata): (name id, type id, category, is memory event)."""
     s = builder.strings
-    # Plain ints, not enum members: a tuple that holds a member stays tracked by the garbage
-    # collector, and a profile has hundreds of thousands of these.
+    # Plain ints in the hundreds of thousands of tuples below (model/schema.py says why).
     op, device, memcpy, host, python, data = map(int, (Category.OP, Category.DEVICE, Category.MEMCPY,
                                                       Category.HOST, Category.PYTHON, Category.DATA))
     kinds = {}

@@ -18,8 +18,7 @@ from .._files import atomic_output, write_bytes
 from ..model.schema import Category, OpFlag, OutputFlag
 from ..model.trace import Trace
 
-# The flags as plain ints: they are tested for every node and output, and an operation on
-# an IntFlag member costs a microsecond.
+# The flags as plain ints: they are tested for every node and output (model/schema.py says why).
 _CANONICAL, _NANOS, _SCHEDULED, _MEMORY_STATS = map(int, (OpFlag.LABEL_CANONICAL, OpFlag.HAS_NANOS,
                                                          OpFlag.HAS_SCHEDULED, OpFlag.HAS_MEMORY_STATS))
 _DESCRIPTION, _SHAPE, _ALLOCATION, _SINGLE_REFERENCE = map(int, (OutputFlag.HAS_DESCRIPTION, OutputFlag.HAS_SHAPE,
