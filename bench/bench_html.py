@@ -64,7 +64,7 @@ def synthetic_trace(n: int, *, devices: int = 4, lanes: int = 4, steps: int = 5,
     """A trace of about ``n`` ops (exactly ``n`` when it divides evenly): every step runs the
     same graph, so names repeat across steps as in real TF traces."""
     from tracebridge.model.builder import TraceBuilder
-    from tracebridge.model.trace import HAS_NANOS, LABEL_CANONICAL
+    from tracebridge.model.schema import OpFlag
 
     rng = np.random.default_rng(seed)
     b = TraceBuilder({"source_format": "synthetic"})
@@ -107,7 +107,7 @@ def synthetic_trace(n: int, *, devices: int = 4, lanes: int = 4, steps: int = 5,
                                     ("op_end_ns", end)):
                     columns[key].append(values)
                 for key, value in (("device", device_ids[d]), ("lane", lane_ids[(d, k)]), ("step", step),
-                                   ("block", device_ids[d]), ("flags", LABEL_CANONICAL | HAS_NANOS),
+                                   ("block", device_ids[d]), ("flags", int(OpFlag.LABEL_CANONICAL | OpFlag.HAS_NANOS)),
                                    ("thread_id", k)):
                     columns[key].append(np.full(per_lane, value))
                 # two inputs: the previous two ops of the lane

@@ -17,7 +17,7 @@ import pytest
 import tracebridge
 from tracebridge import CaptureError
 from tracebridge.analysis.kernels import kernel_family
-from tracebridge.model.trace import DATA, OP, PYTHON
+from tracebridge.model.schema import Category
 from tests.conftest import free_port
 
 HELPERS = Path(__file__).parent / "helpers"
@@ -77,7 +77,7 @@ def test_schedule_profiles_only_selected_calls(mlp_step):
     assert [s.number for s in trace.steps] == [1, 3]
     assert trace.metadata["steps_seen"] == 6
     step_times = [(s.start_ns, s.end_ns) for s in trace.steps]
-    op_rows = trace.ops["category"] == OP
+    op_rows = trace.ops["category"] == Category.OP
     starts = trace.ops["start_ns"][op_rows]
     inside = np.zeros(len(starts), dtype=bool)
     for lo, hi in step_times:
@@ -144,7 +144,7 @@ def test_tf_data_pipeline(tf):
                 consume(batch)
     trace = capture.trace
     data = trace.filter(op_type=".")
-    names = {o.name for o, category in zip(data.records(), data.ops["category"].tolist()) if category == DATA}
+    names = {o.name for o, category in zip(data.records(), data.ops["category"].tolist()) if category == Category.DATA}
     assert any(n.startswith("Iterator::") for n in names)
     assert trace.table("links").rows > 0
     assert len(trace.steps) == 16
@@ -182,8 +182,8 @@ def test_tracer_levels_take_effect(mlp_step):
     one, three = results[1], results[3]
     # The levels recorded by the profiler itself (Task Environment's profile_options).
     assert one.metadata["host_tracer_level"] == 1 and three.metadata["host_tracer_level"] == 3
-    assert not (one.ops["category"] == OP).any()       # level 1: no op events
-    assert (three.ops["category"] == OP).sum() >= 2 * 5
+    assert not (one.ops["category"] == Category.OP).any()       # level 1: no op events
+    assert (three.ops["category"] == Category.OP).sum() >= 2 * 5
     keys = set(three.column_strings("event_stats", "key"))
     assert "shape" in keys                               # level 3: shapes on op events
     assert "shape" not in set(one.column_strings("event_stats", "key"))
@@ -196,7 +196,7 @@ def test_python_tracer(mlp_step):
             train_step(x, y)
     trace = capture.trace
     assert trace.metadata["python_tracer_level"] == 1
-    assert (trace.ops["category"] == PYTHON).any()
+    assert (trace.ops["category"] == Category.PYTHON).any()
 
 
 def test_another_profiler_running_is_a_capture_error(tf, tmp_path, mlp_step):
@@ -280,7 +280,7 @@ def test_tf2_trace_to_run_metadata_for_timeline_py(mlp_step, tmp_path):
     trace.save(path)
     md = config_pb2.RunMetadata.FromString(path.read_bytes())
     labels = [n.timeline_label for d in md.step_stats.dev_stats for n in d.node_stats]
-    ops = [o for o in trace.records() if trace.ops["category"][o.index] == OP]
+    ops = [o for o in trace.records() if trace.ops["category"][o.index] == Category.OP]
     assert len(labels) == len(ops)
     assert all(" = " in label and label.endswith(")") for label in labels)
     chrome = json.loads(timeline.Timeline(md.step_stats).generate_chrome_trace_format())
@@ -342,7 +342,7 @@ def test_remote_capture_of_two_workers_merges_hosts(tmp_path):
         assert len(trace.steps) >= 4
         for host in hosts:
             assert (trace.ops["category"][[trace.devices[d].host == host
-                                           for d in trace.ops["device"].tolist()]] == OP).any()
+                                           for d in trace.ops["device"].tolist()]] == Category.OP).any()
         from tests.conftest import run_cli
         out = tmp_path / "remote.json"
         result = run_cli("capture", ",".join(f"localhost:{p}" for p in ports), out, "--duration-ms", "500")

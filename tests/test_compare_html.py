@@ -34,7 +34,7 @@ from tests.test_html import EVIL, EVIL_TITLE, Opened, _Scripts, _unpack
 from tracebridge import OutputError, Trace
 from tracebridge.analysis.compare import compare
 from tracebridge.model.builder import TraceBuilder
-from tracebridge.model.trace import LABEL_CANONICAL
+from tracebridge.model.schema import OpFlag
 from tracebridge.writers.compare_html import compare_document, write_compare_html
 from tracebridge.writers.html import html_document
 
@@ -88,7 +88,7 @@ def mlp_run(flavour: str, *, steps=(0, 1, 2), start=BASE, rename=None) -> Trace:
             duration = int(us * 1000 * rng.uniform(0.97, 1.03))
             device = cpu if op_type == "IteratorGetNext" else gpu
             b.add_op(name=name, op_type=op_type, start_ns=t, end_ns=t + duration, device=device, step=step,
-                     inputs=(previous,) if previous else (), flags=LABEL_CANONICAL)
+                     inputs=(previous,) if previous else (), flags=OpFlag.LABEL_CANONICAL)
             previous = name
             t += duration + 40_000
     return b.build()

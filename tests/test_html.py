@@ -35,7 +35,7 @@ import tracebridge
 from tests.helpers.browser import browser_mark
 from tracebridge import OutputError, Trace
 from tracebridge.model.builder import TraceBuilder
-from tracebridge.model.trace import LABEL_CANONICAL
+from tracebridge.model.schema import OpFlag
 from tracebridge.writers.html import html_document, is_network_type, notebook_html, write_html
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def distributed_trace() -> Trace:
                         name = f"tower_{w}/{phase}{layer}/{op_type}"
                         duration = int(rng.integers(200_000, 900_000))
                         op = b.add_op(name=name, op_type=op_type, start_ns=t, end_ns=t + duration, device=gpu,
-                                      step=step, inputs=(previous, f"{layer}/weights/read"), flags=LABEL_CANONICAL)
+                                      step=step, inputs=(previous, f"{layer}/weights/read"), flags=OpFlag.LABEL_CANONICAL)
                         size = int(rng.integers(1, 64)) * 65536
                         mem = b.add_row("memory", op=op, allocator="GPU_0_bfc", total_bytes=size, peak_bytes=size)
                         b.add_row("allocations", memory=mem, time_ns=t, bytes=size)
@@ -89,16 +89,16 @@ def distributed_trace() -> Trace:
                         previous = name
                         t += duration + int(rng.integers(20_000, 120_000))
             b.add_op(name=f"tower_{w}/AllReduce/NcclAllReduce", op_type="NcclAllReduce", start_ns=t,
-                     end_ns=t + 2_000_000, device=gpu, step=step, inputs=(previous,), flags=LABEL_CANONICAL)
+                     end_ns=t + 2_000_000, device=gpu, step=step, inputs=(previous,), flags=OpFlag.LABEL_CANONICAL)
             b.add_op(name=f"tower_{w}/grads/_Send", op_type="_Send", start_ns=t + 2_100_000,
-                     end_ns=t + 2_600_000, device=gpu, step=step, flags=LABEL_CANONICAL)
+                     end_ns=t + 2_600_000, device=gpu, step=step, flags=OpFlag.LABEL_CANONICAL)
             cpu = cpus[w]
             b.add_op(name="IteratorGetNext", op_type="IteratorGetNext", start_ns=t0, end_ns=t0 + 1_200_000,
-                     device=cpu, step=step, flags=LABEL_CANONICAL)
+                     device=cpu, step=step, flags=OpFlag.LABEL_CANONICAL)
             b.add_op(name="input/_Recv", op_type="_Recv", start_ns=t0 + 50_000, end_ns=t0 + 900_000,
-                     device=cpu, step=step, flags=LABEL_CANONICAL)
+                     device=cpu, step=step, flags=OpFlag.LABEL_CANONICAL)
             b.add_op(name="sync/CollectiveReduceV2", op_type="CollectiveReduceV2", start_ns=t - 500_000,
-                     end_ns=t + 1_800_000, device=cpu, step=step, flags=LABEL_CANONICAL)
+                     end_ns=t + 1_800_000, device=cpu, step=step, flags=OpFlag.LABEL_CANONICAL)
             # the ps receives this worker's gradients
             size = 4 * 2 ** 20
             recv = b.add_op(name="RecvTensor", op_type="RecvTensor", start_ns=t + 2_200_000,
@@ -110,7 +110,7 @@ def distributed_trace() -> Trace:
             b.add_op(name=f"GradientDescent/update_{layer}/ApplyGradientDescent", op_type="ApplyGradientDescent",
                      start_ns=end - 1_000_000 + k * 150_000, end_ns=end - 900_000 + k * 150_000, device=ps,
                      step=step, inputs=(f"{layer}/weights", "learning_rate", f"tower_0/grads/{layer}"),
-                     flags=LABEL_CANONICAL)
+                     flags=OpFlag.LABEL_CANONICAL)
     return b.build()
 
 
@@ -140,7 +140,7 @@ def hostile_trace() -> Trace:
                           start_ns=t, end_ns=t + 500_000, device=d, step=step,
                           inputs=(EVIL[(i + 3) % len(EVIL)], "^" + EVIL[(i + 4) % len(EVIL)]),
                           label=EVIL[(i + 5) % len(EVIL)] if i % 2 else "",
-                          flags=0 if i % 2 else LABEL_CANONICAL)
+                          flags=0 if i % 2 else OpFlag.LABEL_CANONICAL)
             mem = b.add_row("memory", op=op, allocator=EVIL[6], total_bytes=1024)
             b.add_row("allocations", memory=mem, time_ns=t, bytes=1024)
             b.add_row("allocations", memory=mem, time_ns=t + 400_000, bytes=-1024)
@@ -258,7 +258,7 @@ def _check_op(trace: Trace, op: dict) -> None:
     assert op["end_ns"] - op["start_ns"] == expected.end_ns - expected.start_ns
     assert op["start_ns"] == expected.start_ns - base
     assert op["step"] == expected.step
-    if trace.ops["flags"][row] & LABEL_CANONICAL:
+    if trace.ops["flags"][row] & OpFlag.LABEL_CANONICAL:
         assert op["description"] == f"{expected.name} = {expected.kernel}({', '.join(expected.inputs)})"
     else:
         assert op["description"] == expected.label

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 import tracebridge
-from tracebridge.readers import sniff
+from tracebridge.formats import sniff
 
 CHROME_FILES = ["blackbox_attacks_timeline_01.json", "ikhlestov_cpu_timeline_01.json",
                 "ikhlestov_cpu_timeline_02_step_0.json", "ikhlestov_gpu_timeline_01.json",

@@ -11,7 +11,7 @@ import pytest
 
 import tracebridge
 from tracebridge import TraceFormatError, protos
-from tracebridge.model.trace import CATEGORY_NAMES, DEVICE, HOST, MEMCPY, OP
+from tracebridge.model.schema import Category
 
 GPU = "tfprofiler_gpu_multi_worker.xplane.pb"
 TPU = "xprof_tpu_inference_2.xplane.pb"
@@ -49,7 +49,7 @@ def test_corpus_xspace_keeps_every_plane_and_event(corpus, name):
 
 def test_gpu_corpus_devices_streams_and_ops(corpus):
     trace = tracebridge.load(corpus / "xspace" / GPU)
-    categories = {CATEGORY_NAMES[c] for c in set(trace.ops["category"].tolist())}
+    categories = {Category(c).label for c in set(trace.ops["category"].tolist())}
     assert {"op", "host", "device", "memcpy"} <= categories
     gpu4 = trace.filter(device="GPU:4$")
     lanes = {trace.lanes[i].name for i in set(gpu4.ops["lane"].tolist())}
@@ -112,14 +112,14 @@ def test_xspace_converts_to_every_writer(corpus, tmp_path):
         trace.save(tmp_path / name)
     back = tracebridge.load(tmp_path / "x.pb")
     nodes = trace.filter(op_type=".")  # every row with a type
-    assert len(back) == int(((trace.ops["category"] == OP) | (trace.ops["category"] == DEVICE) |
-                             (trace.ops["category"] == MEMCPY)).sum())
+    assert len(back) == int(((trace.ops["category"] == Category.OP) | (trace.ops["category"] == Category.DEVICE) |
+                             (trace.ops["category"] == Category.MEMCPY)).sum())
     assert nodes is not None
     events = json.loads((tmp_path / "x.json").read_text())["traceEvents"]
     assert sum(1 for e in events if e["ph"] == "X" and e.get("cat") != "Step") == len(trace)
     again = tracebridge.load(tmp_path / "x.json")  # categories survive as the events' "cat"
     assert sorted(again.ops["category"].tolist()) == sorted(trace.ops["category"].tolist())
-    assert HOST in set(trace.ops["category"].tolist())
+    assert Category.HOST in set(trace.ops["category"].tolist())
 
 
 def test_reading_xspace_imports_no_tensorflow(corpus, tmp_path):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .errors import (CaptureError, MigrationError, MissingDependencyError, OutputError,
                      TraceFormatError, TracebridgeError, UnsafePickleError)
 from .model import Device, Lane, Op, Step, Trace
-from .readers import load
+from .formats import load
 
 __version__ = "0.1.0"
 

@@ -13,6 +13,8 @@ import sys
 import time
 
 from .errors import TracebridgeError
+from .formats import WRITABLE
+from .options import WORKERS_VARIABLE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,13 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="format, steps, devices and counts of a trace")
     info.add_argument("input")
     info.add_argument("--json", action="store_true", help="print JSON")
+    _add_workers(info)
     info.set_defaults(handler=_info)
 
     convert = commands.add_parser("convert", help="write a trace in another format")
     convert.add_argument("input")
     convert.add_argument("output")
-    convert.add_argument("--to", choices=("chrome", "runmetadata", "pbtxt", "xspace", "html"),
-                         help="output format (default: from the output's suffix)")
+    convert.add_argument("--to", choices=WRITABLE, help="output format (default: from the output's suffix)")
     convert.add_argument("--no-dataflow", action="store_true", help="Chrome: no flow arrows")
     convert.add_argument("--memory", action="store_true", help="Chrome: allocator counter tracks")
     _add_filters(convert)
@@ -76,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
     diff.add_argument("--threshold", type=float, default=0.1, help="noise threshold as a share (default 0.1)")
     diff.add_argument("--top", type=int, default=25, help="rows in the table (default 25)")
+    _add_workers(diff)
     diff.set_defaults(handler=_compare)
 
     view = commands.add_parser("html", help="write the standalone HTML timeline view")
@@ -127,11 +130,18 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", metavar="REGEX", help="only devices matching REGEX")
     parser.add_argument("--name", metavar="REGEX", help="only ops whose name matches REGEX")
     parser.add_argument("--op-type", metavar="REGEX", help="only ops whose type matches REGEX")
+    _add_workers(parser)
 
 
-def _load(args):
-    from .readers import load
-    trace = load(args.input)
+def _add_workers(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="processes that read and write large traces: 1, or 2 (default: 2 where "
+                             f"forking is safe, for large inputs; {WORKERS_VARIABLE} if set)")
+
+
+def _load(args, path: str | None = None):
+    from .formats import load
+    trace = load(path or args.input, workers=args.workers)
     filters = {k: getattr(args, k, None) for k in ("step", "device", "name", "op_type")}
     filters = {k: v for k, v in filters.items() if v is not None}
     if filters:
@@ -180,17 +190,23 @@ def _info(args) -> int:
 
 
 def _convert(args) -> int:
-    from .writers import save, target_for
-    target = args.to or target_for(args.output)
+    from .formats import check_options, output_format, save
+    target = output_format(args.output, args.to)
+    # Only what was asked for: the format refuses options it does not take (--memory for
+    # a .pb, say) instead of dropping them.
+    options = {"dataflow": False if args.no_dataflow else None, "memory": True if args.memory else None}
+    options = {key: value for key, value in options.items() if value is not None}
+    if "workers" in target.write_options:
+        options["workers"] = args.workers
+    progress = "progress" in target.write_options and sys.stderr.isatty()
+    if progress:
+        options["progress"] = _progress("writing")
+    check_options(target, args.output, options)  # before the input is read
     trace = _load(args)
-    options = {}
-    if target == "chrome":
-        options = {"dataflow": not args.no_dataflow, "memory": args.memory,
-                   "progress": _progress("writing") if sys.stderr.isatty() else None}
-    save(trace, args.output, to=target, **options)
-    if sys.stderr.isatty():
+    save(trace, args.output, to=target.name, **options)
+    if progress:
         print(file=sys.stderr)
-    print(f"wrote {args.output} ({target}, {len(trace)} ops, {len(trace.steps)} steps)")
+    print(f"wrote {args.output} ({target.name}, {len(trace)} ops, {len(trace.steps)} steps)")
     return 0
 
 
@@ -209,7 +225,6 @@ def _compare(args) -> int:
     import re
 
     from .analysis.compare import compare
-    from .readers import load
     for rule in args.rule:
         pattern, sep, _ = rule.partition("=")
         if not sep:
@@ -218,8 +233,8 @@ def _compare(args) -> int:
             re.compile(pattern)
         except re.error as error:
             raise _UsageError(f"--rule {rule!r}: bad regular expression ({error})")
-    comparison = compare(load(args.control), load(args.test), rules=args.rule, warmup=args.warmup,
-                         threshold=args.threshold)
+    comparison = compare(_load(args, args.control), _load(args, args.test), rules=args.rule,
+                         warmup=args.warmup, threshold=args.threshold)
     if args.json:
         print(comparison.to_json())
     elif args.csv:
@@ -255,12 +270,12 @@ def _tensorboard(args) -> int:
 
 def _capture(args) -> int:
     from .capture.remote import capture_remote
-    from .writers import save, target_for
-    target = target_for(args.output)  # a bad name fails before the capture, not after
+    from .formats import output_format, save
+    target = output_format(args.output)  # a bad name fails before the capture, not after
     trace = capture_remote(args.addresses, args.duration_ms, host_tracer_level=args.host_tracer_level,
                            python_tracer_level=args.python_tracer_level,
                            device_tracer_level=args.device_tracer_level)
-    save(trace, args.output, to=target)
+    save(trace, args.output, to=target.name)
     hosts = sorted({d.host for d in trace.devices if d.host})
     print(f"wrote {args.output} ({len(trace)} events from {len(hosts)} hosts: {', '.join(hosts)})")
     return 0

@@ -6,10 +6,12 @@
     ├── MissingDependencyError       an optional extra is needed (names the extra)
     ├── CaptureError                 profiling could not start, run or stop
     ├── OutputError                  an output could not be written
+    ├── OptionError                  an option the format or call does not take
     └── MigrationError               the codemod could not read or rewrite a file
 
 The CLI catches only ``TracebridgeError`` and prints its message on one line;
-anything else is a bug and keeps its traceback.
+anything else is a bug and keeps its traceback. :func:`one_line` makes foreign text
+(a parser's message, a name from a file) fit for such a line.
 """
 
 from __future__ import annotations
@@ -55,5 +57,22 @@ class OutputError(TracebridgeError, OSError):
     """An output file could not be written; no partial file is left behind."""
 
 
+class OptionError(TracebridgeError, TypeError):
+    """An option that the chosen format (or the call) does not take, or a value it cannot
+    use; nothing was written."""
+
+
 class MigrationError(TracebridgeError):
     """The codemod could not read or rewrite a file."""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Foreign text (a parser's message quoting the input, a name from the file) made fit
+    for a one-line error: cut at ``limit`` characters, and characters that are not
+    printable (newlines, U+2028, NUL, terminal escapes...) escaped, so that the message
+    shows what the input holds and nothing in it can break the line or the terminal."""
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -7,10 +7,13 @@ clashes with TensorFlow's generated modules when both are loaded in one process,
 needs no protoc and no TensorFlow. ``tests/test_protos.py`` checks it against TF's own
 descriptors, field by field.
 
-Usage: ``protos.RunMetadata()``, ``protos.XSpace.FromString(data)``.
+Usage: ``protos.RunMetadata()``, ``protos.XSpace.FromString(data)``; the readers' wire
+decoders take their field numbers from here too: ``protos.field_numbers("tensorflow.NodeExecStats")``.
 """
 
 from __future__ import annotations
+
+import types
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -244,6 +247,14 @@ POOL = _build_pool()
 
 def _message(full_name: str):
     return message_factory.GetMessageClass(POOL.FindMessageTypeByName(full_name))
+
+
+def field_numbers(full_name: str) -> types.SimpleNamespace:
+    """A message's field numbers by field name, from its descriptor (the schema above):
+    ``field_numbers("tensorflow.NodeExecStats").all_start_nanos == 13``. Map fields have
+    an entry message of their own: ``"tensorflow.DeviceStepStats.ThreadNamesEntry"``."""
+    fields = POOL.FindMessageTypeByName(full_name).fields_by_name
+    return types.SimpleNamespace(**{name: field.number for name, field in fields.items()})
 
 
 RunMetadata = _message("tensorflow.RunMetadata")

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.trace import CATEGORY_NAMES, DEVICE, MEMCPY, OP, Trace
+from ..model.schema import Category
+from ..model.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def counted_rows(trace: Trace) -> tuple[np.ndarray, str]:
     ``EagerExecute`` enclose ops and would count their time twice), else device kernels
     and copies (a TPU profile), else every row."""
     category = trace.ops["category"]
-    for wanted, label in (((OP,), "op"), ((DEVICE, MEMCPY), "device+memcpy")):
+    for wanted, label in (((Category.OP,), "op"), ((Category.DEVICE, Category.MEMCPY), "device+memcpy")):
         mask = np.isin(category, wanted)
         if mask.any():
             return mask, label
@@ -119,11 +120,11 @@ def describe(trace: Trace) -> dict:
     for allocator in np.unique(counters["allocator"]).tolist():
         mine = counters["allocator"] == allocator
         peaks[trace.strings[allocator]] = int(counters["bytes_in_use"][mine].max())
-    categories = np.bincount(ops["category"], minlength=len(CATEGORY_NAMES)) if len(trace) else \
-        np.zeros(len(CATEGORY_NAMES), dtype=np.int64)
+    categories = np.bincount(ops["category"], minlength=len(Category)) if len(trace) else \
+        np.zeros(len(Category), dtype=np.int64)
     return {
         "format": trace.source_format,
-        "categories": {name: int(n) for name, n in zip(CATEGORY_NAMES, categories) if n},
+        "categories": {category.label: int(n) for category, n in zip(Category, categories) if n},
         "metadata": dict(trace.metadata),
         "ops": len(trace),
         "steps": [{"number": s.number, "name": s.name, "duration_ns": s.duration_ns} for s in trace.steps],

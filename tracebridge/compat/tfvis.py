@@ -27,8 +27,10 @@ What is new:
 
 The metrics are tfvis's definitions (all in microseconds, over ``all_start_micros`` and
 ``all_end_rel_micros`` of the nodes of devices whose name *contains*
-``device_search_pattern``, ops in start order), computed with numpy over the decoded
-message instead of a Python loop per node; they give the same integers.
+``device_search_pattern``, ops in start order), computed with numpy over the columns of the
+trace tracebridge reads of the RunMetadata instead of a Python loop per node; they give the
+same integers. The micros are the trace's nanoseconds truncated as TF's executor truncates
+them (``all_end_rel_micros = end_ns // 1000 - start_ns // 1000``).
 """
 
 from __future__ import annotations
@@ -149,12 +151,7 @@ class Timeline:
             return self._tf2_trace
         if self.run_metadata is None:
             raise CaptureError("nothing has been collected yet")
-        if not self.run_metadata.step_stats.dev_stats:
-            from ..model.builder import TraceBuilder
-            return TraceBuilder({"source_format": "tfvis", "notes": "no step stats collected"}).build()
-        from ..readers.stepstats import read_run_metadatas
-        return read_run_metadatas([(0, "", self.run_metadata.SerializeToString())],
-                                  {"source_format": "tfvis"})
+        return _read(self.run_metadata)
 
     # --- viewing and saving ---------------------------------------------------------------
     def visualize(self, output_file: str | os.PathLike | None = None,
@@ -238,60 +235,53 @@ class Timeline:
             raise CaptureError("no data has been collected yet")
         data = self.run_metadata.SerializeToString()
         if self._decoded is None or self._decoded[0] != data:
-            self._decoded = (data, _Nodes(data))
+            self._decoded = (data, _Nodes(_read(self.run_metadata)))
         return self._decoded[1]
 
 
-class _Nodes:
-    """Every NodeExecStats of a serialized RunMetadata as columns, in tfvis's order (devices
-    in order, each device's nodes in order), decoded with tracebridge's wire decoder."""
+def _read(run_metadata) -> Trace:
+    """The trace of a RunMetadata: each node an op, in the message's order."""
+    if not run_metadata.step_stats.dev_stats:
+        from ..model.builder import TraceBuilder
+        return TraceBuilder({"source_format": "tfvis", "notes": "no step stats collected"}).build()
+    from ..readers.stepstats import read_run_metadatas
+    return read_run_metadatas([(0, "", run_metadata.SerializeToString())], {"source_format": "tfvis"})
 
-    def __init__(self, raw: bytes):
-        from ..readers.wire import WireError, as_signed, decode
-        try:
-            top = decode(raw, [0], [len(raw)])
-            step_stats = decode(raw, *top.spans(1)[1:])
-            _, device_starts, device_ends = step_stats.spans(1)
-            devices = decode(raw, device_starts, device_ends)
-            self.devices = _texts(raw, devices, 1, len(device_starts))
-            self.owner, node_starts, node_ends = devices.spans(2)
-            fields = decode(raw, node_starts, node_ends)
-        except WireError as error:
-            raise error.to_format_error(what="RunMetadata") from None
-        count = len(node_starts)
-        self.start = as_signed(fields.scalar(2, count, np.uint64))
-        self.duration = as_signed(fields.scalar(5, count, np.uint64))
-        self._raw, self._fields, self._count = raw, fields, count
-        self._names: list[str] | None = None
-        self._labels: list[str] | None = None
+
+class _Nodes:
+    """The nodes of a RunMetadata as tfvis measures them, from the columns of its trace:
+    in the message's order (devices in order, each device's nodes in order), start and
+    duration in the whole microseconds of TF's micros fields."""
+
+    def __init__(self, trace: Trace):
+        start_ns, end_ns = trace.ops["start_ns"], trace.ops["end_ns"]
+        self.start = start_ns // 1000
+        self.duration = end_ns // 1000 - self.start
+        self._trace = trace
+        self._texts: tuple[list[str], list[str]] | None = None  # node names, labels
 
     def on_devices(self, pattern: str | None) -> np.ndarray:
-        wanted = np.array([(pattern or "") in name for name in self.devices], dtype=bool)
-        return wanted[self.owner] if len(self.owner) else np.zeros(0, dtype=bool)
+        wanted = np.array([(pattern or "") in device.name for device in self._trace.devices], dtype=bool)
+        return wanted[self._trace.ops["device"]] if len(self._trace) else np.zeros(0, dtype=bool)
 
     def named(self, name: str) -> np.ndarray:
-        if self._names is None:
-            self._names = _texts(self._raw, self._fields, 1, self._count)
-        return np.fromiter((n == name for n in self._names), dtype=bool, count=self._count)
+        names = self._node_texts()[0]
+        return np.fromiter((n == name for n in names), dtype=bool, count=len(names))
 
     def labelled(self, pattern: str | None) -> np.ndarray:
         """Nodes whose timeline_label contains ``pattern``; none for None (tfvis's test is
         ``pattern is not None and pattern in label``, so ``""`` matches every node)."""
         if pattern is None:
-            return np.zeros(self._count, dtype=bool)
-        if self._labels is None:
-            self._labels = _texts(self._raw, self._fields, 8, self._count)
-        return np.fromiter((pattern in label for label in self._labels), dtype=bool, count=self._count)
+            return np.zeros(len(self._trace), dtype=bool)
+        labels = self._node_texts()[1]
+        return np.fromiter((pattern in label for label in labels), dtype=bool, count=len(labels))
 
-
-def _texts(raw: bytes, fields, number: int, count: int) -> list[str]:
-    """A singular string field, one per message ("" where absent, the last one where repeated)."""
-    from ..readers.wire import strings
-    messages, starts, ends = fields.spans(number)
-    out = [""] * count
-    for message, text in zip(messages.tolist(), strings(raw, starts, ends)):
-        out[message] = text
-    return out
+    def _node_texts(self) -> tuple[list[str], list[str]]:
+        """Node names and labels as the message holds them (made when first needed)."""
+        if self._texts is None:
+            from ..writers.stepstats import node_texts
+            self._texts = node_texts(self._trace)
+        return self._texts
 
 
 def _span(nodes: _Nodes, selected: np.ndarray) -> int:

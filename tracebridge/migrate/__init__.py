@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import MigrationError, MissingDependencyError
+from ..errors import MigrationError, MissingDependencyError, one_line
 
 __all__ = ["Migration", "migrate_path", "migrate_source", "python_sources"]
 
@@ -144,12 +144,6 @@ def _check_nesting(code: str, filename: str) -> None:
                                      f"({what})")
     except (tokenize.TokenError, SyntaxError):  # LibCST reports these itself, with their place
         return
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """A parser's message (it may quote the input) fit for a one-line error."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def migrate_path(path: str | os.PathLike) -> Migration:

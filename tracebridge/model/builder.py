@@ -8,15 +8,16 @@ allocator counters, and freezes everything.
 
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
 from .devices import Device, parse_device
+from .lanes import first_fit
+from .schema import NO_STEP, TABLE_COLUMNS
 from .table import Table
-from .trace import NO_STEP, TABLE_COLUMNS, Lane, Step, Trace
+from .trace import Lane, Step, Trace
 
 UNASSIGNED = -1
 # Times (ns since the epoch, or since the profile start) are kept within +-2**62 ns (the
@@ -49,16 +50,16 @@ class TraceBuilder:
 
     def __init__(self, metadata: dict[str, Any] | None = None):
         self.strings = Strings()
-        self.metadata: dict[str, Any] = dict(metadata or {})
+        self._metadata: dict[str, Any] = dict(metadata or {})
         self.columns = {kind: {c: [] for c in cols} for kind, cols in TABLE_COLUMNS.items()}
         self._chunks: dict[str, list[dict[str, np.ndarray]]] = {kind: [] for kind in TABLE_COLUMNS}
         self._chunk_rows = dict.fromkeys(TABLE_COLUMNS, 0)  # rows in _chunks, kept (rows() is hot)
-        self.blocks = 0  # device-stats blocks handed out so far (see ops.block)
+        self._blocks = 0  # device-stats blocks handed out so far (see ops.block)
         self._step_updates: list[tuple[np.ndarray, np.ndarray]] = []
         self._devices: dict[tuple[str, str | None], int] = {}
         self.device_list: list[Device] = []
         self._steps: list[dict[str, Any]] = []
-        self.lane_names: dict[tuple[int, int], str] = {}   # (device, thread_id) -> name
+        self._lane_names: dict[tuple[int, int], str] = {}  # (device, thread_id) -> name
         self.fixed_lanes: dict[tuple[int, str], int] = {}  # sources with real lanes
         self._lanes: list[Lane] = []
 
@@ -81,6 +82,25 @@ class TraceBuilder:
         """Assign ops (row numbers) to steps after they were added (XSpace steps are found
         after the events)."""
         self._step_updates.append((np.asarray(ops, dtype=np.int64), np.asarray(steps, dtype=np.int64)))
+
+    def new_block(self) -> int:
+        """A new device-stats block number (``ops.block``): a writer of StepStats writes one
+        DeviceStepStats per block, as the source had them."""
+        self._blocks += 1
+        return self._blocks - 1
+
+    def name_lane(self, device: int, thread_id: int, name: str) -> None:
+        """The name the source gives a thread, for the lanes derived from its ops."""
+        self._lane_names[(device, thread_id)] = name
+
+    def note(self, **entries: Any) -> None:
+        """Metadata entries for the trace; a later value replaces an earlier one."""
+        self._metadata.update(entries)
+
+    def note_first(self, **entries: Any) -> None:
+        """Metadata entries, where not noted yet (several files: the first one's stay)."""
+        for key, value in entries.items():
+            self._metadata.setdefault(key, value)
 
     def lane(self, device: int, name: str, thread_id: int | None = None) -> int:
         """A lane given by the source (an XSpace line); ops on it keep it as it is."""
@@ -187,7 +207,7 @@ class TraceBuilder:
         _sort_by_parent(tables["links"], "producer")
         return Trace(strings=self.strings.as_tuple(), devices=tuple(self.device_list),
                      lanes=lanes, steps=steps, tables={k: Table(v) for k, v in tables.items()},
-                     metadata=self.metadata)
+                     metadata=self._metadata)
 
     def _finish_steps(self, ops: dict[str, np.ndarray]) -> tuple[Step, ...]:
         steps = []
@@ -234,7 +254,7 @@ class TraceBuilder:
             boundaries = np.flatnonzero(np.any(np.diff(keys, axis=0) != 0, axis=1)) + 1
             for chunk in np.split(order, boundaries):
                 d, t = int(device[chunk[0]]), int(thread[chunk[0]])
-                sub = _first_fit(start[chunk], end[chunk])
+                sub = first_fit(start[chunk], end[chunk])
                 groups[(d, t)] = (chunk, sub)
             threads_per_device = defaultdict(set)
             for d, t in groups:
@@ -244,7 +264,7 @@ class TraceBuilder:
                 base = len(lanes)
                 for k in range(int(sub.max()) + 1):
                     if real_thread:
-                        name = self.lane_names.get((d, t), f"thread {t}")
+                        name = self._lane_names.get((d, t), f"thread {t}")
                         name = name if k == 0 else f"{name} ({k})"
                     else:
                         name = f"lane {k}"
@@ -272,34 +292,6 @@ def _clip_times(tables: dict[str, dict[str, np.ndarray]]) -> None:
             column = tables[kind][name]
             if len(column) and (column.min() < -TIME_LIMIT_NS or column.max() >= TIME_LIMIT_NS):
                 tables[kind][name] = np.clip(column, -TIME_LIMIT_NS, TIME_LIMIT_NS - 1)
-
-
-def _first_fit(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Lane numbers for intervals sorted by start: the lowest lane free at each start."""
-    n = len(start)
-    if n == 0:
-        return np.zeros(0, dtype=np.int32)
-    running_end = np.maximum.accumulate(end)
-    if n == 1 or np.all(running_end[:-1] <= start[1:]):
-        return np.zeros(n, dtype=np.int32)  # the common case: nothing overlaps
-    # Heaps, not a scan of every lane per op: thousands of ops running at once (a file
-    # that repeats one event) would make the scan quadratic. Starts only grow, so a lane
-    # free at one start stays free for the next ones: the lowest free lane is the first
-    # fit a scan would find.
-    result = np.zeros(n, dtype=np.int32)
-    busy: list[tuple[int, int]] = []  # (end, lane) of lanes in use
-    free: list[int] = []              # lanes free again, lowest first
-    lanes = 0
-    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
-        while busy and busy[0][0] <= s:
-            heapq.heappush(free, heapq.heappop(busy)[1])
-        if free:
-            lane = heapq.heappop(free)
-        else:
-            lane, lanes = lanes, lanes + 1
-        heapq.heappush(busy, (e, lane))
-        result[i] = lane
-    return result
 
 
 def _sort_by_parent(columns: dict[str, np.ndarray], parent: str) -> None:

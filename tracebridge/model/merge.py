@@ -12,8 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .builder import Strings
+from .schema import NO_STEP, TABLE_COLUMNS, is_string_column
 from .table import Table
-from .trace import _STRING_COLUMNS, NO_STEP, TABLE_COLUMNS, Lane, Trace
+from .trace import Lane, Trace
 
 _OP_REFERENCES = {"ops": (), "inputs": ("op",), "outputs": ("op",), "memory": ("op",),
                   "transfers": ("op",), "aliases": ("op",), "event_stats": ("op",),
@@ -55,7 +56,7 @@ def merge_traces(traces: Sequence[Trace], metadata: dict | None = None) -> Trace
             table = trace.table(kind)
             for column in cols:
                 values = table[column].astype(np.int64) if table[column].dtype.kind in "iu" else table[column]
-                if column in _STRING_COLUMNS.get(kind, ()):
+                if is_string_column(kind, column):
                     values = string_map[values]
                 elif column in _OP_REFERENCES[kind]:
                     values = values + op_offset

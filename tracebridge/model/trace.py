@@ -1,32 +1,14 @@
 """The normalized step-stats model: one immutable, columnar ``Trace`` for every source.
 
 A trace is a handful of small objects (devices, lanes, steps, metadata) and a few column
-tables of events. All times are integer nanoseconds since the Unix epoch; names are ids
-into one string table. Every table is read-only and every filter returns a new trace, so
-a trace handed to a writer or an analysis can never change under it.
+tables of events (their columns, categories and flags: :mod:`.schema`). All times are
+integer nanoseconds since the Unix epoch; names are ids into one string table. Every table
+is read-only and every filter returns a new trace, so a trace handed to a writer or an
+analysis can never change under it.
 
-Tables and their columns (``*`` marks a string id, ``op`` a row of ``ops``):
-
-    ops          name* op_type* kernel* label* start_ns end_ns op_start_ns op_end_ns
-                 scheduled_ns thread_id device lane step block flags category
-                 temp_bytes persistent_bytes device_temp_bytes device_persistent_bytes
-    inputs       op name*                     (control inputs keep their "^")
-    outputs      op slot dtype shape* requested_bytes allocated_bytes allocator*
-                 allocation_id ptr flags
-    memory       op allocator* total_bytes peak_bytes live_bytes allocator_bytes_in_use
-    allocations  memory time_ns bytes         (records of one ``memory`` row; frees < 0)
-    transfers    op bytes rate_bps src* dst* tensor*
-    counters     allocator* time_ns bytes_in_use
-    aliases      op name*                     (the source's name for an op, where it differs:
-                                               GPU tracer records annotated ``@@op#``)
-    event_stats  op key* value*               (XSpace stats of an event, as text)
-    links        producer consumer kind*       (XSpace: work handed across threads, tf.data
-                                               elements; both ends are op rows)
-
-``ops.category`` says what a row is: a TF op kernel run by an executor (``OP``), a kernel
-or copy on an accelerator (``DEVICE``, ``MEMCPY``), or, from XSpace, a host annotation
-(``HOST``: TraceMe events such as ``EagerExecute``), a Python function (``PYTHON``) or a
-tf.data iterator event (``DATA``). Summaries and comparisons count ``OP`` rows by default.
+The model imports nothing above it. A trace's conveniences (``save``, ``summary``,
+``to_html``, ...) call the :class:`Consumers` that :mod:`tracebridge.formats` installs when
+the package is imported.
 """
 
 from __future__ import annotations
@@ -36,32 +18,44 @@ import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .devices import Device
+from .schema import NO_STEP, TABLE_COLUMNS, is_string_column
 from .table import Table, child_take, offsets_of
 
-if TYPE_CHECKING:  # the writers and analyses import the model, never the reverse at import time
-    from ..analysis.summary import Summary
 
-# ops.flags bits
-HAS_NANOS = 1            # the source gave nanosecond fields (else micros only)
-HAS_MEMORY_STATS = 2     # the source had a memory_stats message, even an empty one
-HAS_SCHEDULED = 4        # scheduled_ns came from the source
-LABEL_CANONICAL = 8      # the label is "name = kernel(inputs)" and is not stored (label id 0)
-# outputs.flags bits
-OUT_HAS_DESCRIPTION = 1
-OUT_HAS_SHAPE = 2
-OUT_HAS_ALLOCATION = 4
-OUT_SINGLE_REFERENCE = 8
+class Consumers(Protocol):
+    """What a trace's conveniences call in the layers above the model (writers, analyses),
+    through the one registry that installs it (:mod:`tracebridge.formats`)."""
 
-NO_STEP = -1
+    def save(self, trace: "Trace", path: str | PathLike, /, **options: Any) -> None: ...
 
-# ops.category values
-OP, DEVICE, MEMCPY, HOST, PYTHON, DATA = range(6)
-CATEGORY_NAMES = ("op", "device", "memcpy", "host", "python", "data")
+    def to_run_metadata(self, trace: "Trace") -> Any: ...
+
+    def to_tensorboard(self, trace: "Trace", logdir: str | PathLike, /, *, run: str | None) -> dict[str, str]: ...
+
+    def notebook_html(self, trace: "Trace") -> str: ...
+
+    def summary(self, trace: "Trace", /, *, top: int | None) -> Any: ...
+
+    def info(self, trace: "Trace") -> dict[str, Any]: ...
+
+
+_consumers: Consumers | None = None
+
+
+def install_consumers(consumers: Consumers) -> None:
+    global _consumers
+    _consumers = consumers
+
+
+def _installed() -> Consumers:
+    if _consumers is None:  # only while tracebridge/__init__.py itself runs
+        raise RuntimeError("tracebridge is still being imported: its writers are not installed yet")
+    return _consumers
 
 
 @dataclass(frozen=True)
@@ -107,38 +101,6 @@ class Op:
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
-
-
-_OP_COLUMNS = {
-    "name": np.int32, "op_type": np.int32, "kernel": np.int32, "label": np.int32,
-    "start_ns": np.int64, "end_ns": np.int64, "op_start_ns": np.int64, "op_end_ns": np.int64,
-    "scheduled_ns": np.int64, "thread_id": np.uint32, "device": np.int32, "lane": np.int32,
-    "step": np.int32, "block": np.int32, "flags": np.uint8, "category": np.uint8,
-    "temp_bytes": np.int64, "persistent_bytes": np.int64,
-    "device_temp_bytes": np.int64, "device_persistent_bytes": np.int64,
-}
-TABLE_COLUMNS: dict[str, dict[str, Any]] = {
-    "ops": _OP_COLUMNS,
-    "inputs": {"op": np.int32, "name": np.int32},
-    "outputs": {
-        "op": np.int32, "slot": np.int32, "dtype": np.int32, "shape": np.int32,
-        "requested_bytes": np.int64, "allocated_bytes": np.int64, "allocator": np.int32,
-        "allocation_id": np.int64, "ptr": np.uint64, "flags": np.uint8,
-    },
-    "memory": {
-        "op": np.int32, "allocator": np.int32, "total_bytes": np.int64, "peak_bytes": np.int64,
-        "live_bytes": np.int64, "allocator_bytes_in_use": np.int64,
-    },
-    "allocations": {"memory": np.int32, "time_ns": np.int64, "bytes": np.int64},
-    "transfers": {
-        "op": np.int32, "bytes": np.int64, "rate_bps": np.float64, "src": np.int32,
-        "dst": np.int32, "tensor": np.int32,
-    },
-    "counters": {"allocator": np.int32, "time_ns": np.int64, "bytes_in_use": np.int64},
-    "aliases": {"op": np.int32, "name": np.int32},
-    "event_stats": {"op": np.int32, "key": np.int32, "value": np.int32},
-    "links": {"producer": np.int32, "consumer": np.int32, "kind": np.int32},
-}
 
 
 def empty_table(kind: str) -> Table:
@@ -346,23 +308,22 @@ class Trace:
         return Trace(strings=self.strings, devices=self.devices, lanes=self.lanes, steps=self.steps,
                      tables=self._tables, metadata={**self.metadata, **entries})
 
-    # --- consumers (imported lazily: the model does not depend on them) ------------------
-    def summary(self, top: int | None = None) -> "Summary":
+    # --- conveniences: the installed consumers do the work -----------------------------
+    def summary(self, top: int | None = None):
         """Time per op, op type and device: see :class:`tracebridge.analysis.summary.Summary`."""
-        from ..analysis.summary import summarize
-        return summarize(self, top=top)
+        return _installed().summary(self, top=top)
 
     def to_chrome(self, path: str | PathLike, *, dataflow: bool = True, memory: bool = False,
-                  progress=None) -> None:
-        """Write a Chrome trace (``.json`` or ``.json.gz``) for chrome://tracing and Perfetto."""
-        from ..writers.chrome import write_chrome
-        write_chrome(self, path, dataflow=dataflow, memory=memory, progress=progress)
+                  progress=None, workers: int | None = None) -> None:
+        """Write a Chrome trace (``.json`` or ``.json.gz``) for chrome://tracing and Perfetto;
+        ``workers``: see :func:`tracebridge.writers.chrome.write_chrome`."""
+        _installed().save(self, path, to="chrome", dataflow=dataflow, memory=memory, progress=progress,
+                          workers=workers)
 
     def to_run_metadata(self):
         """All steps as one ``RunMetadata`` message (tracebridge's own schema; its bytes
         are what ``tf.compat.v1.RunMetadata.FromString`` reads)."""
-        from ..writers.stepstats import to_run_metadata
-        return to_run_metadata(self)
+        return _installed().to_run_metadata(self)
 
     def to_step_stats(self):
         return self.to_run_metadata().step_stats
@@ -370,31 +331,25 @@ class Trace:
     def to_html(self, path: str | PathLike, *, device_pattern: str | None = None,
                 title: str | None = None) -> None:
         """Write the standalone HTML timeline (tfvis's successor): one file, no network."""
-        from ..writers.html import write_html
-        write_html(self, path, device_pattern=device_pattern, title=title)
+        _installed().save(self, path, to="html", device_pattern=device_pattern, title=title)
 
     def _repr_html_(self) -> str:
         """The timeline in a sandboxed iframe (notebooks); traces above 300k ops get a hint."""
-        from ..writers import html
-        return html.notebook_html(self)
+        return _installed().notebook_html(self)
 
     def to_tensorboard(self, logdir: str | PathLike, *, run: str | None = None) -> dict[str, str]:
         """Write an event file (one ``tagged_run_metadata`` per step) and an XSpace under
         ``logdir/plugins/profile/<run>/`` for TensorBoard's graph dashboard and xprof."""
-        from ..writers.tensorboard import write_tensorboard
-        return write_tensorboard(self, logdir, run=run)
+        return _installed().to_tensorboard(self, logdir, run=run)
 
     def save(self, path: str | PathLike, **options: Any) -> None:
-        """Write to ``path`` in the format its suffix names: ``.json``/``.json.gz``
-        (Chrome trace), ``.pb`` (RunMetadata), ``.pbtxt`` (RunMetadata as text),
-        ``.xplane.pb`` (XSpace) or ``.html`` (timeline view)."""
-        from ..writers import save
-        save(self, path, **options)
+        """Write to ``path`` in the format its suffix names (or ``to=``): see
+        :func:`tracebridge.formats.save` for the formats and the options each takes."""
+        _installed().save(self, path, **options)
 
     def info(self) -> dict[str, Any]:
         """Counts and extents, as ``tracebridge info`` prints them."""
-        from ..analysis.summary import describe
-        return describe(self)
+        return _installed().info(self)
 
     def __repr__(self) -> str:
         return (f"<Trace {self.source_format}: {len(self)} ops, {len(self.steps)} steps, "
@@ -413,7 +368,7 @@ class Trace:
                 return False
             for column in columns:
                 a, b = mine[column], theirs[column]
-                if _is_string_column(kind, column):
+                if is_string_column(kind, column):
                     if [self.strings[i] for i in a.tolist()] != [other.strings[i] for i in b.tolist()]:
                         return False
                 elif not np.array_equal(a, b):
@@ -421,15 +376,3 @@ class Trace:
         return True
 
     __hash__ = None  # type: ignore[assignment]
-
-
-_STRING_COLUMNS = {
-    "ops": {"name", "op_type", "kernel", "label"}, "inputs": {"name"},
-    "outputs": {"shape", "allocator"}, "memory": {"allocator"},
-    "transfers": {"src", "dst", "tensor"}, "counters": {"allocator"}, "aliases": {"name"},
-    "event_stats": {"key", "value"}, "links": {"kind"},
-}
-
-
-def _is_string_column(kind: str, column: str) -> bool:
-    return column in _STRING_COLUMNS.get(kind, ())

@@ -15,15 +15,24 @@ import re
 
 import numpy as np
 
-from ..errors import TraceFormatError
-from . import one_line
+from ..errors import TraceFormatError, one_line
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
-from ..model.trace import HAS_NANOS, LABEL_CANONICAL, OP, Trace
-from ..writers.chrome import CHROME_CATEGORIES
+from ..model.schema import Category, OpFlag
+from ..model.trace import Trace
+from ..options import Parallelism
+from .sources import Source, gunzip, is_gzip
 
 _INPUT_KEY = re.compile(r"input([0-9]{1,9})\Z")  # longer numbers are not input slots
 _STEPS, _ALLOCATORS = "Steps", "Allocators"
-_CATEGORY_OF_CAT = {name: value for value, name in enumerate(CHROME_CATEGORIES)}
+# Categories and flags are plain ints in the loop over events (model/schema.py says why).
+_CATEGORY_OF_CAT = {category.chrome: int(category) for category in Category}
+_OP = int(Category.OP)
+
+
+def read(source: Source, parallelism: Parallelism) -> Trace:
+    """A Chrome trace file, gzipped or not."""
+    data = gunzip(source.data, source.path) if is_gzip(source.data) else source.data
+    return read_chrome(parse_json(data, source.path), source.path)
 
 
 def parse_json(text: str | bytes, path=None):
@@ -123,7 +132,8 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
         step_ids = [builder.step(i) for i in range(len(boundaries))]
     order = np.argsort([start for start in boundaries], kind="stable") if boundaries else []
     sorted_starts = np.array(boundaries, dtype=np.int64)[order] if boundaries else np.zeros(0, np.int64)
-    flags = LABEL_CANONICAL | (HAS_NANOS if ours else 0)
+    flags = int(OpFlag.LABEL_CANONICAL | (OpFlag.HAS_NANOS if ours else 0))
+    plain = flags & ~int(OpFlag.LABEL_CANONICAL)  # labels that are not "name = kernel(inputs)"
     for device_name, pid, tid, ts, end, event, args in ops:
         device = builder.device(device_name, hosts.get(pid))
         name = _text(args.get("name", event.get("name", "")))
@@ -137,10 +147,10 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
             position = int(np.searchsorted(sorted_starts, ts, side="right")) - 1
             step = step_ids[int(order[max(position, 0)])]
         cat = event.get("cat")
-        category = _CATEGORY_OF_CAT.get(cat, OP) if isinstance(cat, str) else OP
+        category = _CATEGORY_OF_CAT.get(cat, _OP) if isinstance(cat, str) else _OP
         op = builder.add_op(name=name, op_type=kernel, kernel=kernel, start_ns=ts, end_ns=end,
                             device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
-                            flags=flags if name != "RecvTensor" and category == OP else flags & ~LABEL_CANONICAL)
+                            flags=flags if name != "RecvTensor" and category == _OP else plain)
         if "bytes" in args and "src" in args:
             where = f"op {name!r}"
             builder.add_row("transfers", op=op, bytes=_int(args.get("bytes"), path, where, "transfer bytes"),

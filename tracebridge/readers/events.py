@@ -13,8 +13,10 @@ import struct
 
 from .. import protos
 from ..errors import TraceFormatError
-from ..tfrecord import masked_crc32c
 from ..model.trace import Trace
+from ..options import Parallelism
+from ..tfrecord import masked_crc32c
+from .sources import Source
 from .stepstats import read_run_metadatas
 
 _STEP_IN_TAG = re.compile(r"(\d+)$")
@@ -46,10 +48,10 @@ def read_records(data: bytes, path=None) -> tuple[list[tuple[int, bytes]], str |
     return records, None
 
 
-def read_event_files(files: list[tuple[str, bytes]], path=None) -> Trace:
-    """One or more event files (name, bytes), in order; each tagged RunMetadata is a step."""
+def read(source: Source, parallelism: Parallelism) -> Trace:
+    """An event file, or a folder's event files in order; each tagged RunMetadata is a step."""
     runs, notes = [], []
-    for name, data in files:
+    for name, data in ((file.path, file.data) for file in source.files):
         records, note = read_records(data, name)
         if note:
             notes.append(f"{name}: {note}")
@@ -68,8 +70,8 @@ def read_event_files(files: list[tuple[str, bytes]], path=None) -> Trace:
     if not runs:
         raise TraceFormatError(
             "event file holds no run metadata (no tagged_run_metadata events); TF2 profiles are "
-            "the .xplane.pb files under plugins/profile/", path=path or files[0][0])
+            "the .xplane.pb files under plugins/profile/", path=source.path)
     metadata = {"source_format": "events"}
     if notes:
         metadata["warnings"] = "; ".join(notes)
-    return read_run_metadatas(runs, metadata, path=path or files[0][0])
+    return read_run_metadatas(runs, metadata, path=source.path, parallelism=parallelism)

@@ -17,8 +17,11 @@ import io
 import pickle
 import pickletools
 
-from ..errors import TraceFormatError, UnsafePickleError
-from . import one_line
+from ..errors import TraceFormatError, UnsafePickleError, one_line
+from ..model.trace import Trace
+from ..options import Parallelism
+from .sources import Source
+from .stepstats import read_run_metadatas
 
 _MESSAGES = {
     ("tensorflow.core.protobuf.config_pb2", "RunMetadata"): "RunMetadata",
@@ -66,6 +69,13 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         raise UnsafePickleError("pickle uses persistent ids; refused")
+
+
+def read(source: Source, parallelism: Parallelism) -> Trace:
+    """A tfvis pickle: each message in it is a step."""
+    messages = read_pickle(source.data, source.path)
+    return read_run_metadatas([(i, "", blob) for i, (_, blob) in enumerate(messages)],
+                              {"source_format": "pickle"}, path=source.path, parallelism=parallelism)
 
 
 def read_pickle(data: bytes, path=None) -> list[tuple[str, bytes]]:

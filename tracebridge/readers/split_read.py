@@ -3,7 +3,8 @@
 A forked worker reads the second half of the chunks into a :class:`_Recording` (the rows
 it would have added, with its own new strings), while this process reads the first half;
 then the recording is replayed after it. The chunks are the same as in one process, so
-the trace is the same, string ids included. Forking follows :mod:`tracebridge._fork`.
+the trace is the same, string ids included. Whether to fork is the caller's
+:class:`~tracebridge.options.Parallelism`; :mod:`tracebridge._fork` does the forking.
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ from itertools import islice
 
 import numpy as np
 
-from .._fork import ChildFailed, ForkedJob, automatic_fork_ok, workers_setting
+from .._fork import ChildFailed, ForkedJob
 from ..model.builder import TraceBuilder
-from ..model.trace import TABLE_COLUMNS, _is_string_column
+from ..model.schema import TABLE_COLUMNS, is_string_column
+from ..options import Parallelism
 from .wire import intern_all
 
 PARALLEL_MIN_NODES = 60_000
 
 
-def read_chunks(builder: TraceBuilder, chunks: list[tuple[int, int]], read, nodes: int) -> None:
+def read_chunks(builder: TraceBuilder, chunks: list[tuple[int, int]], read, nodes: int,
+                parallelism: Parallelism) -> None:
     """``read(target, chunks)`` for all chunks into ``builder``, with two processes when
-    there are enough nodes and forking is allowed."""
+    ``parallelism`` splits this many nodes."""
     # Two processes: a forked worker reads the second half of the chunks into a
     # recording, this process the first half; then the recording is added after it.
     # Chunks are the same as in one process, so the trace is the same, string ids too.
@@ -41,7 +44,7 @@ def read_chunks(builder: TraceBuilder, chunks: list[tuple[int, int]], read, node
         read(recorder, chunks[split:])
         return recorder.recording()
 
-    if len(chunks) < 2 or not _use_worker(nodes):
+    if len(chunks) < 2 or not parallelism.splits(nodes, PARALLEL_MIN_NODES):
         read(builder, chunks)
         return
     fd, result_path = tempfile.mkstemp(prefix="tracebridge-", suffix=".pickle")
@@ -72,15 +75,6 @@ def read_chunks(builder: TraceBuilder, chunks: list[tuple[int, int]], read, node
     finally:
         with contextlib.suppress(OSError):
             os.unlink(result_path)
-
-
-def _use_worker(nodes: int) -> bool:
-    """Whether to read with a second process: many nodes and forking allowed (see
-    :mod:`tracebridge._fork`), unless ``TRACEBRIDGE_WORKERS`` decides."""
-    setting = workers_setting()
-    if setting is not None:
-        return setting >= 2 and hasattr(os, "fork")
-    return nodes >= PARALLEL_MIN_NODES and automatic_fork_ok()
 
 
 class _Recorder:
@@ -134,7 +128,7 @@ class _Recording:
         memory_base = builder.rows("memory")
         for action, kind, values, texts in self.records:
             if action == "extend":
-                values = {c: remap[v] if _is_string_column(kind, c) else v for c, v in values.items()}
+                values = {c: remap[v] if is_string_column(kind, c) else v for c, v in values.items()}
                 if kind == "allocations":
                     values["memory"] = values["memory"] + memory_base
                 builder.extend(kind, **values)
@@ -163,5 +157,3 @@ def _load_outcome(path: str):
     process into a private temporary file (mode 0600), never input data."""
     with open(path, "rb") as handle:
         return pickle.load(handle)
-
-

@@ -1,8 +1,9 @@
-"""RunMetadata / StepStats (binary or text) into the model.
+"""RunMetadata / StepStats, binary, into the model.
 
 Binary messages are decoded with :mod:`.wire`, level by level, over the whole input at
-once; text dumps are parsed with protobuf's text format into tracebridge's own schema and
-then take the same binary path, so there is one decoder to trust.
+once, with field numbers from tracebridge's schema (:mod:`tracebridge.protos`); text dumps
+(:mod:`.pbtxt`) and pickles (:mod:`.pickles`) become binary messages and take the same
+path, so there is one decoder to trust.
 
 The time fields: TF 2.21 fills ``all_start_nanos`` and the ``*_rel_nanos`` fields on every
 node from a local executor; TF 1.x files and the RPC layer's ``RecvTensor`` records have
@@ -15,8 +16,8 @@ label; ``RecvTensor`` labels are ``[<bytes>B] [<rate>] edge_<id>_<tensor> from <
 Speed (a million node_stats in about 4 s on 2 cores): nodes are read in chunks; labels of
 the usual form are taken apart in bulk, as bytes, and only the others one by one; from
 ``split_read.PARALLEL_MIN_NODES`` on, a forked worker reads the second half of the chunks and hands
-its rows back through a temporary file (``TRACEBRIDGE_WORKERS=1`` turns that off). The
-result is the same either way, string ids included.
+its rows back through a temporary file, as the caller's :class:`~tracebridge.options.Parallelism`
+allows. The result is the same either way, string ids included.
 """
 
 from __future__ import annotations
@@ -28,67 +29,62 @@ from itertools import repeat
 
 import numpy as np
 
+from .. import protos
 from ..errors import TraceFormatError
-from . import one_line
 from ..model.builder import TIME_LIMIT_NS, UNASSIGNED, TraceBuilder
-from ..model.trace import (HAS_MEMORY_STATS, HAS_NANOS, HAS_SCHEDULED, LABEL_CANONICAL, OUT_HAS_ALLOCATION,
-                           OUT_HAS_DESCRIPTION, OUT_HAS_SHAPE, OUT_SINGLE_REFERENCE, Trace)
+from ..model.schema import OpFlag, OutputFlag
+from ..model.trace import Trace
+from ..options import Parallelism
+from .sources import Source
 from .split_read import read_chunks
-from .wire import LENGTH, Buffer, Fields, WireError, as_signed, decode, intern_all, intern_strings, strings
+from .wire import (LENGTH, Buffer, Fields, WireError, as_signed, decode, intern_all, intern_strings, strings,
+                   strings_per_message)
 
 _RECV = re.compile(
     r"\[(?P<bytes>\d+)B\]\s*\[(?P<rate>[\d.]+)(?P<unit>[KMG]?)b/s\]\s*(?P<edge>\S+)"
     r"\s+from\s+(?P<src>\S+)\s+to\s+(?P<dst>\S+)")
 _UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
 _RECV_LABEL_MAX = 4096
-# NodeExecStats field numbers
-_NAME, _START_US, _OP_START_US, _OP_END_US, _END_US = 1, 2, 3, 4, 5
-_MEMORY, _OUTPUT, _LABEL, _SCHED_US, _THREAD, _MEMORY_STATS = 6, 7, 8, 9, 10, 12
-_START_NS, _OP_START_NS, _OP_END_NS, _END_NS, _SCHED_NS = 13, 14, 15, 16, 17
+_RUN_METADATA = protos.field_numbers("tensorflow.RunMetadata")
+_STEP_STATS = protos.field_numbers("tensorflow.StepStats")
+_DEVICE = protos.field_numbers("tensorflow.DeviceStepStats")
+_THREAD_NAME = protos.field_numbers("tensorflow.DeviceStepStats.ThreadNamesEntry")
+_GRAPH = protos.field_numbers("tensorflow.GraphDef")
+_GRAPH_NODE = protos.field_numbers("tensorflow.NodeDef")
+_NODE = protos.field_numbers("tensorflow.NodeExecStats")
+_MEMORY_STATS = protos.field_numbers("tensorflow.MemoryStats")
+_OUTPUT = protos.field_numbers("tensorflow.NodeOutput")
+_TENSOR = protos.field_numbers("tensorflow.TensorDescription")
+_ALLOCATION = protos.field_numbers("tensorflow.AllocationDescription")
+_SHAPE = protos.field_numbers("tensorflow.TensorShapeProto")
+_DIM = protos.field_numbers("tensorflow.TensorShapeProto.Dim")
+_MEMORY = protos.field_numbers("tensorflow.AllocatorMemoryUsed")
+_RECORD = protos.field_numbers("tensorflow.AllocationRecord")
 # Nodes decoded at once: at most _CHUNK (bounds the decoder's temporary arrays), at least
 # _MIN_CHUNK (numpy's per-call overhead), else an eighth of the nodes, so that two processes
 # can share the work. Chunks depend on the input only, so one process or two read the same.
 _CHUNK = 100_000
 _MIN_CHUNK = 20_000
 _US_LIMIT = TIME_LIMIT_NS // 1000  # microsecond times beyond this would wrap around when scaled
-# From this many nodes on, two processes read (see _add_devices).
 
 
-def text_to_bytes(text: str, path=None) -> bytes:
-    """``str(run_metadata)`` or ``str(step_stats)`` dumps, as binary RunMetadata."""
-    from google.protobuf import text_format  # only text dumps need protobuf
-
-    from .. import protos
-    head = text.lstrip()[:64]
-    target = protos.StepStats() if head.startswith("dev_stats") else protos.RunMetadata()
-    try:
-        # Unknown fields (graph attrs, cost graphs) are skipped; what tracebridge uses is defined.
-        text_format.Parse(text, target, allow_unknown_field=True)
-    except text_format.ParseError as error:
-        line, column = error.GetLine(), error.GetColumn()
-        reason = str(error)
-        if line is not None and reason.startswith(f"{line}:{column} : "):
-            reason = reason[len(f"{line}:{column} : "):]  # the place goes to ``where``
-        raise TraceFormatError(f"not a RunMetadata text dump: {one_line(reason)}", path=path,
-                               where=f"line {line} column {column}" if line is not None else None) from None
-    except RecursionError:  # the parser recurses into nested (unknown) messages
-        raise TraceFormatError("not a RunMetadata text dump: messages nested too deeply", path=path) from None
-    if target.DESCRIPTOR.name == "StepStats":
-        run_metadata = protos.RunMetadata()
-        run_metadata.step_stats.CopyFrom(target)
-        target = run_metadata
-    return target.SerializeToString()
+def read(source: Source, parallelism: Parallelism) -> Trace:
+    """A binary RunMetadata or StepStats file."""
+    return read_run_metadatas([(0, "", source.data)], {"source_format": "runmetadata"}, path=source.path,
+                              parallelism=parallelism)
 
 
 def read_run_metadatas(runs: Iterable[tuple[int, str, bytes]], metadata: dict, path=None,
-                       op_types: dict[str, str] | None = None) -> Trace:
+                       op_types: dict[str, str] | None = None,
+                       parallelism: Parallelism = Parallelism()) -> Trace:
     """Serialized RunMetadata (or StepStats) messages, each one step:
     ``(step_number, step_name, data)``. ``op_types`` maps node names to graph op types
     (a capture knows its graph); partition graphs in the messages are used otherwise."""
     builder = TraceBuilder(metadata)
     for number, name, data in runs:
         try:
-            add_run_metadata(builder, data, step=builder.step(number, name), op_types=op_types)
+            _add_run_metadata(builder, data, step=builder.step(number, name), op_types=op_types,
+                              parallelism=parallelism)
         except WireError as error:
             raise error.to_format_error(path, "RunMetadata") from None
     if builder.op_count == 0 and not builder.device_list:
@@ -96,26 +92,28 @@ def read_run_metadatas(runs: Iterable[tuple[int, str, bytes]], metadata: dict, p
     return builder.build()
 
 
-def add_run_metadata(builder: TraceBuilder, raw: bytes, *, step: int, host: str | None = None,
-                     op_types: dict[str, str] | None = None) -> None:
+def _add_run_metadata(builder: TraceBuilder, raw: bytes, *, step: int, op_types: dict[str, str] | None,
+                      parallelism: Parallelism) -> None:
     """Decode one serialized RunMetadata or StepStats into ``builder`` as step ``step``."""
     top = decode(raw, [0], [len(raw)])
-    _, starts, ends = top.spans(1)
+    # RunMetadata.step_stats and StepStats.dev_stats share field number 1: what it holds
+    # tells the two messages apart.
+    _, starts, ends = top.spans(_RUN_METADATA.step_stats)
     level = decode(raw, starts, ends)
-    if _is_device_list(raw, level):      # a bare StepStats: field 1 is DeviceStepStats
+    if _is_device_list(raw, level):      # a bare StepStats: its field 1 is DeviceStepStats
         devices = level, starts, ends
-    else:                                # RunMetadata: field 1 is StepStats
-        _, dev_starts, dev_ends = level.spans(1)
+    else:                                # RunMetadata: its field 1 is StepStats
+        _, dev_starts, dev_ends = level.spans(_STEP_STATS.dev_stats)
         devices = decode(raw, dev_starts, dev_ends), dev_starts, dev_ends
         if op_types is None:
             op_types = _graph_op_types(raw, top)
-    _add_devices(builder, raw, *devices, step=step, op_types=op_types or {}, host=host)
+    _add_devices(builder, raw, *devices, step=step, op_types=op_types or {}, parallelism=parallelism)
 
 
 def _is_device_list(raw: bytes, fields: Fields) -> bool:
     """True when the messages decoded in ``fields`` look like DeviceStepStats: their
-    field 1 is a printable device name."""
-    mask = (fields.field == 1) & (fields.wire_type == LENGTH)
+    device name field is a printable device name."""
+    mask = (fields.field == _DEVICE.device) & (fields.wire_type == LENGTH)
     if not mask.any():
         return False
     start = int(fields.offset[mask][0])
@@ -128,29 +126,16 @@ def _is_device_list(raw: bytes, fields: Fields) -> bool:
 
 
 def _graph_op_types(raw: bytes, top: Fields) -> dict[str, str]:
-    """Node name -> graph op type from the partition graphs (RunMetadata field 3)."""
-    _, starts, ends = top.spans(3)
+    """Node name -> graph op type from the partition graphs."""
+    _, starts, ends = top.spans(_RUN_METADATA.partition_graphs)
     if not len(starts):
         return {}
     graphs = decode(raw, starts, ends)
-    _, node_starts, node_ends = graphs.spans(1)
+    _, node_starts, node_ends = graphs.spans(_GRAPH.node)
     nodes = decode(raw, node_starts, node_ends)
-    names = _strings_per_message(raw, nodes, 1, len(node_starts))
-    types = _strings_per_message(raw, nodes, 2, len(node_starts))
+    names = strings_per_message(raw, nodes, _GRAPH_NODE.name, len(node_starts))
+    types = strings_per_message(raw, nodes, _GRAPH_NODE.op, len(node_starts))
     return dict(zip(names, types))
-
-
-def _strings_per_message(raw: bytes, fields: Fields, number: int, count: int) -> list[str]:
-    """A singular string field, one per message ('' where absent)."""
-    messages, starts, ends = fields.spans(number)
-    texts = strings(raw, starts, ends)
-    if len(messages) == count and (count == 0 or messages[-1] == count - 1) and \
-            np.all(messages[1:] > messages[:-1]):
-        return texts  # the usual case: the field once in every message
-    out = [""] * count
-    for m, text in zip(messages.tolist(), texts):
-        out[m] = text
-    return out
 
 
 def _interned_per_message(builder: TraceBuilder, raw: bytes, fields: Fields, number: int,
@@ -163,13 +148,12 @@ def _interned_per_message(builder: TraceBuilder, raw: bytes, fields: Fields, num
 
 
 def _add_devices(builder: TraceBuilder, raw: bytes, dev_fields: Fields, dev_starts, dev_ends, *,
-                 step: int, op_types: dict[str, str], host: str | None) -> None:
-    names = _strings_per_message(raw, dev_fields, 1, len(dev_starts))
-    node_owner, node_starts, node_ends = dev_fields.spans(2)
-    _add_thread_names(builder, raw, dev_fields, names, host)
-    blocks = np.arange(len(names)) + builder.blocks
-    builder.blocks += len(names)
-    device_ids = np.array([builder.device(n, host) for n in names], dtype=np.int64)
+                 step: int, op_types: dict[str, str], parallelism: Parallelism) -> None:
+    names = strings_per_message(raw, dev_fields, _DEVICE.device, len(dev_starts))
+    node_owner, node_starts, node_ends = dev_fields.spans(_DEVICE.node_stats)
+    _add_thread_names(builder, raw, dev_fields, names)
+    blocks = np.array([builder.new_block() for _ in names], dtype=np.int64)
+    device_ids = np.array([builder.device(n) for n in names], dtype=np.int64)
     # GPU tracer devices name their kernels differently (see _kernel_name)
     special = np.array([_is_tracer_device(n) for n in names], dtype=bool)
     total = len(node_starts)
@@ -182,22 +166,22 @@ def _add_devices(builder: TraceBuilder, raw: bytes, dev_fields: Fields, dev_star
             _add_nodes(target, raw, node_starts[lo:hi], node_ends[lo:hi], device_ids[owner], blocks[owner],
                        special[owner], step, op_types)
 
-    read_chunks(builder, chunks, read, total)
+    read_chunks(builder, chunks, read, total, parallelism)
 
 
 def _is_tracer_device(name: str) -> bool:
     return "/stream:" in name or "/memcpy" in name
 
 
-def _add_thread_names(builder, raw, dev_fields: Fields, names: list[str], host) -> None:
-    owner, starts, ends = dev_fields.spans(3)
+def _add_thread_names(builder, raw, dev_fields: Fields, names: list[str]) -> None:
+    owner, starts, ends = dev_fields.spans(_DEVICE.thread_names)
     if not len(starts):
         return
     entries = decode(raw, starts, ends)
-    keys = entries.scalar(1, len(starts))
-    values = _strings_per_message(raw, entries, 2, len(starts))
+    keys = entries.scalar(_THREAD_NAME.key, len(starts))
+    values = strings_per_message(raw, entries, _THREAD_NAME.value, len(starts))
     for device_index, key, value in zip(owner.tolist(), keys.tolist(), values):
-        builder.lane_names[(builder.device(names[device_index], host), key)] = value
+        builder.name_lane(builder.device(names[device_index]), key, value)
 
 
 def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, blocks,
@@ -213,18 +197,19 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
         return np.clip(signed(number), -bound, bound) * scale
 
     half = TIME_LIMIT_NS // 2
-    has_nanos = f.has(_START_NS, n)
+    has_nanos = f.has(_NODE.all_start_nanos, n)
     micros = ~has_nanos
-    start = np.where(has_nanos, ns(_START_NS, 1), ns(_START_US, 1000))
-    op_start = start + np.where(has_nanos, ns(_OP_START_NS, 1, half), ns(_OP_START_US, 1000, half))
-    op_end = start + np.where(has_nanos, ns(_OP_END_NS, 1, half), ns(_OP_END_US, 1000, half))
-    end = start + np.where(has_nanos, ns(_END_NS, 1, half), ns(_END_US, 1000, half))
-    scheduled = np.where(micros, ns(_SCHED_US, 1000), ns(_SCHED_NS, 1))
-    flags = (has_nanos * 1).astype(np.uint8) * HAS_NANOS
-    flags |= (scheduled != 0).astype(np.uint8) * HAS_SCHEDULED
-    flags |= f.has(_MEMORY_STATS, n).astype(np.uint8) * HAS_MEMORY_STATS
-    name_start, name_end = _span_per_message(f, _NAME, n)
-    label_start, label_end = _span_per_message(f, _LABEL, n)
+    start = np.where(has_nanos, ns(_NODE.all_start_nanos, 1), ns(_NODE.all_start_micros, 1000))
+    op_start = start + np.where(has_nanos, ns(_NODE.op_start_rel_nanos, 1, half),
+                                ns(_NODE.op_start_rel_micros, 1000, half))
+    op_end = start + np.where(has_nanos, ns(_NODE.op_end_rel_nanos, 1, half), ns(_NODE.op_end_rel_micros, 1000, half))
+    end = start + np.where(has_nanos, ns(_NODE.all_end_rel_nanos, 1, half), ns(_NODE.all_end_rel_micros, 1000, half))
+    scheduled = np.where(micros, ns(_NODE.scheduled_micros, 1000), ns(_NODE.scheduled_nanos, 1))
+    flags = (has_nanos * 1).astype(np.uint8) * int(OpFlag.HAS_NANOS)
+    flags |= (scheduled != 0).astype(np.uint8) * int(OpFlag.HAS_SCHEDULED)
+    flags |= f.has(_NODE.memory_stats, n).astype(np.uint8) * int(OpFlag.HAS_MEMORY_STATS)
+    name_start, name_end = _span_per_message(f, _NODE.node_name, n)
+    label_start, label_end = _span_per_message(f, _NODE.timeline_label, n)
     node_names = strings(raw, name_start, name_end)
 
     first_op = builder.op_count
@@ -243,7 +228,8 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
     inputs_op = np.repeat(fast + first_op, input_counts)
     inputs_name = intern_all(s, input_texts)
     label_ids = np.zeros(n, dtype=np.int64)
-    flags[fast] |= LABEL_CANONICAL
+    label_canonical = int(OpFlag.LABEL_CANONICAL)
+    flags[fast] |= label_canonical
     types = kernels.copy()
     if op_types:
         graph_types = list(map(op_types.get, fast_names))
@@ -268,7 +254,7 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
             name = node_name
             kernel, inputs, canonical = _parse_label(label, node_name)
             if canonical:  # rebuilt from name, kernel and inputs when written back
-                flags[i] |= LABEL_CANONICAL
+                flags[i] |= label_canonical
             else:
                 label_ids[i] = s[label]
             op = first_op + i
@@ -282,7 +268,7 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
     builder.extend("ops", name=names_col, op_type=types, kernel=kernels,
                    label=label_ids, start_ns=start, end_ns=end,
                    op_start_ns=op_start, op_end_ns=op_end, scheduled_ns=scheduled,
-                   thread_id=f.scalar(_THREAD, n), device=device_ids, lane=np.full(n, UNASSIGNED),
+                   thread_id=f.scalar(_NODE.thread_id, n), device=device_ids, lane=np.full(n, UNASSIGNED),
                    step=np.full(n, step), block=blocks, flags=flags, **memory_stats)
     if slow_op:  # keep the inputs in op order
         inputs_op = np.concatenate([inputs_op, np.array(slow_op, dtype=np.int64)])
@@ -414,19 +400,21 @@ def _first_byte(word: np.ndarray, char: int) -> np.ndarray:
 
 
 def _memory_stats(raw: bytes, f: Fields, n: int) -> dict[str, np.ndarray]:
-    owner, starts, ends = f.spans(_MEMORY_STATS)
-    columns = {k: np.zeros(n, np.int64) for k in
-               ("temp_bytes", "device_temp_bytes", "persistent_bytes", "device_persistent_bytes")}
+    owner, starts, ends = f.spans(_NODE.memory_stats)
+    numbers = {"temp_bytes": _MEMORY_STATS.temp_memory_size,
+               "device_temp_bytes": _MEMORY_STATS.device_temp_memory_size,
+               "persistent_bytes": _MEMORY_STATS.persistent_memory_size,
+               "device_persistent_bytes": _MEMORY_STATS.device_persistent_memory_size}
+    columns = {column: np.zeros(n, np.int64) for column in numbers}
     if len(owner):
         stats = decode(raw, starts, ends)
-        for column, number in (("temp_bytes", 1), ("device_temp_bytes", 2),
-                               ("persistent_bytes", 3), ("device_persistent_bytes", 4)):
+        for column, number in numbers.items():
             columns[column][owner] = as_signed(stats.scalar(number, len(owner), np.uint64))
     return columns
 
 
 def _add_outputs(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) -> None:
-    owner, starts, ends = f.spans(_OUTPUT)
+    owner, starts, ends = f.spans(_NODE.output)
     count = len(owner)
     if not count:
         return
@@ -437,63 +425,66 @@ def _add_outputs(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) ->
     alloc = {k: np.zeros(count, np.int64) for k in
              ("requested_bytes", "allocated_bytes", "allocator", "allocation_id")}
     ptr = np.zeros(count, np.uint64)
-    desc_owner, desc_starts, desc_ends = outputs.spans(3)
+    desc_owner, desc_starts, desc_ends = outputs.spans(_OUTPUT.tensor_description)
     if len(desc_owner):
-        flags[desc_owner] |= OUT_HAS_DESCRIPTION
+        flags[desc_owner] |= int(OutputFlag.HAS_DESCRIPTION)
         desc = decode(raw, desc_starts, desc_ends)
-        dtype[desc_owner] = desc.scalar(1, len(desc_owner))
-        shape_owner, shape_starts, shape_ends = desc.spans(2)
+        dtype[desc_owner] = desc.scalar(_TENSOR.dtype, len(desc_owner))
+        shape_owner, shape_starts, shape_ends = desc.spans(_TENSOR.shape)
         if len(shape_owner):
             rows = desc_owner[shape_owner]
-            flags[rows] |= OUT_HAS_SHAPE
+            flags[rows] |= int(OutputFlag.HAS_SHAPE)
             shape_ids[rows] = intern_strings(raw, shape_starts, shape_ends, builder.strings, _shape_text)
-        alloc_owner, alloc_starts, alloc_ends = desc.spans(4)
+        alloc_owner, alloc_starts, alloc_ends = desc.spans(_TENSOR.allocation_description)
         if len(alloc_owner):
             rows = desc_owner[alloc_owner]
-            flags[rows] |= OUT_HAS_ALLOCATION
+            flags[rows] |= int(OutputFlag.HAS_ALLOCATION)
             a = decode(raw, alloc_starts, alloc_ends)
             m = len(alloc_owner)
-            alloc["requested_bytes"][rows] = as_signed(a.scalar(1, m, np.uint64))
-            alloc["allocated_bytes"][rows] = as_signed(a.scalar(2, m, np.uint64))
-            alloc["allocator"][rows] = _interned_per_message(builder, raw, a, 3, m)
-            alloc["allocation_id"][rows] = as_signed(a.scalar(4, m, np.uint64))
-            single = a.scalar(5, m) != 0
-            flags[rows[single]] |= OUT_SINGLE_REFERENCE
-            ptr[rows] = a.scalar(6, m, np.uint64)
-    builder.extend("outputs", op=owner + first_op, slot=outputs.scalar(1, count), dtype=dtype,
+            alloc["requested_bytes"][rows] = as_signed(a.scalar(_ALLOCATION.requested_bytes, m, np.uint64))
+            alloc["allocated_bytes"][rows] = as_signed(a.scalar(_ALLOCATION.allocated_bytes, m, np.uint64))
+            alloc["allocator"][rows] = _interned_per_message(builder, raw, a, _ALLOCATION.allocator_name, m)
+            alloc["allocation_id"][rows] = as_signed(a.scalar(_ALLOCATION.allocation_id, m, np.uint64))
+            single = a.scalar(_ALLOCATION.has_single_reference, m) != 0
+            flags[rows[single]] |= int(OutputFlag.SINGLE_REFERENCE)
+            ptr[rows] = a.scalar(_ALLOCATION.ptr, m, np.uint64)
+    builder.extend("outputs", op=owner + first_op, slot=outputs.scalar(_OUTPUT.slot, count), dtype=dtype,
                    shape=shape_ids, ptr=ptr, flags=flags, **alloc)
 
 
 def _add_memory(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) -> None:
-    owner, starts, ends = f.spans(_MEMORY)
+    owner, starts, ends = f.spans(_NODE.memory)
     count = len(owner)
     if not count:
         return
     used = decode(raw, starts, ends)
     first_row = builder.rows("memory")
+
+    def signed(number: int, fields: Fields = used, rows: int = count) -> np.ndarray:
+        return as_signed(fields.scalar(number, rows, np.uint64))
+
     builder.extend("memory", op=owner + first_op,
-                   allocator=_interned_per_message(builder, raw, used, 1, count),
-                   total_bytes=as_signed(used.scalar(2, count, np.uint64)),
-                   peak_bytes=as_signed(used.scalar(3, count, np.uint64)),
-                   live_bytes=as_signed(used.scalar(4, count, np.uint64)),
-                   allocator_bytes_in_use=as_signed(used.scalar(5, count, np.uint64)))
-    rec_owner, rec_starts, rec_ends = used.spans(6)
+                   allocator=_interned_per_message(builder, raw, used, _MEMORY.allocator_name, count),
+                   total_bytes=signed(_MEMORY.total_bytes), peak_bytes=signed(_MEMORY.peak_bytes),
+                   live_bytes=signed(_MEMORY.live_bytes),
+                   allocator_bytes_in_use=signed(_MEMORY.allocator_bytes_in_use))
+    rec_owner, rec_starts, rec_ends = used.spans(_MEMORY.allocation_records)
     if len(rec_owner):
         records = decode(raw, rec_starts, rec_ends)
         m = len(rec_owner)
         builder.extend("allocations", memory=rec_owner + first_row,
-                       time_ns=np.clip(as_signed(records.scalar(1, m, np.uint64)), -_US_LIMIT, _US_LIMIT) * 1000,
-                       bytes=as_signed(records.scalar(2, m, np.uint64)))
+                       time_ns=np.clip(signed(_RECORD.alloc_micros, records, m), -_US_LIMIT, _US_LIMIT) * 1000,
+                       bytes=signed(_RECORD.alloc_bytes, records, m))
 
 
 def _shape_text(raw: bytes, start: int, end: int) -> str:
     """The TensorShapeProto at ``raw[start:end]`` as ``"64,128"`` (``""`` for a scalar,
     ``"?"`` for unknown rank; unknown dims are ``-1``)."""
     shape = decode(raw, [start], [end])
-    if shape.scalar(3, 1)[0]:  # unknown_rank
+    if shape.scalar(_SHAPE.unknown_rank, 1)[0]:
         return "?"
-    _, dim_starts, dim_ends = shape.spans(2)
-    sizes = as_signed(decode(raw, dim_starts, dim_ends).scalar(1, len(dim_starts), np.uint64))
+    _, dim_starts, dim_ends = shape.spans(_SHAPE.dim)
+    sizes = as_signed(decode(raw, dim_starts, dim_ends).scalar(_DIM.size, len(dim_starts), np.uint64))
     return ",".join(map(str, sizes.tolist()))
 
 

@@ -446,6 +446,20 @@ def strings(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> list[str]:
     return joined.decode("utf-8", "replace").split("\x00") if pieces else []
 
 
+def strings_per_message(raw: bytes, fields: Fields, number: int, count: int) -> list[str]:
+    """A singular string field as one text per message: ``""`` where absent, the last
+    occurrence where repeated (as protobuf's parser keeps it)."""
+    messages, starts, ends = fields.spans(number)
+    texts = strings(raw, starts, ends)
+    if len(messages) == count and (count == 0 or messages[-1] == count - 1) and \
+            np.all(messages[1:] > messages[:-1]):
+        return texts  # the usual case: the field once in every message
+    out = [""] * count
+    for m, text in zip(messages.tolist(), texts):
+        out[m] = text
+    return out
+
+
 def intern_strings(raw: bytes, starts: np.ndarray, ends: np.ndarray, table: dict,
                    convert=None) -> np.ndarray:
     """Ids in ``table`` (a :class:`~tracebridge.model.builder.Strings`) of the payloads,

@@ -9,7 +9,7 @@ whose name is the string).
 Mapping: every plane with events is a device, every line a lane. Absolute time is
 ``profile_start_time + line.timestamp_ns + offset_ps / 1000``; files without a Task
 Environment plane keep times relative to the profile start. Host events named
-``node:Type`` are TF ops (category ``OP``); other host events are annotations (``HOST``),
+``node:Type`` are TF ops (``Category.OP``); other host events are annotations (``HOST``),
 Python tracer events (``PYTHON``, named ``$file.py:line func``) or tf.data iterator events
 (``DATA``); device-plane events are kernels and copies (``DEVICE``/``MEMCPY``).
 ``MemoryAllocation``/``MemoryDeallocation`` become allocator counters and allocations of
@@ -24,18 +24,36 @@ import struct
 
 import numpy as np
 
+from .. import protos
 from ..errors import TraceFormatError
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
-from ..model.trace import DATA, DEVICE, HAS_NANOS, HOST, LABEL_CANONICAL, MEMCPY, OP, PYTHON, Trace
-from .wire import FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings
+from ..model.schema import Category, OpFlag
+from ..model.trace import Trace
+from ..options import Parallelism
+from .sources import Source
+from .wire import FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings, strings_per_message
 
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
 _MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _TASK_ENVIRONMENT = "Task Environment"
 _EVENT_CHUNK = 500_000
+_SPACE = protos.field_numbers("tensorflow.profiler.XSpace")
+_PLANE = protos.field_numbers("tensorflow.profiler.XPlane")
+_LINE = protos.field_numbers("tensorflow.profiler.XLine")
+_EVENT = protos.field_numbers("tensorflow.profiler.XEvent")
+_STAT = protos.field_numbers("tensorflow.profiler.XStat")
+_EVENT_METADATA = protos.field_numbers("tensorflow.profiler.XEventMetadata")
+_STAT_METADATA = protos.field_numbers("tensorflow.profiler.XStatMetadata")
+_MAP_ENTRY = protos.field_numbers("tensorflow.profiler.XPlane.EventMetadataEntry")  # every map's: key, value
 # XStat value fields: number -> kind
-_STAT_VALUES = {2: "double", 3: "uint64", 4: "int64", 5: "str", 6: "bytes", 7: "ref"}
+_STAT_VALUES = {_STAT.double_value: "double", _STAT.uint64_value: "uint64", _STAT.int64_value: "int64",
+                _STAT.str_value: "str", _STAT.bytes_value: "bytes", _STAT.ref_value: "ref"}
 _PS_LIMIT = 1 << 61  # event offsets and durations are clipped to this (see add_xspace)
+
+
+def read(source: Source, parallelism: Parallelism) -> Trace:
+    """An ``.xplane.pb`` file, or a profile run's files (one per host)."""
+    return read_xspace_files([(file.path, file.data, file.host) for file in source.files], dict(source.metadata))
 
 
 def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict | None = None) -> Trace:
@@ -51,9 +69,9 @@ def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict
         errors += file_errors
         warnings += file_warnings
     if errors:
-        builder.metadata["xspace_errors"] = "; ".join(errors)
+        builder.note(xspace_errors="; ".join(errors))
     if warnings:
-        builder.metadata["xspace_warnings"] = "; ".join(warnings)
+        builder.note(xspace_warnings="; ".join(warnings))
     if not builder.device_list:
         raise TraceFormatError("XSpace holds no planes with events", path=files[0][0])
     return builder.build()
@@ -73,15 +91,15 @@ class _Plane:
 def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) -> tuple[list, list]:
     """Decode one serialized XSpace into ``builder``; returns its errors and warnings."""
     top = decode(raw, [0], [len(raw)])
-    _, plane_starts, plane_ends = top.spans(1)
-    errors = _all_strings(raw, top, 2)
-    warnings = _all_strings(raw, top, 3)
-    hostnames = _all_strings(raw, top, 4)
+    _, plane_starts, plane_ends = top.spans(_SPACE.planes)
+    errors = _all_strings(raw, top, _SPACE.errors)
+    warnings = _all_strings(raw, top, _SPACE.warnings)
+    hostnames = _all_strings(raw, top, _SPACE.hostnames)
     host = host if host is not None else (hostnames[0] if hostnames else None)
     if not len(plane_starts):
         return errors, warnings
     planes_f = decode(raw, plane_starts, plane_ends)
-    planes = [_Plane(n) for n in _strings_per_message(raw, planes_f, 2, len(plane_starts))]
+    planes = [_Plane(n) for n in strings_per_message(raw, planes_f, _PLANE.name, len(plane_starts))]
     _read_stat_metadata(raw, planes_f, planes)
     _read_event_metadata(raw, planes_f, planes)
     _read_plane_stats(raw, planes_f, planes)
@@ -91,24 +109,24 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
             base_ns = plane.stats["profile_start_time"]
             options = plane.stats.get("profile_options")
             if isinstance(options, bytes):
-                builder.metadata.update(_profile_options(options))
+                builder.note(**_profile_options(options))
     if base_ns:
-        builder.metadata.setdefault("profile_start_ns", base_ns)
+        builder.note_first(profile_start_ns=base_ns)
     else:
-        builder.metadata.setdefault("notes", "no profile_start_time: times are relative to the profile start")
+        builder.note_first(notes="no profile_start_time: times are relative to the profile start")
     if host:
-        builder.metadata.setdefault("host", host)
+        builder.note_first(host=host)
 
-    line_owner, line_starts, line_ends = planes_f.spans(3)
+    line_owner, line_starts, line_ends = planes_f.spans(_PLANE.lines)
     if not len(line_starts):
         return errors, warnings
     lines_f = decode(raw, line_starts, line_ends)
     n_lines = len(line_starts)
-    line_names = _strings_per_message(raw, lines_f, 2, n_lines)
-    display = _strings_per_message(raw, lines_f, 11, n_lines)
-    line_ids = as_signed(lines_f.scalar(1, n_lines, np.uint64))
-    line_ts = as_signed(lines_f.scalar(3, n_lines, np.uint64))
-    event_line, event_starts, event_ends = lines_f.spans(4)
+    line_names = strings_per_message(raw, lines_f, _LINE.name, n_lines)
+    display = strings_per_message(raw, lines_f, _LINE.display_name, n_lines)
+    line_ids = as_signed(lines_f.scalar(_LINE.id, n_lines, np.uint64))
+    line_ts = as_signed(lines_f.scalar(_LINE.timestamp_ns, n_lines, np.uint64))
+    event_line, event_starts, event_ends = lines_f.spans(_LINE.events)
     n_events = len(event_starts)
     metadata_id = np.zeros(n_events, dtype=np.int64)
     offset_ps = np.zeros(n_events, dtype=np.int64)
@@ -122,10 +140,10 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
         hi = min(n_events, lo + _EVENT_CHUNK)
         events_f = decode(raw, event_starts[lo:hi], event_ends[lo:hi])
         count = hi - lo
-        metadata_id[lo:hi] = as_signed(events_f.scalar(1, count, np.uint64))
-        offset_ps[lo:hi] = as_signed(events_f.scalar(2, count, np.uint64))
-        duration_ps[lo:hi] = as_signed(events_f.scalar(3, count, np.uint64))
-        aggregated[lo:hi] = events_f.has(5, count)
+        metadata_id[lo:hi] = as_signed(events_f.scalar(_EVENT.metadata_id, count, np.uint64))
+        offset_ps[lo:hi] = as_signed(events_f.scalar(_EVENT.offset_ps, count, np.uint64))
+        duration_ps[lo:hi] = as_signed(events_f.scalar(_EVENT.duration_ps, count, np.uint64))
+        aggregated[lo:hi] = events_f.has(_EVENT.num_occurrences, count)
         for key, (events, values) in _event_stats(raw, events_f, planes, plane_of_event[lo:hi], lo).items():
             into = stats.setdefault(key, ([], []))
             into[0].extend(events)
@@ -189,7 +207,8 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
     def kept(column: np.ndarray) -> np.ndarray:
         return column if every else column[rows]
 
-    flags = np.where(kept(category) == OP, HAS_NANOS | LABEL_CANONICAL, HAS_NANOS).astype(np.uint8)
+    nanos, canonical = int(OpFlag.HAS_NANOS), int(OpFlag.LABEL_CANONICAL)
+    flags = np.where(kept(category) == Category.OP, nanos | canonical, nanos).astype(np.uint8)
     device_column, type_column = kept(device_of_event), kept(type_id)
     start_column, end_column = kept(start_ns), kept(end_ns)
     builder.extend("ops", name=kept(name_id), op_type=type_column, kernel=type_column,
@@ -218,30 +237,30 @@ def _map_entries(raw: bytes, planes_f: Fields, number: int):
     if not len(owner):
         return None
     entries = decode(raw, starts, ends)
-    keys = as_signed(entries.scalar(1, len(owner), np.uint64))
-    value_owner, value_starts, value_ends = entries.spans(2)
+    keys = as_signed(entries.scalar(_MAP_ENTRY.key, len(owner), np.uint64))
+    value_owner, value_starts, value_ends = entries.spans(_MAP_ENTRY.value)
     return owner, keys, value_owner, decode(raw, value_starts, value_ends)
 
 
 def _read_stat_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
-    found = _map_entries(raw, planes_f, 5)
+    found = _map_entries(raw, planes_f, _PLANE.stat_metadata)
     if found is None:
         return
     owner, keys, value_owner, values = found
-    names = _strings_per_message(raw, values, 2, len(value_owner))
+    names = strings_per_message(raw, values, _STAT_METADATA.name, len(value_owner))
     for entry, name in zip(value_owner.tolist(), names):
         planes[int(owner[entry])].stat_names[int(keys[entry])] = name
 
 
 def _read_event_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
-    found = _map_entries(raw, planes_f, 4)
+    found = _map_entries(raw, planes_f, _PLANE.event_metadata)
     if found is None:
         return
     owner, keys, value_owner, values = found
     count = len(value_owner)
-    names = _strings_per_message(raw, values, 2, count)
-    displays = _strings_per_message(raw, values, 4, count)
-    stat_owner, stat_starts, stat_ends = values.spans(5)
+    names = strings_per_message(raw, values, _EVENT_METADATA.name, count)
+    displays = strings_per_message(raw, values, _EVENT_METADATA.display_name, count)
+    stat_owner, stat_starts, stat_ends = values.spans(_EVENT_METADATA.stats)
     for entry, name, shown in zip(value_owner.tolist(), names, displays):
         planes[int(owner[entry])].events[int(keys[entry])] = (name, shown)
     if len(stat_owner):
@@ -254,7 +273,7 @@ def _read_event_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> 
 
 
 def _read_plane_stats(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:
-    owner, starts, ends = planes_f.spans(6)
+    owner, starts, ends = planes_f.spans(_PLANE.stats)
     if not len(owner):
         return
     stats_f = decode(raw, starts, ends)
@@ -264,7 +283,7 @@ def _read_plane_stats(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> Non
 
 def _stat_values(raw: bytes, stats_f: Fields, count: int, planes: list[_Plane], plane_of_stat):
     """``(stat index, name, value)`` for decoded XStat messages; refs resolved to names."""
-    ids = as_signed(stats_f.scalar(1, count, np.uint64))
+    ids = as_signed(stats_f.scalar(_STAT.metadata_id, count, np.uint64))
     for number, kind in _STAT_VALUES.items():
         wire = LENGTH if kind in ("str", "bytes") else FIXED64 if kind == "double" else VARINT
         owner, values, offsets = stats_f.select(number, wire)
@@ -288,7 +307,7 @@ def _stat_values(raw: bytes, stats_f: Fields, count: int, planes: list[_Plane], 
 def _event_stats(raw: bytes, events_f: Fields, planes, plane_of_event, first_event: int) -> dict:
     """Stats of a chunk of events: ``{stat name: (event indices, values)}``; indices count
     from ``first_event``."""
-    owner, starts, ends = events_f.spans(4)
+    owner, starts, ends = events_f.spans(_EVENT.stats)
     if not len(owner):
         return {}
     stats_f = decode(raw, starts, ends)
@@ -321,30 +340,33 @@ def _pair_keys(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tup
 def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, int], tuple[int, int, int, int]]:
     """Per (plane, event metadata): (name id, type id, category, is memory event)."""
     s = builder.strings
+    # Plain ints in the hundreds of thousands of tuples below (model/schema.py says why).
+    op, device, memcpy, host, python, data = map(int, (Category.OP, Category.DEVICE, Category.MEMCPY,
+                                                      Category.HOST, Category.PYTHON, Category.DATA))
     kinds = {}
     for p, plane in enumerate(planes):
         device_plane = not plane.name.startswith("/host:")
         for metadata_id, (name, shown) in plane.events.items():
             key = (p, metadata_id)
             if name in _MEMORY_EVENTS:  # 1: allocation, 2: deallocation
-                kinds[key] = (s[name], s[name], HOST, 1 if name == "MemoryAllocation" else 2)
+                kinds[key] = (s[name], s[name], host, 1 if name == "MemoryAllocation" else 2)
                 continue
             stats = plane.event_stats.get(metadata_id, {})
             if device_plane:
-                category = MEMCPY if "memcpy" in name.lower() or "copy" in shown.lower() else DEVICE
+                category = memcpy if "memcpy" in name.lower() or "copy" in shown.lower() else device
                 op_type = stats.get("hlo_category") or shown or name
                 kinds[key] = (s[shown or name], s[op_type], category, 0)
                 continue
             match = _OP_EVENT.match(name)
             if match:
-                kinds[key] = (s[match.group(1)], s[match.group(2)], OP, 0)
+                kinds[key] = (s[match.group(1)], s[match.group(2)], op, 0)
             elif name.startswith("$"):
-                kinds[key] = (s[name], s["python"], PYTHON, 0)
+                kinds[key] = (s[name], s["python"], python, 0)
             elif name.startswith(("Iterator::", "IteratorGetNext", "MakeIterator")) or \
                     name.endswith(("Produce", "Consume")):
-                kinds[key] = (s[name], s[shown or name.split("::")[-1]], DATA, 0)
+                kinds[key] = (s[name], s[shown or name.split("::")[-1]], data, 0)
             else:
-                kinds[key] = (s[name], s[shown or name], HOST, 0)
+                kinds[key] = (s[name], s[shown or name], host, 0)
     return kinds
 
 
@@ -376,7 +398,7 @@ def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, st
               ("allocator_name", "bytes_allocated", "allocation_bytes", "peak_bytes_in_use")
               if key in stats}
     op_events = np.flatnonzero(op_of_event >= 0)
-    op_events = op_events[category[op_events] == OP]
+    op_events = op_events[category[op_events] == Category.OP]
     ops_by_line = {}
     for line in np.unique(event_line[op_events]).tolist():
         mine = op_events[event_line[op_events] == line]
@@ -451,14 +473,6 @@ def _add_links(builder: TraceBuilder, stats: dict, op_of_event) -> None:
 
 
 # --- helpers ----------------------------------------------------------------------------------
-def _strings_per_message(raw: bytes, fields: Fields, number: int, count: int) -> list[str]:
-    messages, starts, ends = fields.spans(number)
-    out = [""] * count
-    for m, text in zip(messages.tolist(), strings(raw, starts, ends)):
-        out[m] = text
-    return out
-
-
 def _all_strings(raw: bytes, fields: Fields, number: int) -> list[str]:
     _, starts, ends = fields.spans(number)
     return strings(raw, starts, ends)
@@ -481,7 +495,6 @@ def _text(value) -> str:
 
 def _profile_options(data: bytes) -> dict:
     """The levels the profiler really applied (ProfileOptions on the Task Environment plane)."""
-    from .. import protos
     try:
         options = protos.ProfileOptions.FromString(data)
     except Exception:  # a damaged options blob must not sink the whole trace

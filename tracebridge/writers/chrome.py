@@ -28,13 +28,14 @@ from json.encoder import encode_basestring_ascii as _quote
 import numpy as np
 
 from .._files import atomic_output
-from .._fork import ChildFailed, ForkedJob, automatic_fork_ok, workers_setting
+from .._fork import ChildFailed, ForkedJob
+from ..analysis.dataflow import dataflow_edges
 from ..errors import OutputError
+from ..model.schema import Category
 from ..model.trace import Trace
+from ..options import choose_parallelism
 
 STEPS_PID, ALLOCATORS_PID, FIRST_DEVICE_PID = 0, 1, 2
-# ops.category -> the "cat" of its events (index = category value, see model/trace.py)
-CHROME_CATEGORIES = ("Op", "Device", "Memcpy", "Host", "Python", "Data")
 NETWORK_TID = 999_999
 _CHUNK = 20_000
 # Below this many events one process writes everything: forking and joining the
@@ -51,21 +52,23 @@ def write_chrome(trace: Trace, path: str | os.PathLike, *, dataflow: bool = True
     ``dataflow`` adds flow arrows between lanes; ``memory`` adds allocator counters.
     ``progress(done, total)`` is called as op events are written.
 
-    ``workers``: processes that format events. The default (``None``) uses two for
-    large uncompressed outputs on systems with ``fork`` and at least two CPUs, else
-    one; the environment variable ``TRACEBRIDGE_WORKERS=1`` forces one. With two, a
-    forked child formats the second half of the events into a temporary file beside
-    ``path`` while this process formats the first half; the child's file is then
-    appended. An error in the child is raised here (as :class:`OutputError`), an error
-    or interrupt here stops the child, and the temporary file is removed in every case.
+    ``workers``: processes that format events (see :mod:`tracebridge.options`). The
+    default (``None``) uses two for large uncompressed outputs where forking is safe,
+    else one. Compressed outputs are written by one. With two, a forked child formats the
+    second half of the events into a temporary file beside ``path`` while this process
+    formats the first half; the child's file is then appended. An error in the child is
+    raised here (as :class:`OutputError`), an error or interrupt here stops the child, and
+    the temporary file is removed in every case.
     """
+    parallelism = choose_parallelism(workers)
     events = _Events(trace, dataflow=dataflow, memory=memory)
     units = events.units()
     compress = os.fspath(path).endswith(".gz")
     n = len(trace)
     with atomic_output(path) as out:
         out.write(events.header().encode("utf-8"))
-        split = _split_point(units) if _use_two(workers, units, compress) else len(units)
+        two = not compress and parallelism.splits(sum(unit.hi - unit.lo for unit in units), PARALLEL_MIN_EVENTS)
+        split = _split_point(units) if two else len(units)
         if split < len(units):
             _write_in_two(out, path, units, split, progress=progress, total=n)
         else:
@@ -111,7 +114,7 @@ class _Events:
         self.where = _pid_tid_texts(self.pid, self.tid)
         # The category travels as the event's "cat" ("Op" as in timeline.py for TF ops), so
         # that host annotations of a TF2 trace are still told apart after a round trip.
-        categories = np.array([f'"cat":"{c}",' for c in CHROME_CATEGORIES], dtype=object)
+        categories = np.array([f'"cat":"{c.chrome}",' for c in Category], dtype=object)
         self.op_head = categories[ops["category"]] + self.where
         self.start, self.end = ops["start_ns"], ops["end_ns"]
         self.input_offsets = trace.input_offsets()
@@ -247,15 +250,6 @@ def _write_units(out, units: list[_Unit], *, first: bool, progress=None, total: 
         if progress and unit.ops_done is not None:
             progress(unit.ops_done, total)
     return first
-
-
-def _use_two(workers: int | None, units: list[_Unit], compress: bool) -> bool:
-    if workers is None:
-        workers = workers_setting()
-    if workers is not None:
-        return workers >= 2 and hasattr(os, "fork") and not compress
-    events = sum(unit.hi - unit.lo for unit in units)
-    return events >= PARALLEL_MIN_EVENTS and not compress and automatic_fork_ok()
 
 
 def _split_point(units: list[_Unit]) -> int:
@@ -407,113 +401,6 @@ def _transfer_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
         out[op] = (f',"bytes":{size},"rate_bps":{rate!r},"src":{quoted[src]},"dst":{quoted[dst]},'
                    f'"tensor":{quoted[tensor]}')
     return out
-
-
-def dataflow_edges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """``(consumer, producer)`` op rows for every data input whose producer is in the
-    same step. Input ``x:1`` is produced by ``x``; partitioning suffixes (``x/_3``) are
-    dropped as timeline.py drops them; control inputs (``^x``) carry no data.
-
-    An input names its producer by text: the op whose name is the first string with
-    that text (after dropping the suffixes), looked up by (step, name)."""
-    inputs = trace.inputs
-    if not inputs.rows:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    strings = trace.strings
-    index = _TextIndex(strings)
-    # A plain input text is a string itself: its producer name is the first string with
-    # that text. Texts with ":" or a leading "^" are looked at one by one.
-    producer_of = index.first.copy()
-    for i in _ids_containing(strings, (":", "^")):
-        found = _producer_name(strings[i], index)
-        producer_of[i] = -1 if found is None else found
-    wanted = producer_of[inputs["name"]]
-    consumer = inputs["op"].astype(np.int64)
-    keep = wanted >= 0
-    consumer, wanted = consumer[keep], wanted[keep]
-    # Look producers up by (step, name): names repeat from step to step. The first op
-    # of each key is the producer.
-    ops = trace.ops
-    width = np.int64(len(strings) + 1)
-    op_keys = (ops["step"].astype(np.int64) + 1) * width + ops["name"]
-    keys = (ops["step"][consumer].astype(np.int64) + 1) * width + wanted
-    if len(op_keys) and int(op_keys.max()) < 4 * len(op_keys) + 1_000_000:
-        # a table indexed by key (one step, or few): no sort when keys are unique
-        table = np.full(int(op_keys.max()) + 1, -1, dtype=np.int64)
-        table[op_keys] = np.arange(len(op_keys))
-        if np.array_equal(table[op_keys], np.arange(len(op_keys))):
-            producer = table[np.minimum(keys, len(table) - 1)]
-            found = (keys < len(table)) & (producer >= 0)
-            return consumer[found], producer[found]
-    order = np.argsort(op_keys, kind="stable")
-    sorted_keys = op_keys[order]
-    where = np.searchsorted(sorted_keys, keys)
-    found = (where < len(sorted_keys)) & (sorted_keys[np.minimum(where, len(sorted_keys) - 1)] == keys)
-    producer = order[np.minimum(where, len(order) - 1)][found]
-    return consumer[found], producer
-
-
-class _TextIndex:
-    """Text -> first string id of that text, for a string table, without building a
-    dict of a million strings. ``first[i]``: the first id with the text of id ``i`` (``i``
-    itself unless the table repeats a text). For :meth:`get`, strings are grouped by their
-    (cached) hash with numpy, built on first use, and only equal hashes are compared."""
-
-    def __init__(self, strings: tuple[str, ...]):
-        self.strings = strings
-        self.first = np.arange(len(strings), dtype=np.int64)
-        self._sorted = None
-        if len(set(strings)) != len(strings):  # repeated texts (not from a TraceBuilder)
-            self._index()
-            same = np.flatnonzero(self._sorted[1:] == self._sorted[:-1])
-            for k in same.tolist():  # equal hashes: equal texts (or a collision)
-                later = int(self._order[k + 1])
-                for j in range(k, -1, -1):
-                    if self._sorted[j] != self._sorted[k + 1]:
-                        break
-                    earlier = int(self._order[j])
-                    if strings[earlier] == strings[later]:
-                        self.first[later] = self.first[earlier]
-                        break
-
-    def _index(self) -> None:
-        hashes = np.fromiter(map(hash, self.strings), dtype=np.int64, count=len(self.strings))
-        self._order = np.argsort(hashes, kind="stable")
-        self._sorted = hashes[self._order]
-
-    def get(self, text: str) -> int | None:
-        if self._sorted is None:
-            self._index()
-        h = hash(text)
-        at = int(np.searchsorted(self._sorted, h))
-        while at < len(self._sorted) and self._sorted[at] == h:
-            i = int(self._order[at])
-            if self.strings[i] == text:
-                return int(self.first[i])
-            at += 1
-        return None
-
-
-def _ids_containing(strings: tuple[str, ...], needles: tuple[str, ...]) -> list[int]:
-    """Ids of the strings that contain any of ``needles``; one scan of the joined text
-    decides whether to look further."""
-    joined = "\0".join(strings)
-    if not any(needle in joined for needle in needles):
-        return []
-    return [i for i, text in enumerate(strings) if any(needle in text for needle in needles)]
-
-
-def _producer_name(text: str, names) -> int | None:
-    """The string id of the op name an input refers to, or None (``names.get(text)``
-    gives the first string id of a text)."""
-    if text.startswith("^"):
-        return None
-    base = text.rsplit(":", 1)[0] if ":" in text and text.rsplit(":", 1)[1].isdigit() else text
-    found = names.get(base)
-    if found is None and "/_" in base:
-        found = names.get(base[:base.rfind("/_")])
-    return found
 
 
 def _merged_counters(counters) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -52,8 +52,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from .._files import atomic_output
-from ..model.builder import _first_fit
-from ..model.trace import NO_STEP, LABEL_CANONICAL, Trace
+from ..model.lanes import first_fit
+from ..model.schema import NO_STEP, OpFlag
+from ..model.trace import Trace
 from .html_page import page_end, page_head, page_script
 
 FORMAT_VERSION = 1
@@ -192,7 +193,7 @@ class _Payload:
         lanes: list[dict] = []
         resorted = False
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            sub = _first_fit(start[a:b], end[a:b])
+            sub = first_fit(start[a:b], end[a:b])
             count = int(sub.max()) + 1
             is_net = bool(network[a])
             if is_net:
@@ -241,7 +242,7 @@ class _Payload:
         self.columns["type"] = _uint(remap_types[type_ids])
         step = ops["step"][rows].astype(np.int64)
         self.columns["step"] = _uint(np.where(step == NO_STEP, 0, step + 1))
-        self.columns["flags"] = ("u8", ((ops["flags"][rows] & LABEL_CANONICAL) != 0).astype("<u1"))
+        self.columns["flags"] = ("u8", ((ops["flags"][rows] & int(OpFlag.LABEL_CANONICAL)) != 0).astype("<u1"))
         # Inputs of each op in page order: counts, then the flat name ids.
         input_offsets = trace.input_offsets()
         counts = (input_offsets[rows + 1] - input_offsets[rows]).astype(np.int64) if n else np.zeros(0, np.int64)
@@ -253,7 +254,7 @@ class _Payload:
         kernel = ops["kernel"][rows]
         kernel_at = np.flatnonzero(kernel != type_ids)
         label = ops["label"][rows]
-        label_at = np.flatnonzero((label != 0) & ((ops["flags"][rows] & LABEL_CANONICAL) == 0))
+        label_at = np.flatnonzero((label != 0) & ((ops["flags"][rows] & int(OpFlag.LABEL_CANONICAL)) == 0))
         # Transfers, by the page position of their op.
         position = np.full(len(trace) + 1, -1, dtype=np.int64)
         position[rows] = np.arange(n)

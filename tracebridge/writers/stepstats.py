@@ -9,12 +9,31 @@ without labels (XSpace) get TF's label form ``name = Type(in0, in1)``.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .. import protos
-from ..model.trace import (DEVICE, MEMCPY, OP, HAS_MEMORY_STATS, HAS_NANOS, HAS_SCHEDULED, LABEL_CANONICAL, OUT_HAS_ALLOCATION,
-                           OUT_HAS_DESCRIPTION, OUT_HAS_SHAPE, OUT_SINGLE_REFERENCE,
-                           Trace)
+from .._files import atomic_output, write_bytes
+from ..model.schema import Category, OpFlag, OutputFlag
+from ..model.trace import Trace
+
+# The flags as plain ints: they are tested for every node and output (model/schema.py says why).
+_CANONICAL, _NANOS, _SCHEDULED, _MEMORY_STATS = map(int, (OpFlag.LABEL_CANONICAL, OpFlag.HAS_NANOS,
+                                                         OpFlag.HAS_SCHEDULED, OpFlag.HAS_MEMORY_STATS))
+_DESCRIPTION, _SHAPE, _ALLOCATION, _SINGLE_REFERENCE = map(int, (OutputFlag.HAS_DESCRIPTION, OutputFlag.HAS_SHAPE,
+                                                                  OutputFlag.HAS_ALLOCATION, OutputFlag.SINGLE_REFERENCE))
+
+
+def write_run_metadata(trace: Trace, path: str | os.PathLike) -> None:
+    """Binary RunMetadata (``.pb``), which TF's ``timeline.Timeline`` accepts."""
+    write_bytes(path, to_run_metadata(trace).SerializeToString(deterministic=True))
+
+
+def write_pbtxt(trace: Trace, path: str | os.PathLike) -> None:
+    """RunMetadata as protobuf text (``.pbtxt``), as ``str(run_metadata)`` prints it."""
+    with atomic_output(path, compress=False) as out:
+        out.write(str(to_run_metadata(trace)).encode("utf-8"))
 
 
 def to_run_metadata(trace: Trace):
@@ -39,7 +58,7 @@ def node_rows(trace: Trace) -> np.ndarray:
     """Rows that are node executions in StepStats' sense: TF ops, device kernels and copies.
     XSpace host annotations (``EagerExecute``, Python frames, tf.data) are not; a trace with
     nothing else (host_tracer_level 1) is written whole rather than empty."""
-    rows = np.isin(trace.ops["category"], (OP, DEVICE, MEMCPY))
+    rows = np.isin(trace.ops["category"], (Category.OP, Category.DEVICE, Category.MEMCPY))
     return rows if rows.any() else np.ones(len(trace), dtype=bool)
 
 
@@ -57,12 +76,32 @@ class _Prepared:
         aliases = trace.table("aliases")
         self.aliases = dict(zip(aliases["op"].tolist(), aliases["name"].tolist()))
 
+    def node_texts(self, i: int) -> tuple[str, str]:
+        """``node_name`` and ``timeline_label`` of row ``i`` as StepStats holds them: GPU
+        tracer records keep their ``name:kernel`` (or annotated) node name, and canonical
+        labels (``name = Kernel(inputs)``, not stored) are rebuilt."""
+        strings, columns = self.trace.strings, self.columns
+        name, kernel = strings[columns["name"][i]], strings[columns["kernel"][i]]
+        if i in self.aliases:
+            name = strings[self.aliases[i]]
+        elif self.trace.devices[columns["device"][i]].stream is not None and ":" not in name:
+            name = f"{name}:{kernel}"
+        if columns["flags"][i] & _CANONICAL:
+            inputs = self.input_names[self.inputs_offsets[i]:self.inputs_offsets[i + 1]]
+            return name, f"{name} = {kernel}({', '.join(strings[n] for n in inputs)})"
+        return name, strings[columns["label"][i]]
+
+
+def node_texts(trace: Trace) -> tuple[list[str], list[str]]:
+    """Every row's ``node_name`` and ``timeline_label`` as :func:`to_run_metadata` writes them."""
+    prepared = _Prepared(trace)
+    pairs = [prepared.node_texts(i) for i in range(len(trace))]
+    return [name for name, _ in pairs], [label for _, label in pairs]
+
 
 def _fill_step_stats(prepared: _Prepared, step_stats, rows: np.ndarray) -> None:
     trace = prepared.trace
-    strings = trace.strings
-    columns, aliases = prepared.columns, prepared.aliases
-    inputs_offsets, input_names = prepared.inputs_offsets, prepared.input_names
+    columns = prepared.columns
     outputs_offsets, memory_offsets = prepared.outputs_offsets, prepared.memory_offsets
     record_offsets = prepared.record_offsets
     blocks = trace.ops["block"][rows]
@@ -76,21 +115,11 @@ def _fill_step_stats(prepared: _Prepared, step_stats, rows: np.ndarray) -> None:
         _thread_names(trace, dev_stats, members)
         for i in members.tolist():
             node = dev_stats.node_stats.add()
-            name, kernel = strings[columns["name"][i]], strings[columns["kernel"][i]]
-            label = strings[columns["label"][i]]
-            if i in aliases:
-                name = strings[aliases[i]]
-            elif device.stream is not None and ":" not in name:
-                name = f"{name}:{kernel}"
-            node.node_name = name
-            if columns["flags"][i] & LABEL_CANONICAL:
-                args = ", ".join(strings[n] for n in input_names[inputs_offsets[i]:inputs_offsets[i + 1]])
-                label = f"{name} = {kernel}({args})"
-            node.timeline_label = label
+            node.node_name, node.timeline_label = prepared.node_texts(i)
             _set_times(node, columns, i)
             if columns["thread_id"][i]:
                 node.thread_id = columns["thread_id"][i]
-            if columns["flags"][i] & HAS_MEMORY_STATS:
+            if columns["flags"][i] & _MEMORY_STATS:
                 stats = node.memory_stats
                 stats.SetInParent()
                 stats.temp_memory_size = columns["temp_bytes"][i]
@@ -120,14 +149,14 @@ def _set_times(node, columns, i: int) -> None:
     node.op_start_rel_micros = op_start // 1000 - start_us
     node.op_end_rel_micros = op_end // 1000 - start_us
     node.all_end_rel_micros = end // 1000 - start_us
-    if flags & HAS_SCHEDULED:
+    if flags & _SCHEDULED:
         node.scheduled_micros = columns["scheduled_ns"][i] // 1000
-    if flags & HAS_NANOS:
+    if flags & _NANOS:
         node.all_start_nanos = start
         node.op_start_rel_nanos = op_start - start
         node.op_end_rel_nanos = op_end - start
         node.all_end_rel_nanos = end - start
-        if flags & HAS_SCHEDULED:
+        if flags & _SCHEDULED:
             node.scheduled_nanos = columns["scheduled_ns"][i]
 
 
@@ -136,12 +165,12 @@ def _add_output(trace: Trace, node, row: int) -> None:
     flags = int(out["flags"][row])
     output = node.output.add()
     output.slot = int(out["slot"][row])
-    if not flags & OUT_HAS_DESCRIPTION:
+    if not flags & _DESCRIPTION:
         return
     description = output.tensor_description
     description.SetInParent()
     description.dtype = int(out["dtype"][row])
-    if flags & OUT_HAS_SHAPE:
+    if flags & _SHAPE:
         shape = description.shape
         shape.SetInParent()
         text = trace.strings[out["shape"][row]]
@@ -150,14 +179,14 @@ def _add_output(trace: Trace, node, row: int) -> None:
         else:
             for size in text.split(",") if text else ():
                 shape.dim.add(size=int(size))
-    if flags & OUT_HAS_ALLOCATION:
+    if flags & _ALLOCATION:
         allocation = description.allocation_description
         allocation.SetInParent()
         allocation.requested_bytes = int(out["requested_bytes"][row])
         allocation.allocated_bytes = int(out["allocated_bytes"][row])
         allocation.allocator_name = trace.strings[out["allocator"][row]]
         allocation.allocation_id = int(out["allocation_id"][row])
-        allocation.has_single_reference = bool(flags & OUT_SINGLE_REFERENCE)
+        allocation.has_single_reference = bool(flags & _SINGLE_REFERENCE)
         allocation.ptr = int(out["ptr"][row])
 
 

@@ -22,7 +22,8 @@ import numpy as np
 from .. import protos
 from .._files import atomic_output, write_bytes
 from ..errors import OutputError
-from ..model.trace import OP, Trace
+from ..model.schema import Category
+from ..model.trace import Trace
 from ..tfrecord import frame
 from .stepstats import run_metadata_per_step, to_run_metadata
 
@@ -62,6 +63,11 @@ def _start(trace: Trace) -> datetime.datetime:
     """When the trace began (now, for traces with relative times)."""
     return datetime.datetime.fromtimestamp(trace.start_ns / 1e9) if trace.start_ns > 1e17 else \
         datetime.datetime.now()
+
+
+def write_xplane(trace: Trace, path: str | os.PathLike) -> None:
+    """The XSpace alone, to ``path`` (``.xplane.pb``), named after the trace's host."""
+    write_bytes(path, to_xspace(trace, str(trace.metadata.get("host") or "")).SerializeToString(deterministic=True))
 
 
 def write_events(trace: Trace, path: str | os.PathLike, *, tag: str | None = None) -> None:
@@ -129,7 +135,7 @@ def to_xspace(trace: Trace, host: str | None = None):
         for i in rows.tolist():
             name = strings[ops["name"][i]]
             op_type = strings[ops["op_type"][i]]
-            event_name = f"{name}:{op_type}" if categories[i] == OP and ":" not in name else name
+            event_name = f"{name}:{op_type}" if categories[i] == Category.OP and ":" not in name else name
             # Keyed by type too: a name with a colon is written without its type, and two
             # ops of that name but different types need a metadata entry (display name) each.
             key = (plane.name, event_name, op_type)

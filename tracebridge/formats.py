@@ -1,0 +1,195 @@
+"""The format table: every format tracebridge reads or writes, and the one registry above
+the model.
+
+``load`` tells a file's format apart with the formats' sniffers (or finds a format's files
+in a folder) and hands them to that format's reader; ``save`` picks the writer by the
+file's suffix (or ``to=``) and refuses options that the format does not take. The CLI's
+``--to`` choices and the README's format table come from :data:`FORMATS` as well.
+
+This module also installs what a trace's conveniences (``Trace.save``, ``summary``,
+``to_html``, ...) call, so that the model imports nothing above it. Readers, writers and
+analyses are named as ``"module:function"`` and imported on first use: reading a Chrome
+trace imports neither protobuf nor the HTML writer.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import OptionError, OutputError, TraceFormatError
+from .model.trace import Trace, install_consumers
+from .options import choose_parallelism
+from .readers import sources
+from .readers.sources import Evidence, InputFile, Source
+
+
+def _lazy(reference: str) -> Callable[..., Any]:
+    """``"module:function"`` as a function that imports its module when first called."""
+    module, _, name = reference.partition(":")
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+    call.__qualname__ = call.__name__ = name
+    return call
+
+
+@dataclass(frozen=True)
+class Format:
+    """One format. ``sniff(name, data)`` says how surely a file is in it;
+    ``find_in_folder(folder, run)`` gathers its files from a folder (None: not here);
+    ``read(source, parallelism)`` makes the trace; ``write(trace, path, **options)``
+    writes one, taking only ``write_options``; ``suffixes``: the file names ``save``
+    writes in this format. ``what`` and ``recognized_by`` are the README's words."""
+
+    name: str
+    what: str
+    recognized_by: str
+    sniff: Callable[[str, bytes], Evidence] | None = None
+    find_in_folder: Callable[[str, str | None], Source | None] | None = None
+    read: Callable[..., Trace] | None = None
+    write: Callable[..., None] | None = None
+    suffixes: tuple[str, ...] = ()
+    write_options: tuple[str, ...] = ()
+
+
+# Order matters twice: where two sniffers are equally sure, the earlier format wins, and
+# folders are offered to the formats in this order.
+FORMATS: tuple[Format, ...] = (
+    Format("chrome", "Chrome trace JSON (`timeline.json`, `timeline-<step>.json`, merged runs), `.json.gz`",
+           "JSON; runs merged into one file are split at their `_SOURCE` ops",
+           sniff=sources.sniff_chrome, read=_lazy("tracebridge.readers.chrome:read"),
+           write=_lazy("tracebridge.writers.chrome:write_chrome"), suffixes=(".json", ".json.gz"),
+           write_options=("dataflow", "memory", "progress", "workers")),
+    Format("runmetadata", "`RunMetadata` / `StepStats`, binary",
+           "the content (what no other format claims); both messages are told apart",
+           read=_lazy("tracebridge.readers.stepstats:read"),
+           write=_lazy("tracebridge.writers.stepstats:write_run_metadata"), suffixes=(".pb",)),
+    Format("pbtxt", "the same as text (`str(run_metadata)`)", "starts with `step_stats {` or `dev_stats {`",
+           sniff=sources.sniff_pbtxt, read=_lazy("tracebridge.readers.pbtxt:read"),
+           write=_lazy("tracebridge.writers.stepstats:write_pbtxt"), suffixes=(".pbtxt", ".txt")),
+    Format("xspace", "XSpace (`.xplane.pb`); TF2 profile logdirs (`LOGDIR/plugins/profile/<run>/<host>.xplane.pb`)",
+           "the suffix, GPU and TPU planes included; a logdir folder: its newest run "
+           "(`load(logdir, run=...)` for another), all hosts merged",
+           sniff=sources.sniff_xspace, find_in_folder=sources.find_profile_run,
+           read=_lazy("tracebridge.readers.xspace:read"),
+           write=_lazy("tracebridge.writers.tensorboard:write_xplane"), suffixes=(".xplane.pb",)),
+    Format("events", "TensorBoard event files (`add_run_metadata`, `ProfilerHook`)",
+           "`tfevents` in the name, or a folder of them; one step per `tagged_run_metadata`; "
+           "a truncated last record is tolerated",
+           sniff=sources.sniff_events, find_in_folder=sources.find_event_files,
+           read=_lazy("tracebridge.readers.events:read")),
+    Format("pickle", "tfvis pickles (`pickle.dump(run_metadata)`)", "pickle opcodes; see *Safety*",
+           sniff=sources.sniff_pickle, read=_lazy("tracebridge.readers.pickles:read")),
+    Format("html", "the timeline view (`to_html`)", "(written only)",
+           write=_lazy("tracebridge.writers.html:write_html"), suffixes=(".html", ".htm"),
+           write_options=("device_pattern", "title")),
+)
+BY_NAME = {fmt.name: fmt for fmt in FORMATS}
+UNCLAIMED = BY_NAME["runmetadata"]  # the format of a file that no sniffer claims
+READABLE = tuple(fmt.name for fmt in FORMATS if fmt.read)
+WRITABLE = tuple(fmt.name for fmt in FORMATS if fmt.write)
+
+
+def load(path: str | os.PathLike, *, format: str | None = None, run: str | None = None,
+         workers: int | None = None) -> Trace:
+    """Read a trace file or folder into a :class:`Trace`.
+
+    The format is told apart by the file's name and content unless ``format`` names one
+    (see :data:`FORMATS`). Folders: a TF2 profile logdir (``plugins/profile/<run>/``; the
+    newest run unless ``run`` names one, all hosts merged) or a folder of event files.
+    ``workers``: processes for large inputs (see :mod:`tracebridge.options`). Raises
+    :class:`~tracebridge.errors.TraceFormatError`.
+    """
+    parallelism = choose_parallelism(workers)
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        fmt, source = _find_in_folder(name, run)
+    else:
+        data = sources.read_file(name)
+        fmt = BY_NAME.get(format) if format else BY_NAME[sniff(name, data)]
+        if fmt is None or fmt.read is None:
+            raise TraceFormatError(f"unknown format {format!r} (one of {', '.join(READABLE)})", path=name)
+        source = Source(name, (InputFile(name, data),))
+    return fmt.read(source, parallelism)
+
+
+def sniff(name: str, data: bytes) -> str:
+    """The name of the format of a file, from its name and its bytes."""
+    best, evidence = UNCLAIMED, Evidence.NONE
+    for fmt in FORMATS:
+        found = fmt.sniff(name, data) if fmt.sniff else Evidence.NONE
+        if found > evidence:
+            best, evidence = fmt, found
+    return best.name
+
+
+def _find_in_folder(folder: str, run: str | None) -> tuple[Format, Source]:
+    for fmt in FORMATS:
+        found = fmt.find_in_folder(folder, run) if fmt.find_in_folder else None
+        if found is not None:
+            return fmt, found
+    raise TraceFormatError("is a directory without event files or plugins/profile runs "
+                           "(give a trace file or a profile logdir)", path=folder)
+
+
+def save(trace: Trace, path: str | os.PathLike, *, to: str | None = None, **options: Any) -> None:
+    """Write ``trace`` to ``path`` in the format ``to`` or the one its suffix names.
+
+    Each format takes only its own options (:data:`FORMATS`, ``write_options``; e.g.
+    Chrome: ``dataflow``, ``memory``, ``progress``, ``workers``; HTML: ``device_pattern``,
+    ``title``); any other raises :class:`~tracebridge.errors.OptionError` before anything
+    is written."""
+    fmt = output_format(path, to)
+    check_options(fmt, path, options)
+    fmt.write(trace, path, **options)
+
+
+def check_options(fmt: Format, path: str | os.PathLike, options: dict[str, Any]) -> None:
+    """Raise :class:`~tracebridge.errors.OptionError` for options ``fmt`` does not take."""
+    refused = sorted(set(options) - set(fmt.write_options))
+    if refused:
+        takes = f"it takes {', '.join(fmt.write_options)}" if fmt.write_options else "it takes none"
+        raise OptionError(f"{os.fspath(path)}: the {fmt.name} format takes no option "
+                          f"{', '.join(refused)} ({takes})")
+
+
+def output_format(path: str | os.PathLike, to: str | None = None) -> Format:
+    """The format ``save`` writes ``path`` in: ``to``, else the longest suffix that names one."""
+    if to is not None:
+        fmt = BY_NAME.get(to)
+        if fmt is None or fmt.write is None:
+            raise OutputError(f"unknown output format {to!r} (one of {', '.join(WRITABLE)})")
+        return fmt
+    name = os.fspath(path).lower()
+    matches = [(len(suffix), fmt) for fmt in FORMATS for suffix in fmt.suffixes if name.endswith(suffix)]
+    if not matches:
+        suffixes = [suffix for fmt in FORMATS for suffix in fmt.suffixes]
+        raise OutputError(f"{os.fspath(path)}: cannot tell the output format from the name (use "
+                          f"{', '.join(suffixes[:-1])} or {suffixes[-1]}, or choose one with --to)")
+    return max(matches, key=lambda match: match[0])[1]
+
+
+def readme_table() -> str:
+    """The README's format table (``tests/test_formats.py`` keeps the two equal)."""
+    rows = ["| format | what | `load` recognizes it by | `save` writes it for |", "|---|---|---|---|"]
+    for fmt in FORMATS:
+        written = ", ".join(f"`{suffix}`" for suffix in fmt.suffixes) or "(read only)"
+        if fmt.write_options:
+            written += "; options " + ", ".join(f"`{option}`" for option in fmt.write_options)
+        rows.append(f"| `{fmt.name}` | {fmt.what} | {fmt.recognized_by} | {written} |")
+    return "\n".join(rows) + "\n"
+
+
+install_consumers(types.SimpleNamespace(
+    save=save,
+    to_run_metadata=_lazy("tracebridge.writers.stepstats:to_run_metadata"),
+    to_tensorboard=_lazy("tracebridge.writers.tensorboard:write_tensorboard"),
+    notebook_html=_lazy("tracebridge.writers.html:notebook_html"),
+    summary=_lazy("tracebridge.analysis.summary:summarize"),
+    info=_lazy("tracebridge.analysis.summary:describe"),
+))

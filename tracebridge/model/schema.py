@@ -1,0 +1,126 @@
+"""The model's schema: its tables and their columns, what a row's category says, its flags.
+
+Tables and their columns (``*`` marks a string id, ``op`` a row of ``ops``):
+
+    ops          name* op_type* kernel* label* start_ns end_ns op_start_ns op_end_ns
+                 scheduled_ns thread_id device lane step block flags category
+                 temp_bytes persistent_bytes device_temp_bytes device_persistent_bytes
+    inputs       op name*                     (control inputs keep their "^")
+    outputs      op slot dtype shape* requested_bytes allocated_bytes allocator*
+                 allocation_id ptr flags
+    memory       op allocator* total_bytes peak_bytes live_bytes allocator_bytes_in_use
+    allocations  memory time_ns bytes         (records of one ``memory`` row; frees < 0)
+    transfers    op bytes rate_bps src* dst* tensor*
+    counters     allocator* time_ns bytes_in_use
+    aliases      op name*                     (the source's name for an op, where it differs:
+                                               GPU tracer records annotated ``@@op#``)
+    event_stats  op key* value*               (XSpace stats of an event, as text)
+    links        producer consumer kind*       (XSpace: work handed across threads, tf.data
+                                               elements; both ends are op rows)
+
+Categories and flags are ``IntEnum``/``IntFlag`` members, so they compare and combine as
+the integers the columns hold. Hot code uses ``int(member)`` instead: NumPy takes a member
+for a 64-bit integer (which widens a ``uint8`` column combined with it), an operation on a
+member costs about a microsecond, and a tuple that holds one stays tracked by the garbage
+collector.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import numpy as np
+
+NO_STEP = -1  # ops.step of an op outside every step
+
+
+class Category(enum.IntEnum):
+    """What an ``ops`` row is: a TF op kernel run by an executor (``OP``), a kernel or copy
+    on an accelerator (``DEVICE``, ``MEMCPY``), or, from XSpace, a host annotation (``HOST``:
+    TraceMe events such as ``EagerExecute``), a Python function (``PYTHON``) or a tf.data
+    iterator event (``DATA``). Summaries and comparisons count ``OP`` rows by default.
+
+    ``chrome`` is the ``"cat"`` of the category's events in Chrome traces ("Op" as in
+    TF's timeline.py), so that a category survives a round trip through one."""
+
+    OP = 0, "Op"
+    DEVICE = 1, "Device"
+    MEMCPY = 2, "Memcpy"
+    HOST = 3, "Host"
+    PYTHON = 4, "Python"
+    DATA = 5, "Data"
+
+    def __new__(cls, value: int, chrome: str):
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.chrome = chrome
+        return member
+
+    @property
+    def label(self) -> str:
+        """The lower-case name summaries use: ``"op"``, ``"device"``, ..."""
+        return self.name.lower()
+
+
+class OpFlag(enum.IntFlag):
+    """Bits of ``ops.flags``."""
+
+    HAS_NANOS = 1            # the source gave nanosecond fields (else micros only)
+    HAS_MEMORY_STATS = 2     # the source had a memory_stats message, even an empty one
+    HAS_SCHEDULED = 4        # scheduled_ns came from the source
+    LABEL_CANONICAL = 8      # the label is "name = kernel(inputs)" and is not stored (label id 0)
+
+
+class OutputFlag(enum.IntFlag):
+    """Bits of ``outputs.flags``: which parts of a NodeOutput the source had."""
+
+    HAS_DESCRIPTION = 1
+    HAS_SHAPE = 2
+    HAS_ALLOCATION = 4
+    SINGLE_REFERENCE = 8
+
+
+_OP_COLUMNS = {
+    "name": np.int32, "op_type": np.int32, "kernel": np.int32, "label": np.int32,
+    "start_ns": np.int64, "end_ns": np.int64, "op_start_ns": np.int64, "op_end_ns": np.int64,
+    "scheduled_ns": np.int64, "thread_id": np.uint32, "device": np.int32, "lane": np.int32,
+    "step": np.int32, "block": np.int32, "flags": np.uint8, "category": np.uint8,
+    "temp_bytes": np.int64, "persistent_bytes": np.int64,
+    "device_temp_bytes": np.int64, "device_persistent_bytes": np.int64,
+}
+# table -> column -> dtype
+TABLE_COLUMNS: dict[str, dict[str, Any]] = {
+    "ops": _OP_COLUMNS,
+    "inputs": {"op": np.int32, "name": np.int32},
+    "outputs": {
+        "op": np.int32, "slot": np.int32, "dtype": np.int32, "shape": np.int32,
+        "requested_bytes": np.int64, "allocated_bytes": np.int64, "allocator": np.int32,
+        "allocation_id": np.int64, "ptr": np.uint64, "flags": np.uint8,
+    },
+    "memory": {
+        "op": np.int32, "allocator": np.int32, "total_bytes": np.int64, "peak_bytes": np.int64,
+        "live_bytes": np.int64, "allocator_bytes_in_use": np.int64,
+    },
+    "allocations": {"memory": np.int32, "time_ns": np.int64, "bytes": np.int64},
+    "transfers": {
+        "op": np.int32, "bytes": np.int64, "rate_bps": np.float64, "src": np.int32,
+        "dst": np.int32, "tensor": np.int32,
+    },
+    "counters": {"allocator": np.int32, "time_ns": np.int64, "bytes_in_use": np.int64},
+    "aliases": {"op": np.int32, "name": np.int32},
+    "event_stats": {"op": np.int32, "key": np.int32, "value": np.int32},
+    "links": {"producer": np.int32, "consumer": np.int32, "kind": np.int32},
+}
+# table -> its columns that hold string ids (the ``*`` columns above)
+STRING_COLUMNS: dict[str, frozenset[str]] = {
+    "ops": frozenset({"name", "op_type", "kernel", "label"}), "inputs": frozenset({"name"}),
+    "outputs": frozenset({"shape", "allocator"}), "memory": frozenset({"allocator"}),
+    "allocations": frozenset(), "transfers": frozenset({"src", "dst", "tensor"}),
+    "counters": frozenset({"allocator"}), "aliases": frozenset({"name"}),
+    "event_stats": frozenset({"key", "value"}), "links": frozenset({"kind"}),
+}
+
+
+def is_string_column(table: str, column: str) -> bool:
+    return column in STRING_COLUMNS[table]

@@ -1,0 +1,189 @@
+"""What a reader is handed: a :class:`Source`, the files read from the path given to
+``load``, and how the formats are told apart (by name, else by content) and found in folders.
+
+Every format's reader has one shape, ``read(source, parallelism) -> Trace``
+(:mod:`tracebridge.formats` lists them). The sniffing here reads no more than a file's
+first bytes and imports no reader, so that telling formats apart costs nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import gzip
+import io
+import os
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TraceFormatError, one_line
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file's bytes. ``host``: the host it belongs to (the XSpace files of a profile
+    run are one per host), None for the host the file names itself."""
+
+    path: str
+    data: bytes
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """The path the user gave (a file or a folder), the files read from it, and metadata
+    the folder adds (``profile_run``)."""
+
+    path: str
+    files: tuple[InputFile, ...]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> bytes:
+        """The bytes of a single-file source."""
+        (single,) = self.files
+        return single.data
+
+
+def read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise TraceFormatError("no such file", path=path) from None
+    except PermissionError:
+        raise TraceFormatError("permission denied", path=path) from None
+    except OSError as error:
+        raise TraceFormatError(f"cannot read ({error.strerror or error})", path=path) from None
+    if not data:
+        raise TraceFormatError("empty file", path=path)
+    return data
+
+
+def utf8(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceFormatError(f"not UTF-8 text ({error.reason})", path=path,
+                               where=f"byte {error.start}") from None
+
+
+# Chrome traces compress 10-15x (TF's timeline.json files), 45x at most for tracebridge's
+# own output of a trace of identical ops; deflate cannot exceed ~1030x. A file that
+# inflates beyond this ratio (plus a little, for tiny files) is a gzip bomb, not a trace.
+GZIP_MAX_RATIO = 256
+_GZIP_SLACK = 1 << 20
+
+
+def is_gzip(data: bytes) -> bool:
+    return data[:2] == b"\x1f\x8b"
+
+
+def gunzip(data: bytes, path: str) -> bytes:
+    """All members of a gzip file, inflated a megabyte at a time up to the ratio limit."""
+    limit = GZIP_MAX_RATIO * len(data) + _GZIP_SLACK
+    chunks, total = [], 0
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            while total <= limit:
+                chunk = stream.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+    except (OSError, EOFError, zlib.error) as error:
+        raise TraceFormatError(f"corrupt gzip data ({one_line(str(error))})", path=path) from None
+    if total > limit:
+        raise TraceFormatError(f"gzip data inflates more than {GZIP_MAX_RATIO}x its size, as gzip bombs "
+                               "do; gunzip it to read it anyway", path=path)
+    return b"".join(chunks)
+
+
+# --- telling formats apart ---------------------------------------------------------------------
+class Evidence(enum.IntEnum):
+    """How sure a format's sniffer is that a file is in its format: the name (or a magic
+    number) beats the look of the content; among equals, the format table's order decides."""
+
+    NONE = 0
+    CONTENT = 1
+    NAME = 2
+
+
+def sniff_chrome(name: str, data: bytes) -> Evidence:
+    if is_gzip(data) or name.endswith((".json", ".json.gz")):
+        return Evidence.NAME
+    return Evidence.CONTENT if data[:64].lstrip()[:1] in (b"{", b"[") else Evidence.NONE
+
+
+def sniff_xspace(name: str, data: bytes) -> Evidence:
+    return Evidence.NAME if name.endswith(".xplane.pb") else Evidence.NONE
+
+
+def sniff_events(name: str, data: bytes) -> Evidence:
+    return Evidence.NAME if "tfevents" in os.path.basename(name) else Evidence.NONE
+
+
+def sniff_pickle(name: str, data: bytes) -> Evidence:
+    # Protocol 2+ starts with \x80; protocols 0/1 with "(" or "c" (GLOBAL) and are not
+    # mistaken for text dumps, which start with a field name.
+    if data[:1] in (b"\x80", b"(", b"c") and not looks_like_text(data):
+        return Evidence.CONTENT
+    return Evidence.NONE
+
+
+def sniff_pbtxt(name: str, data: bytes) -> Evidence:
+    return Evidence.CONTENT if looks_like_text(data) else Evidence.NONE
+
+
+def looks_like_text(data: bytes) -> bool:
+    head = data[:256].lstrip()
+    return head.startswith((b"step_stats", b"dev_stats", b"partition_graphs", b"cost_graph",
+                            b"function_graphs", b"#"))
+
+
+# --- folders -----------------------------------------------------------------------------------
+def find_profile_run(folder: str, run: str | None) -> Source | None:
+    """All hosts' XSpace files of one run of a TF2 profile logdir (the newest unless ``run``
+    names one), or of a run folder itself; None when ``folder`` is neither."""
+    profile_root = os.path.join(folder, "plugins", "profile")
+    if not os.path.isdir(profile_root) and os.path.basename(os.path.normpath(folder)) == "profile":
+        profile_root = folder
+    if not (os.path.isdir(profile_root) or _xplanes(folder)):
+        return None
+    run_folder = folder if _xplanes(folder) else None
+    if run_folder is None:
+        runs = _runs(profile_root)
+        if not runs:
+            raise TraceFormatError("profile logdir has no runs with .xplane.pb files", path=folder)
+        if run is not None and run not in runs:
+            raise TraceFormatError(f"no run {run!r} (runs: {', '.join(runs)})", path=folder)
+        run_folder = os.path.join(profile_root, run or runs[-1])
+    files = _xplanes(run_folder)
+    hosts = [f[:-len(".xplane.pb")] for f in files]
+    return Source(folder, tuple(InputFile(path, read_file(path), host if len(files) > 1 else None)
+                                for path, host in zip((os.path.join(run_folder, f) for f in files), hosts)),
+                  {"profile_run": os.path.basename(run_folder)})
+
+
+def find_event_files(folder: str, run: str | None) -> Source | None:
+    """The event files of a folder, in name order; None when it has none."""
+    names = sorted(f for f in os.listdir(folder) if "tfevents" in f)
+    if not names:
+        return None
+    return Source(folder, tuple(InputFile(path, read_file(path))
+                                for path in (os.path.join(folder, f) for f in names)))
+
+
+def profile_runs(logdir: str | os.PathLike) -> list[str]:
+    """Run folders of a TF2 profile logdir, oldest first (their names are timestamps)."""
+    root = os.path.join(os.fspath(logdir), "plugins", "profile")
+    return _runs(root) if os.path.isdir(root) else []
+
+
+def _runs(profile_root: str) -> list[str]:
+    return sorted(d for d in os.listdir(profile_root) if _xplanes(os.path.join(profile_root, d)))
+
+
+def _xplanes(folder: str) -> list[str]:
+    return sorted(f for f in os.listdir(folder) if f.endswith(".xplane.pb")) if os.path.isdir(folder) else []
