@@ -64,7 +64,11 @@ def test_traced_function_each_call_a_step(mlp_step, tf, tf_build):
     for step in trace.steps:
         mine = trace.filter(step=step.number)
         assert len(mine.filter(op_type="MatMul")) >= 2
-        assert mine.start_ns >= step.start_ns and mine.end_ns <= step.end_ns
+        # Ops belong to the step their start falls in. TF's executor may record an op's end
+        # a fraction of a millisecond after the step marker closed (seen in about 1 run in
+        # 10 on a loaded machine), so the end is not bounded by the marker.
+        starts = mine.ops["start_ns"]
+        assert (starts >= step.start_ns).all() and (starts <= step.end_ns).all()
     assert "no memory events" in trace.metadata["notes"]
 
 
