@@ -114,8 +114,12 @@ class _Events:
         self.where = _pid_tid_texts(self.pid, self.tid)
         # The category travels as the event's "cat" ("Op" as in timeline.py for TF ops), so
         # that host annotations of a TF2 trace are still told apart after a round trip.
+        # TF1's GPU tracer records (stream and memcpy devices) are "Op" events there too.
         categories = np.array([f'"cat":"{c.chrome}",' for c in Category], dtype=object)
-        self.op_head = categories[ops["category"]] + self.where
+        tracer = np.array([d.kind in ("stream", "memcpy") for d in trace.devices] or [False])
+        shown = np.where(tracer[ops["device"]] & np.isin(ops["category"], (Category.DEVICE, Category.MEMCPY)),
+                         int(Category.OP), ops["category"]) if len(trace) else ops["category"]
+        self.op_head = categories[shown] + self.where
         self.start, self.end = ops["start_ns"], ops["end_ns"]
         self.input_offsets = trace.input_offsets()
         self.transfers = _transfer_args(trace, self.quoted)
