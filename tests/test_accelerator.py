@@ -170,3 +170,19 @@ def test_summary_json_fields(corpus):
     matmul = next(row for row in summary["by_op"] if row["key"] == "MatMul")
     # One kernel (4.085 ms on stream:all, again on stream:12) and one copy of 1 us.
     assert matmul["device_ns"] == 4_086_000 and matmul["count"] == 2
+
+
+def test_xprof_attributes_the_tf1_gpu_kernels_tracebridge_writes(corpus, tmp_path):
+    """The XSpace written for a TF1 GPU run: kernels on stream lines, each annotated with
+    its TF op, once; xprof's own op statistics then give each op the device time
+    tracebridge does."""
+    trace = tracebridge.load(corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json")
+    written = trace.to_tensorboard(tmp_path / "logs", run="tf1")["xspace"]
+    copy = tmp_path / "copy" / "host.xplane.pb"
+    copy.parent.mkdir()
+    shutil.copy(written, copy)
+    theirs = xprof_device_self_time(copy)
+    ours = {row["key"]: row["device_ns"] for row in trace.summary().by_op if row["device_ns"]}
+    assert len(theirs) > 20 and set(theirs) == set(ours)
+    for op, nanos in ours.items():
+        assert theirs[op] == pytest.approx(nanos, abs=1), op

@@ -520,10 +520,15 @@ def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns
     names = builder.strings.as_tuple()
     markers = []
     if "step_num" in stats:
+        # One step per number: a marker may be repeated on several threads (tracebridge's
+        # TensorBoard output puts one on every host line) and spans all of them.
+        found: dict[int, list] = {}
         for event, number in zip(*stats["step_num"]):
             if isinstance(number, int):
-                markers.append((int(start_ns[event]), int(end_ns[event]), number,
-                                f"{names[int(name_id[event])]} {number}"))
+                marker = found.setdefault(number, [int(start_ns[event]), int(end_ns[event]), number,
+                                                   f"{names[int(name_id[event])]} {number}"])
+                marker[0], marker[1] = min(marker[0], int(start_ns[event])), max(marker[1], int(end_ns[event]))
+        markers = [tuple(marker) for marker in found.values()]
     elif len(step_line_events):
         spans: dict[int, list[int]] = {}
         for event in step_line_events.tolist():
