@@ -186,3 +186,47 @@ def test_xprof_attributes_the_tf1_gpu_kernels_tracebridge_writes(corpus, tmp_pat
     assert len(theirs) > 20 and set(theirs) == set(ours)
     for op, nanos in ours.items():
         assert theirs[op] == pytest.approx(nanos, abs=1), op
+
+
+def test_compare_tf1_gpu_run_with_its_tf2_xspace_on_device_time(corpus, tmp_path):
+    """A TF1 GPU timeline against the TF2 XSpace tracebridge writes for it (kernels on
+    stream lines, annotated): device time aligns op for op."""
+    from tracebridge.analysis.compare import compare
+    tf1 = tracebridge.load(corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json")
+    tf2 = tracebridge.load(tf1.to_tensorboard(tmp_path / "logs", run="tf2")["xspace"])
+    assert tf2.source_format == "xspace" and len(tf2.steps) == len(tf1.steps) == 5
+    comparison = compare(tf1, tf2)
+    assert comparison.time == "device"
+    assert comparison.coverage == {"control": 1.0, "test": 1.0}
+    device_by_op = {row["key"]: row["device_ns"] for row in tf1.summary().by_op if row["device_ns"]}
+    assert sum(row.control_total_ns for row in comparison.rows) == sum(device_by_op.values())
+    for row in comparison.rows:
+        assert row.control_total_ns == row.test_total_ns == row.control_device_ns == row.test_device_ns
+    # The dispatch's host time is shown beside each kernel's op (copies, edge_*, have none).
+    assert all(row.control_host_ns > 0 for row in comparison.rows if row.op_type != "MEMCPYHtoD"
+               and not row.key.startswith("edge_"))
+    host = compare(tf1, tf2, time="host")
+    kernels_of_ops = {row.key for row in comparison.rows if not row.key.startswith("edge_")}
+    assert host.time == "host" and {row.key for row in host.rows} >= kernels_of_ops
+    assert host.coverage == {"control": 1.0, "test": 1.0}
+
+
+def test_compare_gpu_xspace_with_itself(corpus):
+    from tracebridge.analysis.compare import compare
+    trace = tracebridge.load(corpus / "xspace" / GPU)
+    comparison = compare(trace, trace, time="device")
+    assert comparison.coverage == {"control": 1.0, "test": 1.0}
+    total = trace.filter(step=trace.steps[0].number).summary().total_ns  # compare counts steps' ops
+    assert sum(row.control_total_ns for row in comparison.rows) == total
+    assert all(row.change == "=" and row.control_device_ns == row.test_device_ns for row in comparison.rows)
+
+
+def test_compare_device_time_needs_device_activity(corpus):
+    from tests.conftest import run_cli
+    cpu = corpus / "chrome" / "ikhlestov_cpu_timeline_01.json"
+    gpu = corpus / "chrome" / "ikhlestov_gpu_timeline_01.json"
+    failed = run_cli("compare", cpu, gpu, "--time", "device")
+    assert failed.returncode != 0 and "no device activity" in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
+    auto = run_cli("compare", gpu, gpu, "--json")
+    assert auto.returncode == 0 and json.loads(auto.stdout)["time"] == "device"
