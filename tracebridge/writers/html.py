@@ -313,7 +313,8 @@ class _Payload:
 
         def rows(grouped: list[dict]) -> list[dict]:
             return [{"key": r["key"], "count": r["count"], "total_ns": r["total_ns"],
-                     "mean_ns": r["mean_ns"], "share": round(r["share"], 6)} for r in grouped]
+                     "mean_ns": r["mean_ns"], "share": round(r["share"], 6),
+                     "device_ns": r["device_ns"], "host_ns": r["host_ns"]} for r in grouped]
 
         return {
             "format": "tracebridge-timeline", "version": FORMAT_VERSION, "generator": f"tracebridge {__version__}",
@@ -332,7 +333,9 @@ class _Payload:
             "columns": {key: {"dtype": code, "length": int(len(values))}
                         for key, (code, values) in self.columns.items()},
             "allocators": self.allocators,
-            "summary": {"counted": summary.counted, "total_ns": summary.total_ns, "op_count": summary.op_count,
+            # On accelerator traces the top ops rank by device time (a TF op's kernels, once).
+            "summary": {"counted": summary.counted, "time": summary.time, "total_ns": summary.total_ns,
+                        "op_count": summary.op_count,
                         "by_op": rows(summary.by_op), "by_type": rows(summary.by_type)},
         }
 
