@@ -230,3 +230,30 @@ def test_compare_device_time_needs_device_activity(corpus):
     assert len(failed.stderr.strip().splitlines()) == 1
     auto = run_cli("compare", gpu, gpu, "--json")
     assert auto.returncode == 0 and json.loads(auto.stdout)["time"] == "device"
+
+
+def test_chrome_output_has_a_flow_from_each_launch_to_its_kernel(corpus, tmp_path):
+    path = corpus / "xspace" / GPU
+    space = protos.XSpace.FromString(path.read_bytes())
+    launched, started = set(), []
+    for plane in space.planes:
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                ids = [s.int64_value or s.uint64_value for s in event.stats
+                       if names.get(s.metadata_id) == "correlation_id"]
+                if not ids:
+                    continue
+                if plane.name.startswith("/host:"):
+                    launched.add(ids[0])
+                elif line.name.startswith("Stream"):
+                    started.append(ids[0])
+    expected = sum(1 for correlation in started if correlation in launched)
+    out = tmp_path / "gpu.json"
+    tracebridge.load(path).save(out)
+    events = json.loads(out.read_text())["traceEvents"]
+    pids = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    starts = {e["id"]: e for e in events if e.get("ph") == "s"}
+    to_kernels = [e for e in events if e.get("ph") == "t" and "GPU" in pids[e["pid"]]
+                  and "host" in pids[starts[e["id"]]["pid"]].lower()]
+    assert expected > 1000 and len(to_kernels) == expected

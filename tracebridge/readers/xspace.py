@@ -234,7 +234,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
                 event_line, op_of_event, category)
     _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id,
                np.flatnonzero(_step_lines(planes, line_owner, line_names)[event_line]))
-    _add_links(builder, stats, op_of_event)
+    _add_links(builder, stats, op_of_event, category)
     return errors, warnings
 
 
@@ -552,10 +552,17 @@ def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns
     builder.set_steps(op_of_event[events[inside]], step_ids[position[inside]])
 
 
-def _add_links(builder: TraceBuilder, stats: dict, op_of_event) -> None:
+def _add_links(builder: TraceBuilder, stats: dict, op_of_event, category) -> None:
     """Producer/consumer pairs: ``_p``/``_pt`` on a producer match ``_c``/``_ct`` on consumers
-    (cross-thread work), and tf.data ``*Produce``/``*Consume`` share an ``element_id``."""
+    (cross-thread work), tf.data ``*Produce``/``*Consume`` share an ``element_id``, and a
+    host launch shares its ``correlation_id`` with the kernel or copy it started."""
     links = []
+    if "correlation_id" in stats:
+        host, device_work = int(Category.HOST), (int(Category.DEVICE), int(Category.MEMCPY))
+        launches = {value: event for event, value in zip(*stats["correlation_id"]) if category[event] == host}
+        for event, value in zip(*stats["correlation_id"]):
+            if category[event] in device_work and value in launches:
+                links.append((launches[value], event, "launch"))
     if "_p" in stats and "_c" in stats:
         types = {e: t for e, t in zip(*stats["_pt"])} if "_pt" in stats else {}
         producers = {(types.get(e), v): e for e, v in zip(*stats["_p"])}

@@ -127,6 +127,8 @@ class _Events:
         self.consumer = self.producer = np.zeros(0, dtype=np.int64)
         if dataflow:
             consumer, producer = dataflow_edges(trace)
+            launcher, launched = _launch_edges(trace)  # host launch -> its kernel (XSpace)
+            consumer, producer = np.concatenate([consumer, launched]), np.concatenate([producer, launcher])
             if len(consumer):
                 differs = (self.pid[consumer] != self.pid[producer]) | (self.tid[consumer] != self.tid[producer])
                 self.consumer, self.producer = consumer[differs], producer[differs]
@@ -457,3 +459,13 @@ def _json_scalar(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return repr(value)
+
+
+def _launch_edges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """``(launch, kernel)`` op rows of the trace's ``launch`` links."""
+    links = trace.table("links")
+    empty = np.zeros(0, dtype=np.int64)
+    if not links.rows or "launch" not in trace.strings:
+        return empty, empty
+    mine = links["kind"] == trace.strings.index("launch")
+    return links["producer"][mine].astype(np.int64), links["consumer"][mine].astype(np.int64)
