@@ -257,3 +257,18 @@ def test_chrome_output_has_a_flow_from_each_launch_to_its_kernel(corpus, tmp_pat
     to_kernels = [e for e in events if e.get("ph") == "t" and "GPU" in pids[e["pid"]]
                   and "host" in pids[starts[e["id"]]["pid"]].lower()]
     assert expected > 1000 and len(to_kernels) == expected
+
+
+def test_html_view_ranks_by_device_time_and_labels_derived_lanes(corpus, tmp_path):
+    import re
+    trace = tracebridge.load(corpus / "xspace" / GPU)
+    out = tmp_path / "gpu.html"
+    trace.to_html(out)
+    text = out.read_text()
+    meta = json.loads(re.search(r'id="tb0-meta"[^>]*>(.*?)</script>', text, re.S).group(1))
+    summary = meta["summary"]
+    assert summary["time"] == "device"
+    assert summary["by_op"][0]["total_ns"] == summary["by_op"][0]["device_ns"] == trace.summary().by_op[0]["device_ns"]
+    lanes = {(meta["devices"][lane["device"]]["name"], lane["name"]) for lane in meta["lanes"]}
+    assert ("/device:GPU:4", "TensorFlow Name Scope (derived)") in lanes
+    assert ("/device:GPU:4", "Stream #134(Compute)") in lanes

@@ -53,7 +53,7 @@ import numpy as np
 
 from .._files import atomic_output
 from ..model.lanes import first_fit
-from ..model.schema import NO_STEP, OpFlag
+from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
 from .html_page import page_end, page_head, page_script
 
@@ -200,6 +200,8 @@ class _Payload:
                 base_name = "network"
             else:
                 base_name = trace.lanes[int(group_lane[a])].name if 0 <= group_lane[a] < len(trace.lanes) else "lane"
+                if trace.ops["category"][rows[a]] == Category.DERIVED:  # xprof's lines from the streams
+                    base_name += " (derived)"
             for k in range(count):
                 name = (f"{base_name} {k + 1}" if is_net and count > 1 else
                         f"{base_name} / {k + 1}" if count > 1 and k else base_name)
