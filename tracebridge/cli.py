@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
     diff.add_argument("--threshold", type=float, default=0.1, help="noise threshold as a share (default 0.1)")
     diff.add_argument("--top", type=int, default=25, help="rows in the table (default 25)")
+    diff.add_argument("--time", choices=("auto", "device", "host"), default="auto",
+                      help="compare device time per TF op (kernels, copies) or the TF ops' host time; "
+                           "auto: device time when both runs have device activity")
     _add_workers(diff)
     diff.set_defaults(handler=_compare)
 
@@ -234,7 +237,7 @@ def _compare(args) -> int:
         except re.error as error:
             raise _UsageError(f"--rule {rule!r}: bad regular expression ({error})")
     comparison = compare(_load(args, args.control), _load(args, args.test), rules=args.rule,
-                         warmup=args.warmup, threshold=args.threshold)
+                         warmup=args.warmup, threshold=args.threshold, time=args.time)
     if args.json:
         print(comparison.to_json())
     elif args.csv:

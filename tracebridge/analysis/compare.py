@@ -41,7 +41,10 @@ import numpy as np
 
 from ..model.trace import Trace
 from .kernels import fusion_parts, plain_kernel, trace_kernel_family
-from .summary import counted_rows
+from ..errors import OptionError
+from ..model.accelerator import device_rows
+from ..model.accelerator import self_times as accelerator_self_times
+from .summary import counted_rows, summarize
 
 _WRAPPER = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?|PartitionedCall(?:_\d+)?|__inference_[^/]*|"
                       r"__forward_[^/]*|__backward_[^/]*)/")
@@ -79,6 +82,11 @@ class Row:
     delta_ns: float = 0.0
     ratio: float | None = None
     change: str = "="
+    # Both kinds of time of the row's ops (totals), whichever the comparison aligned on.
+    control_device_ns: int = 0
+    test_device_ns: int = 0
+    control_host_ns: int = 0
+    test_host_ns: int = 0
 
 
 @dataclass
@@ -95,6 +103,7 @@ class Comparison:
     memory: dict[str, dict[str, int]] = field(default_factory=dict)
     threshold: float = 0.1
     kernels: dict[str, str] = field(default_factory=dict)  # side -> "oneDNN", "plain", "unknown"
+    time: str = "host"  # the time compared: "device" (kernels per TF op) or "host" (TF ops)
 
     @property
     def unmatched(self) -> dict[str, list[Row]]:
@@ -105,7 +114,7 @@ class Comparison:
         return {"coverage": self.coverage, "steps": self.steps, "step_pairs": self.step_pairs,
                 "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
                 "unmatched": {side: [r.key for r in rows] for side, rows in self.unmatched.items()},
-                "groups": self.groups, "memory": self.memory, "kernels": self.kernels}
+                "groups": self.groups, "memory": self.memory, "kernels": self.kernels, "time": self.time}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -127,7 +136,8 @@ class Comparison:
         lines = [
             f"control: {self.control.source_format}, {c['count']} steps, median step {_ms(c['median_ns'])}",
             f"test:    {self.test.source_format}, {t['count']} steps, median step {_ms(t['median_ns'])}",
-            f"coverage: control {self.coverage['control']:.1%}, test {self.coverage['test']:.1%} of op time matched",
+            f"coverage: control {self.coverage['control']:.1%}, test {self.coverage['test']:.1%} "
+            f"of {'device' if self.time == 'device' else 'op'} time matched",
         ]
         if self.kernels and self.kernels["control"] != self.kernels["test"] and "unknown" not in self.kernels.values():
             lines.append(f"kernels: control {self.kernels['control']}, test {self.kernels['test']}: "
@@ -152,15 +162,19 @@ class Comparison:
 
 
 def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warmup: int = 0,
-            threshold: float = 0.1, noise_ns: int = 2_000) -> Comparison:
+            threshold: float = 0.1, noise_ns: int = 2_000, time: str = "auto") -> Comparison:
     """Align ``test`` against ``control``. ``rules``: ``"pattern=replacement"`` regular
     expressions applied to op names of both runs first; ``warmup``: steps of each run left
     out of the statistics; a row changes (``+``/``-``) when its per-step median moves by
-    more than ``threshold`` (a share) and more than ``noise_ns``."""
+    more than ``threshold`` (a share) and more than ``noise_ns``. ``time``: ``"device"``
+    compares the device time credited to each TF op (kernels and copies, counted once),
+    ``"host"`` the TF ops' own time, ``"auto"`` device time when both runs have some."""
+    time = _chosen_time(control, test, time)
     compiled = [_rule(text) for text in rules or []]
-    sides = {"control": _side(control, compiled, warmup), "test": _side(test, compiled, warmup)}
+    sides = {"control": _side(control, compiled, warmup, time), "test": _side(test, compiled, warmup, time)}
     pairs = _align(sides["control"], sides["test"], bool(compiled))
     rows = [_row(pair, sides, threshold, noise_ns) for pair in pairs]
+    _add_both_times(rows, control, test)
     rows.sort(key=lambda r: (-(r.delta_ns if r.control_names and r.test_names else
                                max(r.control_median_ns, r.test_median_ns)), r.key))
     coverage = {}
@@ -175,7 +189,44 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
                       steps={name: _step_stats(side.trace, warmup) for name, side in sides.items()},
                       groups=groups, memory={name: _peaks(side.trace) for name, side in sides.items()},
                       threshold=threshold,
-                      kernels={name: trace_kernel_family(side.trace) for name, side in sides.items()})
+                      kernels={name: trace_kernel_family(side.trace) for name, side in sides.items()},
+                      time=time)
+
+
+# --- the time compared: a layer over the rows, so the alignment stays what it is ----------
+def _chosen_time(control: Trace, test: Trace, time: str) -> str:
+    if time not in ("auto", "device", "host"):
+        raise OptionError(f"time={time!r}: choose 'device', 'host' or 'auto'")
+    has_device = [bool(device_rows(t.ops["category"], t.ops["flags"]).any()) for t in (control, test)]
+    if time == "device" and not all(has_device):
+        side = "control" if not has_device[0] else "test"
+        raise OptionError(f"time='device': the {side} run has no device activity (kernels or copies)")
+    if time == "auto":
+        return "device" if all(has_device) else "host"
+    return time
+
+
+def _timed_rows(trace: Trace, time: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rows compared and each one's time: device rows and their self time, or the
+    counted host rows and their durations."""
+    ops = trace.ops
+    if time == "device":
+        mask = device_rows(ops["category"], ops["flags"])
+        durations = np.zeros(len(trace), dtype=np.int64)
+        durations[mask] = accelerator_self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(mask))
+        return mask, durations
+    mask, _ = counted_rows(trace)
+    return mask, (ops["end_ns"] - ops["start_ns"]).astype(np.int64)
+
+
+def _add_both_times(rows: list[Row], control: Trace, test: Trace) -> None:
+    """Every row shows its ops' device and host time, whichever was compared."""
+    for side, trace in (("control", control), ("test", test)):
+        per_name = {row["key"]: row for row in summarize(trace).by_op}
+        for row in rows:
+            names = getattr(row, f"{side}_names")
+            setattr(row, f"{side}_device_ns", sum(per_name[n]["device_ns"] for n in names if n in per_name))
+            setattr(row, f"{side}_host_ns", sum(per_name[n]["host_ns"] for n in names if n in per_name))
 
 
 def self_times(trace: Trace) -> np.ndarray:
@@ -230,9 +281,9 @@ class _Side:
         self.all_time = 0
 
 
-def _side(trace: Trace, rules, warmup: int) -> _Side:
+def _side(trace: Trace, rules, warmup: int, time: str = "host") -> _Side:
     side = _Side(trace)
-    mask, _ = counted_rows(trace)
+    mask, timed = _timed_rows(trace, time)
     ops = trace.ops
     kept_steps = range(warmup, len(trace.steps)) if len(trace.steps) > warmup else range(len(trace.steps))
     step_positions = set(kept_steps)
@@ -240,8 +291,8 @@ def _side(trace: Trace, rules, warmup: int) -> _Side:
         mask = mask & np.isin(ops["step"], sorted(step_positions))
     rows = np.flatnonzero(mask)
     rows = rows[np.lexsort((ops["start_ns"][rows], ops["step"][rows]))]
-    durations = (ops["end_ns"] - ops["start_ns"])[rows]
-    own = self_times(trace)[rows]
+    durations = timed[rows]
+    own = durations if time == "device" else self_times(trace)[rows]
     names = [trace.strings[i] for i in ops["name"][rows].tolist()]
     kernels = [trace.strings[i] for i in ops["kernel"][rows].tolist()]
     step_index = ops["step"][rows]

@@ -13,14 +13,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..model.accelerator import busy_ns, device_rows, self_times
 from ..model.schema import Category
 from ..model.trace import Trace
 
 
 @dataclass(frozen=True)
 class Summary:
-    """Rows of ``{"key", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share"}``
-    for each grouping, largest total first; ``share`` is of all op time."""
+    """Rows of ``{"key", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share",
+    "device_ns", "host_ns"}`` for each grouping, largest total first; ``share`` is of all
+    counted time.
+
+    On an accelerator trace the counted time is device time (``time == "device"``): each
+    kernel, copy or XLA op's self time, counted once, credited to the TF op it ran for;
+    ``host_ns`` is the TF ops' own time on the host. Otherwise it is host op time."""
 
     total_ns: int
     op_count: int
@@ -29,11 +35,15 @@ class Summary:
     by_op: list[dict] = field(default_factory=list)
     by_type: list[dict] = field(default_factory=list)
     by_device: list[dict] = field(default_factory=list)
+    by_kernel: list[dict] = field(default_factory=list)
+    time: str = "host"      # "device" when the trace has device activity
+    total_span_ns: int = 0
 
     def to_dict(self) -> dict:
         return {"total_ns": self.total_ns, "op_count": self.op_count, "counted": self.counted,
-                "steps": self.steps,
-                "by_op": self.by_op, "by_type": self.by_type, "by_device": self.by_device}
+                "time": self.time, "total_span_ns": self.total_span_ns, "steps": self.steps,
+                "by_op": self.by_op, "by_type": self.by_type, "by_device": self.by_device,
+                "by_kernel": self.by_kernel}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -41,23 +51,31 @@ class Summary:
     def to_csv(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["group", "key", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share"])
-        for group, rows in (("op", self.by_op), ("op_type", self.by_type), ("device", self.by_device)):
+        writer.writerow(["group", "key", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share",
+                         "device_ns", "host_ns"])
+        for group, rows in (("op", self.by_op), ("op_type", self.by_type), ("device", self.by_device),
+                            ("kernel", self.by_kernel)):
             for row in rows:
                 writer.writerow([group, row["key"], row["count"], row["total_ns"], row["mean_ns"],
-                                 row["min_ns"], row["max_ns"], f"{row['share']:.6f}"])
+                                 row["min_ns"], row["max_ns"], f"{row['share']:.6f}",
+                                 row.get("device_ns", 0), row.get("host_ns", 0)])
         return out.getvalue()
 
     def to_text(self) -> str:
         what = {"op": "ops", "device+memcpy": "device events", "all": "events"}.get(self.counted, "ops")
-        lines = [f"{self.op_count} {what}, {_ms(self.total_ns)} in all"]
+        of_what = " device time" if self.time == "device" else ""
+        lines = [f"{self.op_count} {what}, {_ms(self.total_ns)}{of_what} in all"]
         if self.steps:
             durations = [s["duration_ns"] for s in self.steps]
             lines.append(f"{len(self.steps)} steps, median {_ms(int(np.median(durations)))} "
                          f"(min {_ms(min(durations))}, max {_ms(max(durations))})")
-        for title, rows in (("Top ops by total time", self.by_op), ("By op type", self.by_type),
-                            ("By device", self.by_device)):
-            lines += ["", title, _table(rows)]
+        both = self.time == "device"
+        tables = [("Top ops by device time" if both else "Top ops by total time", self.by_op), ("By op type", self.by_type),
+                  ("By device", self.by_device)]
+        if self.by_kernel:
+            tables.append(("Top kernels by device time", self.by_kernel))
+        for title, rows in tables:
+            lines += ["", title, _table(rows, both)]
         return "\n".join(lines)
 
     __str__ = to_text
@@ -76,38 +94,97 @@ def counted_rows(trace: Trace) -> tuple[np.ndarray, str]:
 
 
 def summarize(trace: Trace, top: int | None = None) -> Summary:
-    mask, counted = counted_rows(trace)
     ops = trace.ops
-    duration = (ops["end_ns"] - ops["start_ns"]).astype(np.int64)[mask]
-    total = int(duration.sum())
+    device = device_rows(ops["category"], ops["flags"])
+    host = ops["category"] == Category.OP
+    duration = (ops["end_ns"] - ops["start_ns"]).astype(np.int64)
+    device_time = np.zeros(len(trace), dtype=np.int64)
+    device_time[device] = self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(device))
+    host_time = np.where(host, duration, 0)
+    if device.any():
+        time, mask, counted, basis = "device", device, "device+memcpy", device_time
+    else:
+        mask, counted = counted_rows(trace)
+        time, basis = "host", np.where(mask, duration, 0)
+    either = mask | host
+    total = int(basis[mask].sum())
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
+    span = trace.end_ns - trace.start_ns
+
+    def group(keys: np.ndarray, labels) -> list[dict]:
+        return _group(keys[either], mask[either], basis[either], device_time[either], host_time[either],
+                      labels, total, top)
+
+    by_device = group(ops["device"], devices)
+    for row, index in zip(by_device, _device_order(by_device, trace)):
+        rows = either & (ops["device"] == index)
+        row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows])
+        row["idle_ns"] = span - row["busy_ns"]
     return Summary(
-        total_ns=total, op_count=int(mask.sum()), counted=counted,
+        total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
         steps=[{"number": s.number, "name": s.name, "start_ns": s.start_ns,
                 "duration_ns": s.duration_ns} for s in trace.steps],
-        by_op=_group(ops["name"][mask], duration, trace.strings, total, top),
-        by_type=_group(ops["op_type"][mask], duration, trace.strings, total, top),
-        by_device=_group(ops["device"][mask], duration, devices, total, top),
+        by_op=group(ops["name"], trace.strings),
+        by_type=group(ops["op_type"], trace.strings),
+        by_device=by_device,
+        by_kernel=_kernels(trace, device, device_time, top) if time == "device" else [],
     )
 
 
-def _group(keys: np.ndarray, duration: np.ndarray, labels, total: int, top: int | None) -> list[dict]:
+def _device_order(rows: list[dict], trace: Trace) -> list[int]:
+    index = {d.name: i for i, d in enumerate(trace.devices)}
+    return [index[row["key"]] for row in rows]
+
+
+def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray,
+           host_ns: np.ndarray, labels, total: int, top: int | None) -> list[dict]:
+    """Rows per key: count, total, mean, min and max over the counted rows (on the basis
+    time), and device and host time over all of the key's rows."""
     if not len(keys):
         return []
     unique, inverse = np.unique(keys, return_inverse=True)
     inverse = inverse.ravel()
-    count = np.bincount(inverse)
-    sums = np.bincount(inverse, weights=duration).astype(np.int64)
+    count = np.bincount(inverse, weights=counted, minlength=len(unique)).astype(np.int64)
+    sums = np.bincount(inverse, weights=basis, minlength=len(unique)).astype(np.int64)
+    devices = np.bincount(inverse, weights=device_ns, minlength=len(unique)).astype(np.int64)
+    hosts = np.bincount(inverse, weights=host_ns, minlength=len(unique)).astype(np.int64)
     lows = np.full(len(unique), np.iinfo(np.int64).max)
     highs = np.zeros(len(unique), dtype=np.int64)
-    np.minimum.at(lows, inverse, duration)
-    np.maximum.at(highs, inverse, duration)
-    order = np.lexsort((unique, -sums))
+    np.minimum.at(lows, inverse[counted], basis[counted])
+    np.maximum.at(highs, inverse[counted], basis[counted])
+    lows[count == 0] = 0
+    order = np.lexsort((unique, -hosts, -sums))
     if top is not None:
         order = order[:top]
     return [{"key": str(labels[unique[i]]), "count": int(count[i]), "total_ns": int(sums[i]),
-             "mean_ns": int(sums[i] // count[i]), "min_ns": int(lows[i]), "max_ns": int(highs[i]),
-             "share": float(sums[i] / total) if total else 0.0} for i in order.tolist()]
+             "mean_ns": int(sums[i] // count[i]) if count[i] else 0, "min_ns": int(lows[i]),
+             "max_ns": int(highs[i]), "share": float(sums[i] / total) if total else 0.0,
+             "device_ns": int(devices[i]), "host_ns": int(hosts[i])} for i in order.tolist()]
+
+
+def _kernels(trace: Trace, device: np.ndarray, device_time: np.ndarray, top: int | None) -> list[dict]:
+    """Device time per kernel (or XLA op) and the TF op it ran for."""
+    ops = trace.ops
+    rows = np.flatnonzero(device)
+    pairs = ops["kernel"][rows].astype(np.int64) * (1 << 32) + ops["name"][rows].astype(np.int64)
+    total = int(device_time[rows].sum())
+    found = _group(pairs, np.ones(len(rows), dtype=bool), device_time[rows], device_time[rows],
+                   np.zeros(len(rows), dtype=np.int64), _KernelLabels(trace.strings), total, top)
+    for row in found:
+        row["key"], row["op"] = row["key"].split("\0", 1)
+        del row["host_ns"]
+    return found
+
+
+class _KernelLabels:
+    """Labels of (kernel, op) pair keys: ``"kernel\0op"``, split again by the caller."""
+
+    def __init__(self, strings):
+        self.strings = strings
+
+    def __getitem__(self, key) -> str:
+        key = int(key)
+        return f"{self.strings[key >> 32]}\0{self.strings[key & 0xFFFFFFFF]}"
 
 
 def describe(trace: Trace) -> dict:
@@ -142,12 +219,18 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def _table(rows: list[dict]) -> str:
+def _table(rows: list[dict], device_first: bool = False) -> str:
     if not rows:
         return "  (none)"
-    header = ("total", "share", "count", "mean", "name")
-    body = [(_ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), _ms(r["mean_ns"]), r["key"])
-            for r in rows]
+    if device_first:  # device time leads; the host's own time beside it
+        header = ("device", "share", "count", "mean", "host", "name")
+        body = [(_ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), _ms(r["mean_ns"]),
+                 _ms(r.get("host_ns", 0)), r["key"] + (f"  ({r['op']})" if "op" in r else ""))
+                for r in rows]
+    else:
+        header = ("total", "share", "count", "mean", "name")
+        body = [(_ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), _ms(r["mean_ns"]), r["key"])
+                for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header[:-1])]
     lines = ["  " + "  ".join(h.rjust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1]]
     for b in body:

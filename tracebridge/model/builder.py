@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .accelerator import mark_tracer_records
 from .devices import Device, parse_device
 from .lanes import first_fit
 from .schema import NO_STEP, TABLE_COLUMNS
@@ -193,6 +194,7 @@ class TraceBuilder:
             self._chunk_rows[kind] = 0
         _clip_times(tables)
         ops = tables["ops"]
+        mark_tracer_records(ops, self.device_list, self.strings.as_tuple())
         if self._step_updates:
             ops["step"] = ops["step"].copy()
             for rows, steps in self._step_updates:

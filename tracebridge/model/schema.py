@@ -39,7 +39,11 @@ class Category(enum.IntEnum):
     """What an ``ops`` row is: a TF op kernel run by an executor (``OP``), a kernel or copy
     on an accelerator (``DEVICE``, ``MEMCPY``), or, from XSpace, a host annotation (``HOST``:
     TraceMe events such as ``EagerExecute``), a Python function (``PYTHON``) or a tf.data
-    iterator event (``DATA``). Summaries and comparisons count ``OP`` rows by default.
+    iterator event (``DATA``), or a line xprof derived from the device's own events
+    (``DERIVED``: ``TensorFlow Ops``, ``TensorFlow Name Scope``, ``Steps``, ``XLA Modules``;
+    kept for the viewers and for steps, never added to kernel time). Summaries and
+    comparisons count ``OP`` rows as host time and ``DEVICE``/``MEMCPY`` rows not flagged
+    ``DUPLICATE`` as device time (:mod:`.accelerator`).
 
     ``chrome`` is the ``"cat"`` of the category's events in Chrome traces ("Op" as in
     TF's timeline.py), so that a category survives a round trip through one."""
@@ -50,6 +54,7 @@ class Category(enum.IntEnum):
     HOST = 3, "Host"
     PYTHON = 4, "Python"
     DATA = 5, "Data"
+    DERIVED = 6, "Derived"
 
     def __new__(cls, value: int, chrome: str):
         member = int.__new__(cls, value)
@@ -70,6 +75,8 @@ class OpFlag(enum.IntFlag):
     HAS_MEMORY_STATS = 2     # the source had a memory_stats message, even an empty one
     HAS_SCHEDULED = 4        # scheduled_ns came from the source
     LABEL_CANONICAL = 8      # the label is "name = kernel(inputs)" and is not stored (label id 0)
+    DUPLICATE = 16           # a device record that repeats one on another lane (TF1's GPU tracer
+                             # records each kernel on stream:all and stream:N, copies also on memcpy)
 
 
 class OutputFlag(enum.IntFlag):

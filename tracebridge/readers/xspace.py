@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import protos
 from ..errors import TraceFormatError
+from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.schema import Category, OpFlag
 from ..model.trace import Trace
@@ -189,15 +190,22 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
     position = np.searchsorted(kind_keys, keys)
     known = (position < len(kind_keys)) & (kind_keys[np.minimum(position, len(kind_keys) - 1)] == keys)
     del keys
-    table = np.array([kinds[k] for k in pairs] or [(0, 0, 0, 0)], dtype=np.int64)
+    table = np.array([kinds[k] for k in pairs] or [(0, 0, 0, 0, 0)], dtype=np.int64)
     row_of_kind = np.minimum(position, len(table) - 1)
     del position
     name_id = table[row_of_kind, 0].astype(np.int32)
     type_id = table[row_of_kind, 1].astype(np.int32)
     category = table[row_of_kind, 2].astype(np.uint8)
     is_memory = table[row_of_kind, 3].astype(np.uint8)
+    kernel_id = table[row_of_kind, 4].astype(np.int32)
     del row_of_kind
     device_of_event = device_of_line[event_line].astype(np.int32)
+    _link_device_events(builder, stats, category, name_id, type_id)
+    _link_by_correlation(stats, category, name_id, type_id, kernel_id, event_line, start_ns, end_ns)
+    _device_clock_durations(stats, category, start_ns, end_ns)
+    derived = _derived_lines(planes, line_owner, line_names)
+    if derived.any():
+        category[derived[event_line]] = Category.DERIVED
     keep = known & ~aggregated & (device_of_event >= 0) & (is_memory == 0)
 
     first_op = builder.op_count
@@ -211,7 +219,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
     flags = np.where(kept(category) == Category.OP, nanos | canonical, nanos).astype(np.uint8)
     device_column, type_column = kept(device_of_event), kept(type_id)
     start_column, end_column = kept(start_ns), kept(end_ns)
-    builder.extend("ops", name=kept(name_id), op_type=type_column, kernel=type_column,
+    builder.extend("ops", name=kept(name_id), op_type=type_column, kernel=kept(kernel_id),
                    start_ns=start_column, end_ns=end_column, op_start_ns=start_column,
                    op_end_ns=end_column, device=device_column,
                    lane=lane_of_line[event_line if every else event_line[rows]].astype(np.int32),
@@ -224,8 +232,9 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
     memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_event >= 0))
     _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
                 event_line, op_of_event, category)
-    _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id)
-    _add_links(builder, stats, op_of_event)
+    _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id,
+               np.flatnonzero(_step_lines(planes, line_owner, line_names)[event_line]))
+    _add_links(builder, stats, op_of_event, category)
     return errors, warnings
 
 
@@ -337,8 +346,8 @@ def _pair_keys(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tup
             kind_planes * width + rank[len(metadata_id):])
 
 
-def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, int], tuple[int, int, int, int]]:
-    """Per (plane, event metadata): (name id, type id, category, is memory event)."""
+def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, int], tuple[int, int, int, int, int]]:
+    """Per (plane, event metadata): (name id, type id, category, is memory event, kernel id)."""
     s = builder.strings
     # Plain ints in the hundreds of thousands of tuples below (model/schema.py says why).
     op, device, memcpy, host, python, data = map(int, (Category.OP, Category.DEVICE, Category.MEMCPY,
@@ -349,25 +358,106 @@ def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, in
         for metadata_id, (name, shown) in plane.events.items():
             key = (p, metadata_id)
             if name in _MEMORY_EVENTS:  # 1: allocation, 2: deallocation
-                kinds[key] = (s[name], s[name], host, 1 if name == "MemoryAllocation" else 2)
+                kinds[key] = (s[name], s[name], host, 1 if name == "MemoryAllocation" else 2, s[name])
                 continue
             stats = plane.event_stats.get(metadata_id, {})
             if device_plane:
+                # The TF op it ran for: an XLA op's framework op (``tf_op``), else the
+                # kernel itself until an event's own annotation names one (_link_device_events).
                 category = memcpy if "memcpy" in name.lower() or "copy" in shown.lower() else device
-                op_type = stats.get("hlo_category") or shown or name
-                kinds[key] = (s[shown or name], s[op_type], category, 0)
+                kernel = shown or name
+                tf_op = op_of_annotation(stats["tf_op"]) if stats.get("tf_op") else None
+                op_name, op_type = tf_op or (kernel, stats.get("hlo_category") or kernel)
+                kinds[key] = (s[op_name], s[op_type], category, 0, s[kernel])
                 continue
             match = _OP_EVENT.match(name)
             if match:
-                kinds[key] = (s[match.group(1)], s[match.group(2)], op, 0)
+                kinds[key] = (s[match.group(1)], s[match.group(2)], op, 0, s[match.group(2)])
             elif name.startswith("$"):
-                kinds[key] = (s[name], s["python"], python, 0)
+                kinds[key] = (s[name], s["python"], python, 0, s["python"])
             elif name.startswith(("Iterator::", "IteratorGetNext", "MakeIterator")) or \
                     name.endswith(("Produce", "Consume")):
-                kinds[key] = (s[name], s[shown or name.split("::")[-1]], data, 0)
+                kinds[key] = (s[name], s[shown or name.split("::")[-1]], data, 0, s[shown or name.split("::")[-1]])
             else:
-                kinds[key] = (s[name], s[shown or name], host, 0)
+                kinds[key] = (s[name], s[shown or name], host, 0, s[shown or name])
     return kinds
+
+
+def _link_device_events(builder: TraceBuilder, stats: dict, category, name_id, type_id) -> None:
+    """A GPU kernel's or copy's own ``annotation`` (or ``tf_op``) stat names the TF op that
+    launched it: that op becomes the row's name and type (its kernel stays in ``kernel``)."""
+    device_work = (int(Category.DEVICE), int(Category.MEMCPY))
+    s = builder.strings
+    for key in ("tf_op", "annotation"):  # annotation last: it wins where both are there
+        if key not in stats:
+            continue
+        for event, value in zip(*stats[key]):
+            if category[event] not in device_work or not isinstance(value, str):
+                continue
+            op = op_of_annotation(value)
+            if op is not None:
+                name_id[event], type_id[event] = s[op[0]], s[op[1]]
+
+
+def _link_by_correlation(stats: dict, category, name_id, type_id, kernel_id, event_line,
+                         start_ns, end_ns) -> None:
+    """A device event that no annotation names (a plain ``MemcpyH2D``) shares its
+    ``correlation_id`` with the host event that launched it; the TF op running on that
+    host thread around the launch is the op it ran for."""
+    if "correlation_id" not in stats:
+        return
+    device_work, host, op = (int(Category.DEVICE), int(Category.MEMCPY)), int(Category.HOST), int(Category.OP)
+    launches, unlinked = {}, []
+    for event, value in zip(*stats["correlation_id"]):
+        if category[event] == host:
+            launches[value] = event
+        elif category[event] in device_work and name_id[event] == kernel_id[event]:
+            unlinked.append((event, value))
+    pending = [(event, launches[value]) for event, value in unlinked if value in launches]
+    if not pending:
+        return
+    ops_by_line: dict[int, np.ndarray] = {}
+    for event, launch in pending:
+        line = int(event_line[launch])
+        if line not in ops_by_line:
+            mine = np.flatnonzero((event_line == line) & (category == op))
+            ops_by_line[line] = mine[np.argsort(start_ns[mine], kind="stable")]
+        candidates = ops_by_line[line]
+        at = int(np.searchsorted(start_ns[candidates], start_ns[launch], side="right")) - 1
+        # Ops on one thread nest (a function call's ops inside it): walk out to one that
+        # still encloses the launch.
+        while at >= 0 and end_ns[candidates[at]] < end_ns[launch]:
+            at -= 1
+        if at >= 0:
+            name_id[event], type_id[event] = name_id[candidates[at]], type_id[candidates[at]]
+
+
+def _device_clock_durations(stats: dict, category, start_ns, end_ns) -> None:
+    """A TPU op's ``device_duration_ps`` is its time by the device's own clock: xprof's op
+    statistics count that, not the event's span on the host-aligned timeline, so the row
+    ends that long after it starts (its start stays where the timeline has it)."""
+    if "device_duration_ps" not in stats:
+        return
+    events, values = stats["device_duration_ps"]
+    events = np.asarray(events, dtype=np.int64)
+    durations = np.array([v if isinstance(v, int) else -1 for v in values], dtype=np.int64)
+    usable = np.isin(category[events], (Category.DEVICE, Category.MEMCPY)) & (durations >= 0) & \
+        (durations < _PS_LIMIT)
+    events = events[usable]
+    end_ns[events] = start_ns[events] + durations[usable] // 1000
+
+
+def _derived_lines(planes: list[_Plane], line_owner, line_names: list[str]) -> np.ndarray:
+    """Per line: True for lines of a device plane that xprof derived from its other lines."""
+    with_streams = {int(p) for p, name in zip(line_owner.tolist(), line_names) if name.startswith("Stream")}
+    return np.array([not planes[p].name.startswith("/host:") and is_derived_line(name, p in with_streams)
+                     for p, name in zip(line_owner.tolist(), line_names)], dtype=bool)
+
+
+def _step_lines(planes: list[_Plane], line_owner, line_names: list[str]) -> np.ndarray:
+    """Per line: True for a device plane's ``Steps`` line (xprof's own step detection)."""
+    return np.array([name == "Steps" and not planes[p].name.startswith("/host:")
+                     for p, name in zip(line_owner.tolist(), line_names)], dtype=bool)
 
 
 # --- rows -----------------------------------------------------------------------------------
@@ -422,16 +512,31 @@ def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, st
         builder.add_row("allocations", memory=row, time_ns=time, bytes=-size if is_free else size)
 
 
-def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns, name_id) -> None:
-    """Steps from ``step_num`` markers, else from tf.function calls; ops are assigned to the
-    step whose span contains their start."""
+def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns, name_id,
+               step_line_events: np.ndarray) -> None:
+    """Steps from ``step_num`` markers, else from device ``Steps`` lines (one step per step
+    number, spanning every device's event of it), else from tf.function calls; ops are
+    assigned to the step whose span contains their start."""
     names = builder.strings.as_tuple()
     markers = []
     if "step_num" in stats:
+        # One step per number: a marker may be repeated on several threads (tracebridge's
+        # TensorBoard output puts one on every host line) and spans all of them.
+        found: dict[int, list] = {}
         for event, number in zip(*stats["step_num"]):
             if isinstance(number, int):
-                markers.append((int(start_ns[event]), int(end_ns[event]), number,
-                                f"{names[int(name_id[event])]} {number}"))
+                marker = found.setdefault(number, [int(start_ns[event]), int(end_ns[event]), number,
+                                                   f"{names[int(name_id[event])]} {number}"])
+                marker[0], marker[1] = min(marker[0], int(start_ns[event])), max(marker[1], int(end_ns[event]))
+        markers = [tuple(marker) for marker in found.values()]
+    elif len(step_line_events):
+        spans: dict[int, list[int]] = {}
+        for event in step_line_events.tolist():
+            text = names[int(name_id[event])]
+            number = int(text) if text.isdigit() else len(spans)
+            span = spans.setdefault(number, [int(start_ns[event]), int(end_ns[event])])
+            span[0], span[1] = min(span[0], int(start_ns[event])), max(span[1], int(end_ns[event]))
+        markers = [(lo, hi, number, f"step {number}") for number, (lo, hi) in spans.items()]
     elif "tf_function_call" in stats:
         for k, event in enumerate(sorted(stats["tf_function_call"][0], key=lambda e: start_ns[e])):
             markers.append((int(start_ns[event]), int(end_ns[event]), k, f"{names[int(name_id[event])]} {k}"))
@@ -447,10 +552,17 @@ def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns
     builder.set_steps(op_of_event[events[inside]], step_ids[position[inside]])
 
 
-def _add_links(builder: TraceBuilder, stats: dict, op_of_event) -> None:
+def _add_links(builder: TraceBuilder, stats: dict, op_of_event, category) -> None:
     """Producer/consumer pairs: ``_p``/``_pt`` on a producer match ``_c``/``_ct`` on consumers
-    (cross-thread work), and tf.data ``*Produce``/``*Consume`` share an ``element_id``."""
+    (cross-thread work), tf.data ``*Produce``/``*Consume`` share an ``element_id``, and a
+    host launch shares its ``correlation_id`` with the kernel or copy it started."""
     links = []
+    if "correlation_id" in stats:
+        host, device_work = int(Category.HOST), (int(Category.DEVICE), int(Category.MEMCPY))
+        launches = {value: event for event, value in zip(*stats["correlation_id"]) if category[event] == host}
+        for event, value in zip(*stats["correlation_id"]):
+            if category[event] in device_work and value in launches:
+                links.append((launches[value], event, "launch"))
     if "_p" in stats and "_c" in stats:
         types = {e: t for e, t in zip(*stats["_pt"])} if "_pt" in stats else {}
         producers = {(types.get(e), v): e for e, v in zip(*stats["_p"])}

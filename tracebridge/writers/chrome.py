@@ -114,8 +114,12 @@ class _Events:
         self.where = _pid_tid_texts(self.pid, self.tid)
         # The category travels as the event's "cat" ("Op" as in timeline.py for TF ops), so
         # that host annotations of a TF2 trace are still told apart after a round trip.
+        # TF1's GPU tracer records (stream and memcpy devices) are "Op" events there too.
         categories = np.array([f'"cat":"{c.chrome}",' for c in Category], dtype=object)
-        self.op_head = categories[ops["category"]] + self.where
+        tracer = np.array([d.kind in ("stream", "memcpy") for d in trace.devices] or [False])
+        shown = np.where(tracer[ops["device"]] & np.isin(ops["category"], (Category.DEVICE, Category.MEMCPY)),
+                         int(Category.OP), ops["category"]) if len(trace) else ops["category"]
+        self.op_head = categories[shown] + self.where
         self.start, self.end = ops["start_ns"], ops["end_ns"]
         self.input_offsets = trace.input_offsets()
         self.transfers = _transfer_args(trace, self.quoted)
@@ -123,6 +127,8 @@ class _Events:
         self.consumer = self.producer = np.zeros(0, dtype=np.int64)
         if dataflow:
             consumer, producer = dataflow_edges(trace)
+            launcher, launched = _launch_edges(trace)  # host launch -> its kernel (XSpace)
+            consumer, producer = np.concatenate([consumer, launched]), np.concatenate([producer, launcher])
             if len(consumer):
                 differs = (self.pid[consumer] != self.pid[producer]) | (self.tid[consumer] != self.tid[producer])
                 self.consumer, self.producer = consumer[differs], producer[differs]
@@ -453,3 +459,13 @@ def _json_scalar(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return repr(value)
+
+
+def _launch_edges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """``(launch, kernel)`` op rows of the trace's ``launch`` links."""
+    links = trace.table("links")
+    empty = np.zeros(0, dtype=np.int64)
+    if not links.rows or "launch" not in trace.strings:
+        return empty, empty
+    mine = links["kind"] == trace.strings.index("launch")
+    return links["producer"][mine].astype(np.int64), links["consumer"][mine].astype(np.int64)

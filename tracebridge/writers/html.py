@@ -53,7 +53,7 @@ import numpy as np
 
 from .._files import atomic_output
 from ..model.lanes import first_fit
-from ..model.schema import NO_STEP, OpFlag
+from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
 from .html_page import page_end, page_head, page_script
 
@@ -200,6 +200,8 @@ class _Payload:
                 base_name = "network"
             else:
                 base_name = trace.lanes[int(group_lane[a])].name if 0 <= group_lane[a] < len(trace.lanes) else "lane"
+                if trace.ops["category"][rows[a]] == Category.DERIVED:  # xprof's lines from the streams
+                    base_name += " (derived)"
             for k in range(count):
                 name = (f"{base_name} {k + 1}" if is_net and count > 1 else
                         f"{base_name} / {k + 1}" if count > 1 and k else base_name)
@@ -313,7 +315,8 @@ class _Payload:
 
         def rows(grouped: list[dict]) -> list[dict]:
             return [{"key": r["key"], "count": r["count"], "total_ns": r["total_ns"],
-                     "mean_ns": r["mean_ns"], "share": round(r["share"], 6)} for r in grouped]
+                     "mean_ns": r["mean_ns"], "share": round(r["share"], 6),
+                     "device_ns": r["device_ns"], "host_ns": r["host_ns"]} for r in grouped]
 
         return {
             "format": "tracebridge-timeline", "version": FORMAT_VERSION, "generator": f"tracebridge {__version__}",
@@ -332,7 +335,9 @@ class _Payload:
             "columns": {key: {"dtype": code, "length": int(len(values))}
                         for key, (code, values) in self.columns.items()},
             "allocators": self.allocators,
-            "summary": {"counted": summary.counted, "total_ns": summary.total_ns, "op_count": summary.op_count,
+            # On accelerator traces the top ops rank by device time (a TF op's kernels, once).
+            "summary": {"counted": summary.counted, "time": summary.time, "total_ns": summary.total_ns,
+                        "op_count": summary.op_count,
                         "by_op": rows(summary.by_op), "by_type": rows(summary.by_type)},
         }
 

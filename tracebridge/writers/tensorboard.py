@@ -7,8 +7,8 @@
 
 XSpace layout written: a ``Task Environment`` plane with ``profile_start_time``; a
 ``/host:CPU`` plane holding every CPU device's ops (a line per device lane, events named
-``node:Type`` as TF2's executor names them) and a ``Steps`` line of ``train`` step markers
-(``step_num``, ``_r``); one ``/device:GPU:N`` (or TPU) plane per accelerator, a line per lane.
+``node:Type`` as TF2's executor names them) and, on each of its lines, a ``train`` step
+marker (``step_num``, ``_r``) around each step; one ``/device:GPU:N`` (or TPU) plane per accelerator, a line per lane.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from .. import protos
 from .._files import atomic_output, write_bytes
 from ..errors import OutputError
-from ..model.schema import Category
+from ..model.schema import Category, OpFlag
 from ..model.trace import Trace
 from ..tfrecord import frame
 from .stepstats import run_metadata_per_step, to_run_metadata
@@ -130,12 +130,17 @@ def to_xspace(trace: Trace, host: str | None = None):
         lane = trace.lanes[lane_index]
         device = trace.devices[lane.device]
         plane = plane_for(_plane_name(device))
-        line = plane.lines.add(id=lane_index + 1, name=f"{device.short_name} {lane.name}".strip(),
-                               timestamp_ns=0)
+        # A record TF1's tracer repeated on another stream is written once.
+        rows = rows[(ops["flags"][rows] & np.uint8(OpFlag.DUPLICATE)) == 0]
+        if not len(rows):
+            continue
+        line = plane.lines.add(id=lane_index + 1, name=_line_name(device, lane), timestamp_ns=0)
         for i in rows.tolist():
             name = strings[ops["name"][i]]
             op_type = strings[ops["op_type"][i]]
-            event_name = f"{name}:{op_type}" if categories[i] == Category.OP and ":" not in name else name
+            on_device = categories[i] in (Category.DEVICE, Category.MEMCPY)
+            event_name = strings[ops["kernel"][i]] if on_device else \
+                f"{name}:{op_type}" if categories[i] == Category.OP and ":" not in name else name
             # Keyed by type too: a name with a colon is written without its type, and two
             # ops of that name but different types need a metadata entry (display name) each.
             key = (plane.name, event_name, op_type)
@@ -145,31 +150,62 @@ def to_xspace(trace: Trace, host: str | None = None):
                 entry.id = metadata_ids[key]
                 entry.name = event_name
                 entry.display_name = op_type
-            line.events.add(metadata_id=metadata_ids[key], offset_ps=(int(starts[i]) - base) * 1000,
-                            duration_ps=max(int(ends[i]) - int(starts[i]), 0) * 1000)
+            event = line.events.add(metadata_id=metadata_ids[key], offset_ps=(int(starts[i]) - base) * 1000,
+                                    duration_ps=max(int(ends[i]) - int(starts[i]), 0) * 1000)
+            if on_device:  # the TF op that launched it, as TF2's GPU tracer annotates kernels
+                for stat in ("tf_op", "annotation"):
+                    event.stats.add(metadata_id=stat_id(plane, stat), str_value=f"{name}:{op_type}")
     if trace.steps:
-        host_plane = plane_for(_HOST_PLANE)
-        steps_line = host_plane.lines.add(id=0, name="Steps", timestamp_ns=0)
-        key = (host_plane.name, "train", "")
-        if key not in metadata_ids:
-            metadata_ids[key] = last_id[host_plane.name] = last_id.get(host_plane.name, 0) + 1
-            host_plane.event_metadata[metadata_ids[key]].id = metadata_ids[key]
-            host_plane.event_metadata[metadata_ids[key]].name = "train"
-        for step in trace.steps:
-            event = steps_line.events.add(metadata_id=metadata_ids[key], offset_ps=(step.start_ns - base) * 1000,
-                                          duration_ps=max(step.duration_ns, 0) * 1000)
-            event.stats.add(metadata_id=stat_id(host_plane, "step_num"), int64_value=step.number)
-            event.stats.add(metadata_id=stat_id(host_plane, "_r"), int64_value=1)
+        _add_step_markers(trace, plane_for(_HOST_PLANE), base, metadata_ids, last_id, stat_id)
     return space
+
+
+def _add_step_markers(trace: Trace, host_plane, base: int, metadata_ids: dict, last_id: dict, stat_id) -> None:
+    """A ``train`` event (``step_num``, ``_r``: a root) around each step on every host line,
+    as ``tf.profiler.experimental.Trace("train", step_num=i, _r=1)`` records one around the
+    step's work: xprof groups the events a root encloses on its line into that step, and a
+    marker on a line of its own encloses nothing ("No step marker observed", step time 0).
+    Readers merge a step's markers by number."""
+    key = (host_plane.name, "train", "")
+    if key not in metadata_ids:
+        metadata_ids[key] = last_id[host_plane.name] = last_id.get(host_plane.name, 0) + 1
+        host_plane.event_metadata[metadata_ids[key]].id = metadata_ids[key]
+        host_plane.event_metadata[metadata_ids[key]].name = "train"
+    lines = list(host_plane.lines)
+    if not lines:
+        lines = [host_plane.lines.add(id=0, name="Steps", timestamp_ns=0)]
+    step_num, root = stat_id(host_plane, "step_num"), stat_id(host_plane, "_r")
+    for line in lines:
+        events = list(line.events)
+        for step in trace.steps:
+            marker = protos.XSpace().planes.add().lines.add().events.add(
+                metadata_id=metadata_ids[key], offset_ps=(step.start_ns - base) * 1000,
+                duration_ps=max(step.duration_ns, 0) * 1000)
+            marker.stats.add(metadata_id=step_num, int64_value=step.number)
+            marker.stats.add(metadata_id=root, int64_value=1)
+            events.append(marker)
+        # By start, an enclosing event before what it encloses (xprof nests them so).
+        events.sort(key=lambda event: (event.offset_ps, -event.duration_ps))
+        del line.events[:]
+        line.events.extend(events)
 
 
 def _plane_name(device) -> str:
     """Accelerators keep a plane each (streams become its lines); everything else is host work."""
     if device.name.startswith("/device:") and device.stream is None and device.type not in (None, "CPU"):
         return device.name
-    if device.type in ("GPU", "TPU") and device.index is not None:
+    if device.stream is not None and device.type in ("GPU", "TPU") and device.index is not None:
         return f"/device:{device.type}:{device.index}"
+    # TF1's own GPU device records each op's dispatch, which runs on a host thread (TF2
+    # records it on /host:CPU too); its kernels are on the stream devices.
     return _HOST_PLANE
+
+
+def _line_name(device, lane) -> str:
+    """TF1 tracer streams become ``Stream #N`` lines, the name xprof gives a GPU's streams."""
+    if device.stream is not None:
+        return f"Stream #{device.stream}"
+    return f"{device.short_name} {lane.name}".strip()
 
 
 def file_name(text: str) -> str:

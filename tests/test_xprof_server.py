@@ -1,0 +1,95 @@
+"""A real xprof server opens what ``tracebridge tensorboard`` writes, steps included."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import tracebridge
+from tests.conftest import free_port
+from tests.helpers.browser import browser_mark
+
+# A TF1 CPU run from the corpus (one training step written by timeline.py). TF1 GPU runs
+# still show step time 0 there: xprof takes their steps from the device, see README.
+RUNS = {"cpu": "ikhlestov_cpu_timeline_02_step_0.json"}
+HOST = "tf1host"
+
+
+@pytest.fixture(scope="module")
+def xprof_server(corpus, tmp_path_factory):
+    """``xprof --logdir LOGDIR --port P`` over the TF1 runs, written by tracebridge."""
+    xprof = Path(sys.executable).with_name("xprof")
+    if not xprof.exists():
+        pytest.skip(f"xprof is not installed beside {sys.executable}")
+    logdir = tmp_path_factory.mktemp("xprof_logdir")
+    traces = {}
+    for run, name in RUNS.items():
+        traces[run] = tracebridge.load(corpus / "chrome" / name)
+        traces[run].to_tensorboard(logdir, run=run)
+        # write_xspace names the file after the host; one host name for both runs
+        written = next((logdir / "plugins" / "profile" / run).glob("*.xplane.pb"))
+        written.rename(written.with_name(f"{HOST}.xplane.pb"))
+    port = free_port()
+    server = subprocess.Popen([str(xprof), "--logdir", str(logdir), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    origin = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{origin}/data/plugin/profile/runs", timeout=5).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail("the xprof server did not answer within 60 s")
+                time.sleep(0.5)
+        yield origin, traces
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def overview(origin: str, run: str) -> dict:
+    url = f"{origin}/data/plugin/profile/data?run={run}&tag=overview_page&host={HOST}"
+    body = urllib.request.urlopen(url, timeout=120).read()
+    tables = json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)  # the server gzips
+    return next(table["p"] for table in tables if "steptime_ms_average" in table.get("p", {}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_overview_page_shows_the_steps(xprof_server, run):
+    origin, traces = xprof_server
+    page = overview(origin, run)
+    steps = traces[run].steps
+    assert len(steps) >= 1
+    # xprof's step time is the steps' own (its average over them, in ms, one decimal).
+    average_ms = sum(step.duration_ns for step in steps) / len(steps) / 1e6
+    assert float(page["steptime_ms_average"]) == pytest.approx(average_ms, abs=0.06)
+    assert float(page["steptime_ms_average"]) > 0
+    assert "No step time measured" not in page["input_conclusion"]
+
+
+@browser_mark
+def test_overview_page_in_chromium(xprof_server, browser):
+    origin, _ = xprof_server
+    page = browser.new_page()
+    try:
+        page.goto(f"{origin}/data/plugin/profile/overview_page?run=cpu&tag=overview_page&host={HOST}")
+        page.wait_for_function("() => document.body.innerText.includes('Host Compute Time')", timeout=60_000)
+        text = page.evaluate("() => document.body.innerText")
+    finally:
+        page.close()
+    assert "No step marker observed" not in text
+    # The host's compute time inside the step, as a figure above zero ("7.9 ms").
+    after = text.split("Host Compute Time", 1)[1]
+    figure = next(part for part in after.split() if part.replace(".", "", 1).isdigit() and part != "0")
+    assert float(figure) > 0

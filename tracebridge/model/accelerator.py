@@ -1,0 +1,146 @@
+"""What an accelerator's rows are: kernels linked to their TF ops, derived lines, duplicates.
+
+Both profiling worlds record device work more than once, and a sum over every row counts
+it several times:
+
+- TF1's GPU tracer records each kernel and copy on ``/gpu:0/stream:all`` *and* on
+  ``/gpu:0/stream:N``; copies a third time on ``/gpu:0/memcpy``. The record on
+  ``stream:all`` is the one that counts; the others get ``OpFlag.DUPLICATE``.
+- xprof adds lines to a device plane that it derived from the device's own events
+  (``TensorFlow Ops`` repeats the compute stream, ``TensorFlow Name Scope`` nests scopes,
+  ``Steps``, ``XLA Modules``). Their rows are ``Category.DERIVED``.
+
+A device row (``DEVICE``/``MEMCPY``) names the TF op it ran for in ``name``/``op_type``
+and the kernel, copy or XLA op itself in ``kernel``. Device time is each row's self time
+on its lane (xprof's definition: a row's duration less the rows nested in it).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .devices import Device
+from .schema import Category, OpFlag
+
+# Lines of a device plane that xprof derives from the events of its other lines.
+DERIVED_LINES = frozenset({
+    "TensorFlow Ops", "TensorFlow Name Scope", "Steps", "XLA Modules", "XLA TraceMe",
+    "Async XLA Ops", "Source", "Launch Stats", "SparseCore Ops", "SparseCore Modules",
+})
+_ANNOTATION_ARGS = re.compile(r"#[^#]*#")
+
+
+def is_derived_line(line_name: str, plane_has_streams: bool) -> bool:
+    """A GPU plane's work is on its ``Stream #N(...)`` lines, so every other line of it was
+    derived from them (its ``XLA Ops`` too); a TPU plane's work is its ``XLA Ops`` line.
+    ``Async XLA Ops`` span from an async op's start to its done and overlap the ops that
+    run meanwhile: xprof does not count them as op time either."""
+    if plane_has_streams:
+        return not line_name.startswith("Stream")
+    return line_name in DERIVED_LINES
+
+
+def op_of_annotation(annotation: str) -> tuple[str, str] | None:
+    """The TF op a GPU kernel ran for, from its ``annotation``/``tf_op`` stat: levels joined
+    by ``::``, each ``name:Type`` with ``#arg=...#`` arguments; the innermost level that
+    names an op wins (``Outer:Call#...#::#edge_name=x#`` names ``Outer``). A level without
+    a type (``MakeTensorFromProto``) is its own type; an XLA op's ``tf_op`` path
+    (``jit(f)/jit(main)/add:``) takes its last path element as type, as xprof shows it."""
+    for level in reversed(annotation.split("::")):
+        level = _ANNOTATION_ARGS.sub("", level).strip()
+        if not level:
+            continue
+        name, colon, op_type = level.rpartition(":")
+        if not colon:
+            return level, level
+        if not name:
+            continue
+        return name, op_type or name.rsplit("/", 1)[-1]
+    return None
+
+
+def mark_tracer_records(ops: dict[str, np.ndarray], devices: list[Device], strings) -> None:
+    """TF1 GPU tracer devices (``stream:*``, ``memcpy``): their rows are device work
+    (``DEVICE``, or ``MEMCPY`` for copies), and a record repeated on another of the same
+    GPU's tracer devices (same name, start and end) is flagged ``DUPLICATE``: ``stream:all``
+    keeps it, else the numbered stream, and ``memcpy`` never does."""
+    tracer = [i for i, d in enumerate(devices) if d.kind in ("stream", "memcpy")]
+    if not tracer or not len(ops["device"]):
+        return
+    device = ops["device"]
+    rows = np.flatnonzero(np.isin(device, tracer))
+    if not len(rows):
+        return
+    category = ops["category"] = ops["category"].copy()
+    flags = ops["flags"] = ops["flags"].copy()
+    # Host-side categories only: a Chrome trace written by tracebridge already says "Device".
+    host_side = np.isin(category[rows], (Category.OP, Category.HOST))
+    copies = {t for t in np.unique(ops["op_type"][rows]).tolist() if "MEMCPY" in strings[t].upper()}
+    memcpy_device = np.array([devices[d].kind == "memcpy" or t in copies
+                              for d, t in zip(device[rows].tolist(), ops["op_type"][rows].tolist())], dtype=bool)
+    category[rows[host_side & memcpy_device]] = Category.MEMCPY
+    category[rows[host_side & ~memcpy_device]] = Category.DEVICE
+    # Rank: stream:all 0, stream:N 1, memcpy 2; a record is kept on its lowest rank.
+    rank_of = {i: 0 if devices[i].stream == "all" else 2 if devices[i].kind == "memcpy" else 1 for i in tracer}
+    gpu_of = {i: (devices[i].host, devices[i].job, devices[i].replica, devices[i].task, devices[i].type,
+                  devices[i].index, devices[i].name.split("/stream:")[0].split("/memcpy")[0]) for i in tracer}
+    best: dict[tuple, int] = {}
+    keys = []
+    for row, d in zip(rows.tolist(), device[rows].tolist()):
+        key = (gpu_of[d], int(ops["name"][row]), int(ops["start_ns"][row]), int(ops["end_ns"][row]))
+        keys.append(key)
+        rank = rank_of[d]
+        if best.get(key, 3) > rank:
+            best[key] = rank
+    duplicate = [row for row, key, d in zip(rows.tolist(), keys, device[rows].tolist()) if rank_of[d] > best[key]]
+    # Two records of one op on stream:all itself are two kernels, not a duplicate: only a
+    # record of a higher rank than the key's best is flagged.
+    flags[duplicate] |= np.uint8(OpFlag.DUPLICATE)
+
+
+def device_rows(category: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Kernels and copies, each counted once."""
+    return np.isin(category, (Category.DEVICE, Category.MEMCPY)) & ((flags & np.uint8(OpFlag.DUPLICATE)) == 0)
+
+
+def self_times(start: np.ndarray, end: np.ndarray, lane: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Self time of ``rows`` (indices), among those rows only: a row's duration less its
+    direct children's on the same lane. Rows that overlap without nesting (a TPU copy
+    measured by the device clock runs past the next op's start) keep their whole time,
+    as in xprof's op statistics; busy time (:func:`busy_ns`) is where overlap counts once."""
+    own = (end[rows] - start[rows]).astype(np.int64)
+    if not len(rows):
+        return own
+    order = np.lexsort((-end[rows], start[rows], lane[rows]))
+    s, e, ln = start[rows][order].tolist(), end[rows][order].tolist(), lane[rows][order].tolist()
+    own_sorted = own[order]
+    stack: list[int] = []
+    last_lane = None
+    for k in range(len(order)):
+        if ln[k] != last_lane:
+            stack, last_lane = [], ln[k]
+        while stack and e[stack[-1]] <= s[k]:
+            stack.pop()
+        if stack and e[k] <= e[stack[-1]]:
+            own_sorted[stack[-1]] -= e[k] - s[k]  # a direct child: its time is not the parent's own
+        stack.append(k)
+    out = np.empty_like(own)
+    out[order] = np.maximum(own_sorted, 0)
+    return out
+
+
+def busy_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of intervals."""
+    if not len(start):
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    # A new busy stretch starts where a row starts after everything before it ended.
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    starts = s[new]
+    ends = np.append(reach[np.flatnonzero(new)[1:] - 1], reach[-1])
+    return int((ends - starts).sum())
