@@ -142,6 +142,9 @@ def test_profiler_hook_outputs(tf, tmp_path):
             feed = mlp_feed(x, y)
             for _ in range(4):
                 session.run(train_op, feed)
+        # The hook's FileWriter (from TF's FileWriterCache) writes on its own thread and is
+        # never closed by the hook: flush it, or a loaded machine reads a file without it.
+        v1.summary.FileWriterCache.get(str(tmp_path)).flush()
     timelines = sorted(tmp_path.glob("timeline-*.json"))
     assert [p.name for p in timelines] == ["timeline-2.json", "timeline-4.json"]
     for path in timelines:
