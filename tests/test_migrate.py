@@ -18,6 +18,8 @@ from tracebridge.errors import MigrationError  # noqa: E402
 from tracebridge.migrate import migrate_path, migrate_source  # noqa: E402
 
 GRAPH = "# tracebridge: TF1 graph code runs in a graph (TF 2 executes eagerly)"
+EAGER_OFF = ("tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode "
+             "(TF 2 executes eagerly)")
 
 
 def _code(text: str) -> str:
@@ -41,23 +43,23 @@ CASES = [
             trace = timeline.Timeline(run_metadata.step_stats)
             with open("timeline.json", "w") as handle:
                 handle.write(trace.generate_chrome_trace_format())
-        """, f"""
+        """, """
         import tensorflow as tf
         from tracebridge.compat import timeline
         import tracebridge.compat
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-        with tf.compat.v1.Graph().as_default():  {GRAPH}
-            x = tf.compat.v1.random_normal([1000, 1000])
-            z = tf.matmul(x, x)
+        x = tf.compat.v1.random_normal([1000, 1000])
+        z = tf.matmul(x, x)
 
-            run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-            run_metadata = tf.compat.v1.RunMetadata()
+        run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        run_metadata = tf.compat.v1.RunMetadata()
 
-            with tf.compat.v1.Session() as sess:
-                tracebridge.compat.run_traced(sess, z, options=run_options, run_metadata=run_metadata)
-                trace = timeline.Timeline(run_metadata.step_stats)
-                with open("timeline.json", "w") as handle:
-                    handle.write(trace.generate_chrome_trace_format())
+        with tf.compat.v1.Session() as sess:
+            tracebridge.compat.run_traced(sess, z, options=run_options, run_metadata=run_metadata)
+            trace = timeline.Timeline(run_metadata.step_stats)
+            with open("timeline.json", "w") as handle:
+                handle.write(trace.generate_chrome_trace_format())
         """),
     ("compat_v1_alias_and_timeline_alias", """
         import tensorflow.compat.v1 as tf
@@ -68,17 +70,17 @@ CASES = [
         sess = tf.Session()
         sess.run(z, None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), md)
         text = tl.Timeline(md.step_stats).generate_chrome_trace_format(show_memory=True)
-        """, f"""
+        """, """
         import tensorflow.compat.v1 as tf
         from tracebridge.compat import timeline as tl
         import tracebridge.compat
+        tf.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-        with tf.Graph().as_default():  {GRAPH}
-            z = tf.constant(1.0) + 2.0
-            md = tf.RunMetadata()
-            sess = tf.Session()
-            tracebridge.compat.run_traced(sess, z, None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), md)
-            text = tl.Timeline(md.step_stats).generate_chrome_trace_format(show_memory=True)
+        z = tf.constant(1.0) + 2.0
+        md = tf.RunMetadata()
+        sess = tf.Session()
+        tracebridge.compat.run_traced(sess, z, None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), md)
+        text = tl.Timeline(md.step_stats).generate_chrome_trace_format(show_memory=True)
         """),
     ("timeline_imported_three_ways", """
         import tensorflow.python.client.timeline as tl1
@@ -100,18 +102,18 @@ CASES = [
                 sess.run(train_op, **timeline.kwargs)
             timeline.to_pickle("example.pickle")
         Timeline.from_pickle("example.pickle").visualize("example.html")
-        """, f"""
+        """, """
         import tensorflow as tf
         from tracebridge.compat.tfvis import Timeline
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-        with tf.compat.v1.Graph().as_default():  {GRAPH}
-            step = tf.compat.v1.train.get_or_create_global_step()
-            train_op = tf.compat.v1.assign_add(step, 1)
-            with tf.compat.v1.train.MonitoredTrainingSession() as sess:
-                with Timeline(horovod=True) as timeline:
-                    sess.run(train_op, **timeline.kwargs)
-                timeline.to_pickle("example.pickle")
-            Timeline.from_pickle("example.pickle").visualize("example.html")
+        step = tf.compat.v1.train.get_or_create_global_step()
+        train_op = tf.compat.v1.assign_add(step, 1)
+        with tf.compat.v1.train.MonitoredTrainingSession() as sess:
+            with Timeline(horovod=True) as timeline:
+                sess.run(train_op, **timeline.kwargs)
+            timeline.to_pickle("example.pickle")
+        Timeline.from_pickle("example.pickle").visualize("example.html")
         """),
     ("import_tfvis", """
         import tfvis
@@ -130,18 +132,18 @@ CASES = [
             hook = tf.train.ProfilerHook(save_steps=10, output_dir=output_dir)  # every 10 steps
             with tf.train.MonitoredTrainingSession(hooks=[hook]) as sess:
                 sess.run(tf.assign_add(step, 1))
-        """, f"""
+        """, """
         import tensorflow as tf
         import tracebridge.compat
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
 
         def train(output_dir):
             \"\"\"Train with a profiler hook.\"\"\"
-            with tf.compat.v1.Graph().as_default():  {GRAPH}
-                step = tf.compat.v1.train.get_or_create_global_step()
-                hook = tracebridge.compat.ProfilerHook(save_steps=10, output_dir=output_dir)  # every 10 steps
-                with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
-                    sess.run(tf.compat.v1.assign_add(step, 1))
+            step = tf.compat.v1.train.get_or_create_global_step()
+            hook = tracebridge.compat.ProfilerHook(save_steps=10, output_dir=output_dir)  # every 10 steps
+            with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
+                sess.run(tf.compat.v1.assign_add(step, 1))
         """),
     ("profiler_hook_imported_by_name", """
         from tensorflow.compat.v1.train import ProfilerHook
@@ -185,6 +187,7 @@ CASES = [
     ("changed_names_only_in_graph_code", """
         import tensorflow as tf
 
+        @tf.function
         def tf2_part():
             tf.summary.scalar("loss", 1.0, step=0)
             return tf.constant([1.0], dtype=tf.float32)
@@ -197,6 +200,7 @@ CASES = [
         """, f"""
         import tensorflow as tf
 
+        @tf.function
         def tf2_part():
             tf.summary.scalar("loss", 1.0, step=0)
             return tf.constant([1.0], dtype=tf.float32)
@@ -228,29 +232,27 @@ CASES = [
         md = tf.RunMetadata()
         with tf.Session() as sess:
             sess.run(1, run_metadata=md)
-        """, f"""
+        """, """
         import tensorflow as tf
         import tracebridge.compat
-        with tf.compat.v1.Graph().as_default():  {GRAPH}
-            md = tf.compat.v1.RunMetadata()
-            with tf.compat.v1.Session() as sess:
-                tracebridge.compat.run_traced(sess, 1, run_metadata=md)
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
+        md = tf.compat.v1.RunMetadata()
+        with tf.compat.v1.Session() as sess:
+            tracebridge.compat.run_traced(sess, 1, run_metadata=md)
         """),
-    ("tfprof_left_with_a_comment", """
+    ("tfprof_renamed_to_compat_v1", """
         import tensorflow as tf
 
         with tf.Session() as sess:
             profiler = tf.profiler.Profiler(sess.graph)
             tf.profiler.advise(sess.graph)
-        """, f"""
+        """, """
         import tensorflow as tf
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-        with tf.compat.v1.Graph().as_default():  {GRAPH}
-            with tf.compat.v1.Session() as sess:
-                # tracebridge: tfprof's Profiler is not converted: see tracebridge's migration guide (tfprof)
-                profiler = tf.profiler.Profiler(sess.graph)
-                # tracebridge: tfprof's advise is not converted: see tracebridge's migration guide (tfprof)
-                tf.profiler.advise(sess.graph)
+        with tf.compat.v1.Session() as sess:
+            profiler = tf.compat.v1.profiler.Profiler(sess.graph)
+            tf.compat.v1.profiler.advise(sess.graph)
         """),
 ]
 
@@ -328,11 +330,13 @@ def test_comments_strings_and_formatting_are_kept():
         ''')
     code = migrate_source(before).code
     for kept in ("import tensorflow as tf   # the TF1 API",
-                 "\n# Build the graph.  Two spaces after the period, on purpose.\nwith ",
+                 "\n# Build the graph.  Two spaces after the period, on purpose.\nx = ",
                  "   # random_normal is TF1-only",
                  'LABEL = "tf.random_normal stays in strings"',
                  "y = tf.matmul( x , x )  # odd spacing stays",
-                 "options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),  # trace it"):
+                 "tracebridge.compat.run_traced(sess, y,\n"
+                 "                                    options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),  # trace it\n"
+                 "                                    run_metadata=md)"):  # continuation lines keep their alignment
         assert kept in code
     compile(code, "<migrated>", "exec")
 
@@ -371,9 +375,9 @@ def test_notebook_cells_resolve_across_cells_and_keep_magics(tmp_path):
     assert cells[1] == _code("""
         %matplotlib inline
         import tensorflow as tf
-        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
         from tracebridge.compat import timeline as tl
         import tracebridge.compat
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
         """)
     assert cells[2] == "x = tf.compat.v1.random_normal([10, 10])\nmd = tf.compat.v1.RunMetadata()\n"
     assert "tracebridge.compat.run_traced(sess, tf.matmul(x, x), options=tf.compat.v1.RunOptions(" in cells[3]
@@ -392,7 +396,7 @@ def test_notebook_imports_cell_keeps_its_last_line(tmp_path):
     path.write_text(_notebook(("code", "import tensorflow as tf"),
                               ("code", "sess = tf.Session()\nsess.run(1, run_metadata=md)")))
     cells = [c["source"] for c in json.loads(migrate_path(path).code)["cells"]]
-    assert cells[0][-1] == "import tracebridge.compat"
+    assert cells[0][-1] == EAGER_OFF
     assert cells[1] == ["sess = tf.compat.v1.Session()\n", "tracebridge.compat.run_traced(sess, 1, run_metadata=md)"]
 
 
