@@ -379,25 +379,31 @@ class _AddImports(AddImportsVisitor):
         empty = cst.Module([])
         there = {empty.code_for_node(statement) for statement in original.body}
         for index, statement in enumerate(body[:-1]):
-            if index == 0 or empty.code_for_node(statement) in there:
-                continue
-            following = body[index + 1].leading_lines
-            closing = next((k for k, line in enumerate(following)
-                            if line.comment is not None and "pylint: enable" in line.comment.value), None)
-            if closing is None or not _pylint_open(body[:index]):
-                continue
-            body[index] = statement.with_changes(leading_lines=[*following[:closing + 1], *statement.leading_lines])
-            body[index + 1] = body[index + 1].with_changes(leading_lines=following[closing + 1:])
+            if index > 0 and empty.code_for_node(statement) not in there:
+                body[index:index + 2] = _after_pylint_pair(module.header, body[:index], statement, body[index + 1])
         return module.with_changes(body=body)
 
 
-def _pylint_open(statements: Sequence[cst.BaseStatement]) -> bool:
-    """Whether a ``# pylint: disable`` comment before these statements' ends is still open."""
+def _after_pylint_pair(header: Sequence[cst.EmptyLine], before: Sequence[cst.BaseStatement],
+                       added: cst.BaseStatement, following: cst.BaseStatement) -> list[cst.BaseStatement]:
+    """``added`` (a statement put before ``following``), moved out of a ``# pylint:
+    disable``/``enable`` pair that ``following``'s leading comments close: the pair
+    exempts the code that was there, not ours."""
+    lines = following.leading_lines
+    closing = next((k for k, line in enumerate(lines)
+                    if line.comment is not None and "pylint: enable" in line.comment.value), None)
+    if closing is None or not _pylint_open([*header, *(line for s in before for line in s.leading_lines)]):
+        return [added, following]
+    return [added.with_changes(leading_lines=[*lines[:closing + 1], *added.leading_lines]),
+            following.with_changes(leading_lines=lines[closing + 1:])]
+
+
+def _pylint_open(lines: Sequence[cst.EmptyLine]) -> bool:
+    """Whether a ``# pylint: disable`` comment among these comment lines is still open."""
     depth = 0
-    for statement in statements:
-        for line in statement.leading_lines:
-            text = line.comment.value if line.comment is not None else ""
-            depth += ("pylint: disable" in text) - ("pylint: enable" in text)
+    for line in lines:
+        text = line.comment.value if line.comment is not None else ""
+        depth += ("pylint: disable" in text) - ("pylint: enable" in text)
     return depth > 0
 
 
@@ -409,7 +415,7 @@ class _LegacyIdioms(_Pass):
     def __init__(self, context: CodemodContext, *, notebook: bool):
         super().__init__(context, notebook=notebook)
         self._statements: list[cst.CSTNode] = []
-        self._tfprof: set[cst.CSTNode] = set()  # statements whose tfprof use is reported
+        self._tfprof: dict[cst.CSTNode, list[str]] = {}  # statement -> the tfprof names used in it
         self._scopes: list[cst.CSTNode] = []
         self._graph_depth = 0
 
@@ -447,6 +453,9 @@ class _LegacyIdioms(_Pass):
             self._scopes.pop()
         if isinstance(original, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             self._statements.pop()
+            names = self._tfprof.pop(original, None)
+            if names:  # one report line per statement, for its most specific tfprof name
+                self.warn_at(original, tfprof_advice(max(names, key=len)))
         return result
 
     # imports
@@ -493,11 +502,8 @@ class _LegacyIdioms(_Pass):
 
     def _reference(self, original, updated):
         tfprof = [q for q in _qualified(self, original) if is_tfprof(q)]
-        if tfprof:  # one report line per statement, named after the first tfprof name met in it
-            statement = self._statements[-1] if self._statements else None
-            if statement is not None and statement not in self._tfprof:
-                self._tfprof.add(statement)
-                self.warn_at(original, tfprof_advice(tfprof[0]))
+        if tfprof and self._statements:
+            self._tfprof.setdefault(self._statements[-1], []).extend(tfprof)
         api = _api(self, original)
         if api is None or not isinstance(original, cst.Attribute):
             return updated
@@ -747,5 +753,8 @@ class _EagerOff(_GraphMode):
             [cst.Expr(_expression(switch))],
             trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "),
                                                        comment=cst.Comment(EAGER_COMMENT)))
-        body.insert(index, statement)
+        if index < len(body):
+            body[index:index + 1] = _after_pylint_pair(updated.header, body[:index], statement, body[index])
+        else:
+            body.append(statement)
         return updated.with_changes(body=body)

@@ -38,7 +38,7 @@ def tfprof_advice(qualified: str) -> str:
     """The report line for a use of tfprof: what tracebridge offers instead."""
     parts = qualified.split(".")
     last = next((p for p in parts if p in TFPROF_ADVICE), parts[-1])
-    return f"tfprof's {last} runs as tf.compat.v1.profiler in graph mode; tracebridge's equivalent: " + \
+    return f"tfprof's {last} runs under TF 2.21 in graph mode (tf.compat.v1.profiler); tracebridge's equivalent: " + \
         TFPROF_ADVICE.get(last, TFPROF_DEFAULT_ADVICE)
 
 
