@@ -4,18 +4,20 @@ Passes over one module, each a LibCST ``Codemod`` transformer with fresh name re
 (:class:`_Pass`), sharing one ``CodemodContext``:
 
 1. :class:`_LegacyIdioms` replaces the legacy idioms in place: imports of ``timeline``,
-   ``tfvis`` and ``ProfilerHook`` go to :mod:`tracebridge.compat`; ``x.run(...,
-   run_metadata=m)`` becomes ``tracebridge.compat.run_traced(x, ...)`` and
+   ``tfvis``, tftracer's ``Timeline`` and ``ProfilerHook`` go to :mod:`tracebridge.compat`;
+   ``x.run(..., run_metadata=m)`` becomes ``tracebridge.compat.run_traced(x, ...)`` and
    ``w.add_run_metadata(...)`` ``tracebridge.compat.add_run_metadata(w, ...)``; TF1 names
-   TF2 lacks (``tf.Session``, ``tf.RunOptions``) become ``tf.compat.v1.*``, and in graph code
-   so do names TF2 changed (``tf.summary.scalar``). tfprof gets a ``# tracebridge:`` comment,
-   not a rewrite. LibCST's ``AddImportsVisitor`` then adds the ``import tracebridge.compat``
-   the new calls need.
+   TF2 lacks (``tf.Session``, ``tf.RunOptions``, ``gfile``, tfprof's ``tf.profiler.*``)
+   become ``tf.compat.v1.*``, and in graph code so do names TF2 changed
+   (``tf.summary.scalar``). What TF 2.21 cannot run at all (``tf.contrib``, ``tf.estimator``,
+   ...) is listed in the context's scratch (``MISSING``), one line per use.
 2. Sessions get a graph, as TF 2 executes eagerly, by one of the :class:`_GraphMode`
-   strategies: :class:`_GraphBlocks` runs graph code under ``with
-   tf.compat.v1.Graph().as_default():``; in a notebook, where a block cannot span cells,
-   :class:`_EagerOff` calls ``tf.compat.v1.disable_eager_execution()`` after the TensorFlow
-   import.
+   strategies (see :func:`rewrite_module` for which): :class:`_EagerOff` calls
+   ``tf.compat.v1.disable_eager_execution()`` after the TensorFlow import;
+   :class:`_GraphBlocks` runs the code that builds a session's graph under ``with
+   tf.compat.v1.Graph().as_default():``.
+
+LibCST's ``AddImportsVisitor`` then adds the ``import tracebridge.compat`` the new calls need.
 
 Each pass surveys the module it is given (:class:`_Survey`) before changing it. What a pass
 changes goes in the report with :meth:`_Pass.report`; what it leaves for a human is a LibCST
