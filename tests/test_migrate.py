@@ -407,6 +407,44 @@ CASES = [
         md = tf.compat.v1.RunMetadata()
         tracebridge.compat.run_traced(tf.compat.v1.Session(), tf.ones([2]), run_metadata=md)
         """),
+    ("mixed_file_summary_in_a_helper", """
+        import tensorflow as tf
+
+
+        @tf.function
+        def tf2_step(x):
+            tf.summary.scalar("x", x, step=0)
+
+
+        def add_summaries(tensor):
+            tf.summary.histogram("h", tensor)
+
+
+        def main():
+            x = tf.placeholder(tf.float32)
+            add_summaries(x)
+            with tf.Session() as sess:
+                sess.run(tf.summary.merge_all(), {x: 1.0})
+        """, """
+        import tensorflow as tf
+
+
+        @tf.function
+        def tf2_step(x):
+            tf.summary.scalar("x", x, step=0)
+
+
+        def add_summaries(tensor):
+            tf.compat.v1.summary.histogram("h", tensor)
+
+
+        def main():
+            with tf.compat.v1.Graph().as_default():  # tracebridge: TF1 graph code runs in a graph (TF 2 executes eagerly)
+                x = tf.compat.v1.placeholder(tf.float32)
+                add_summaries(x)
+                with tf.compat.v1.Session() as sess:
+                    sess.run(tf.compat.v1.summary.merge_all(), {x: 1.0})
+        """),
 ]
 
 

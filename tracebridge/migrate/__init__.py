@@ -82,8 +82,8 @@ def _check_syntax(code: str, filename: str) -> None:
     """Python's own parser places a syntax error where it is: LibCST's reports the token
     after it, a line too low when the error ends a line (an unclosed bracket)."""
     import ast
-    try:
-        ast.parse(code, filename)
+    try:  # a notebook may await at top level
+        compile(code, filename, "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     except SyntaxError as error:
         raise MigrationError(f"{filename}:{error.lineno}:{error.offset}: not valid Python: "
                              f"{one_line(error.msg)}") from None

@@ -183,9 +183,17 @@ class _Survey(cst.CSTVisitor):
                         self._functions.get(n) in needing for n in names):
                     needing.add(scope)
                     grown = True
-        self._needing = needing
         called = {self._functions[n] for s in needing for n in self._calls.get(s, ()) if n in self._functions}
         covered = {self._functions[n] for n in self._calls_in_graph if n in self._functions}
+        # Graph code, where TF1's meaning of a name applies: these scopes and every function
+        # they call (helpers that add summaries, build layers), transitively.
+        reached, pending = set(), [*needing, *covered]
+        while pending:
+            scope = pending.pop()
+            if scope not in reached:
+                reached.add(scope)
+                pending += [self._functions[n] for n in self._calls.get(scope, ()) if n in self._functions]
+        self._needing = reached
         return needing - called - covered
 
     def in_graph_code(self, scopes: list[cst.CSTNode], graph_depth: int) -> bool:
