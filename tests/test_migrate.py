@@ -18,6 +18,8 @@ from tracebridge.errors import MigrationError  # noqa: E402
 from tracebridge.migrate import migrate_path, migrate_source  # noqa: E402
 
 GRAPH = "# tracebridge: TF1 graph code runs in a graph (TF 2 executes eagerly)"
+EAGER_OFF = ("tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode "
+             "(TF 2 executes eagerly)")
 
 
 def _code(text: str) -> str:
@@ -41,23 +43,23 @@ CASES = [
             trace = timeline.Timeline(run_metadata.step_stats)
             with open("timeline.json", "w") as handle:
                 handle.write(trace.generate_chrome_trace_format())
-        """, f"""
+        """, """
         import tensorflow as tf
         from tracebridge.compat import timeline
         import tracebridge.compat
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-        with tf.compat.v1.Graph().as_default():  {GRAPH}
-            x = tf.compat.v1.random_normal([1000, 1000])
-            z = tf.matmul(x, x)
+        x = tf.compat.v1.random_normal([1000, 1000])
+        z = tf.matmul(x, x)
 
-            run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-            run_metadata = tf.compat.v1.RunMetadata()
+        run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        run_metadata = tf.compat.v1.RunMetadata()
 
-            with tf.compat.v1.Session() as sess:
-                tracebridge.compat.run_traced(sess, z, options=run_options, run_metadata=run_metadata)
-                trace = timeline.Timeline(run_metadata.step_stats)
-                with open("timeline.json", "w") as handle:
-                    handle.write(trace.generate_chrome_trace_format())
+        with tf.compat.v1.Session() as sess:
+            tracebridge.compat.run_traced(sess, z, options=run_options, run_metadata=run_metadata)
+            trace = timeline.Timeline(run_metadata.step_stats)
+            with open("timeline.json", "w") as handle:
+                handle.write(trace.generate_chrome_trace_format())
         """),
     ("compat_v1_alias_and_timeline_alias", """
         import tensorflow.compat.v1 as tf
@@ -68,17 +70,17 @@ CASES = [
         sess = tf.Session()
         sess.run(z, None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), md)
         text = tl.Timeline(md.step_stats).generate_chrome_trace_format(show_memory=True)
-        """, f"""
+        """, """
         import tensorflow.compat.v1 as tf
         from tracebridge.compat import timeline as tl
         import tracebridge.compat
+        tf.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-        with tf.Graph().as_default():  {GRAPH}
-            z = tf.constant(1.0) + 2.0
-            md = tf.RunMetadata()
-            sess = tf.Session()
-            tracebridge.compat.run_traced(sess, z, None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), md)
-            text = tl.Timeline(md.step_stats).generate_chrome_trace_format(show_memory=True)
+        z = tf.constant(1.0) + 2.0
+        md = tf.RunMetadata()
+        sess = tf.Session()
+        tracebridge.compat.run_traced(sess, z, None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), md)
+        text = tl.Timeline(md.step_stats).generate_chrome_trace_format(show_memory=True)
         """),
     ("timeline_imported_three_ways", """
         import tensorflow.python.client.timeline as tl1
@@ -100,18 +102,18 @@ CASES = [
                 sess.run(train_op, **timeline.kwargs)
             timeline.to_pickle("example.pickle")
         Timeline.from_pickle("example.pickle").visualize("example.html")
-        """, f"""
+        """, """
         import tensorflow as tf
         from tracebridge.compat.tfvis import Timeline
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-        with tf.compat.v1.Graph().as_default():  {GRAPH}
-            step = tf.compat.v1.train.get_or_create_global_step()
-            train_op = tf.compat.v1.assign_add(step, 1)
-            with tf.compat.v1.train.MonitoredTrainingSession() as sess:
-                with Timeline(horovod=True) as timeline:
-                    sess.run(train_op, **timeline.kwargs)
-                timeline.to_pickle("example.pickle")
-            Timeline.from_pickle("example.pickle").visualize("example.html")
+        step = tf.compat.v1.train.get_or_create_global_step()
+        train_op = tf.compat.v1.assign_add(step, 1)
+        with tf.compat.v1.train.MonitoredTrainingSession() as sess:
+            with Timeline(horovod=True) as timeline:
+                sess.run(train_op, **timeline.kwargs)
+            timeline.to_pickle("example.pickle")
+        Timeline.from_pickle("example.pickle").visualize("example.html")
         """),
     ("import_tfvis", """
         import tfvis
@@ -130,18 +132,18 @@ CASES = [
             hook = tf.train.ProfilerHook(save_steps=10, output_dir=output_dir)  # every 10 steps
             with tf.train.MonitoredTrainingSession(hooks=[hook]) as sess:
                 sess.run(tf.assign_add(step, 1))
-        """, f"""
+        """, """
         import tensorflow as tf
         import tracebridge.compat
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
 
         def train(output_dir):
             \"\"\"Train with a profiler hook.\"\"\"
-            with tf.compat.v1.Graph().as_default():  {GRAPH}
-                step = tf.compat.v1.train.get_or_create_global_step()
-                hook = tracebridge.compat.ProfilerHook(save_steps=10, output_dir=output_dir)  # every 10 steps
-                with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
-                    sess.run(tf.compat.v1.assign_add(step, 1))
+            step = tf.compat.v1.train.get_or_create_global_step()
+            hook = tracebridge.compat.ProfilerHook(save_steps=10, output_dir=output_dir)  # every 10 steps
+            with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
+                sess.run(tf.compat.v1.assign_add(step, 1))
         """),
     ("profiler_hook_imported_by_name", """
         from tensorflow.compat.v1.train import ProfilerHook
@@ -185,6 +187,7 @@ CASES = [
     ("changed_names_only_in_graph_code", """
         import tensorflow as tf
 
+        @tf.function
         def tf2_part():
             tf.summary.scalar("loss", 1.0, step=0)
             return tf.constant([1.0], dtype=tf.float32)
@@ -197,6 +200,7 @@ CASES = [
         """, f"""
         import tensorflow as tf
 
+        @tf.function
         def tf2_part():
             tf.summary.scalar("loss", 1.0, step=0)
             return tf.constant([1.0], dtype=tf.float32)
@@ -228,29 +232,218 @@ CASES = [
         md = tf.RunMetadata()
         with tf.Session() as sess:
             sess.run(1, run_metadata=md)
-        """, f"""
+        """, """
         import tensorflow as tf
         import tracebridge.compat
-        with tf.compat.v1.Graph().as_default():  {GRAPH}
-            md = tf.compat.v1.RunMetadata()
-            with tf.compat.v1.Session() as sess:
-                tracebridge.compat.run_traced(sess, 1, run_metadata=md)
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
+        md = tf.compat.v1.RunMetadata()
+        with tf.compat.v1.Session() as sess:
+            tracebridge.compat.run_traced(sess, 1, run_metadata=md)
         """),
-    ("tfprof_left_with_a_comment", """
+    ("tfprof_renamed_to_compat_v1", """
         import tensorflow as tf
 
         with tf.Session() as sess:
             profiler = tf.profiler.Profiler(sess.graph)
             tf.profiler.advise(sess.graph)
-        """, f"""
+        """, """
+        import tensorflow as tf
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
+
+        with tf.compat.v1.Session() as sess:
+            profiler = tf.compat.v1.profiler.Profiler(sess.graph)
+            tf.compat.v1.profiler.advise(sess.graph)
+        """),
+    ("tftracer_timeline", """
+        import tensorflow as tf
+        from tftracer import Timeline
+        import tftracer
+
+        y = tf.random_normal([4, 4])
+        with tf.Session() as sess:
+            with Timeline() as tl:
+                sess.run(y, **tl.kwargs)
+        tl.visualize("tftracer.html")
+        """, """
+        import tensorflow as tf
+        from tracebridge.compat.tfvis import Timeline
+        import tracebridge.compat.tfvis as tftracer
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
+
+        y = tf.compat.v1.random_normal([4, 4])
+        with tf.compat.v1.Session() as sess:
+            with Timeline() as tl:
+                sess.run(y, **tl.kwargs)
+        tl.visualize("tftracer.html")
+        """),
+    ("gfile_queue_runners_string_handle", """
+        import tensorflow as tf
+        from tensorflow import gfile
+
+        name = tf.train.string_input_producer(["a"]).dequeue()
+        handle = tf.placeholder(tf.string, [])
+        value = tf.data.Iterator.from_string_handle(handle, tf.int64).get_next()
+        with tf.Session() as sess:
+            threads = tf.train.start_queue_runners(sess=sess)
+            gfile.MakeDirs("out")
+        """, """
+        import tensorflow as tf
+        from tensorflow.compat.v1 import gfile
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
+
+        name = tf.compat.v1.train.string_input_producer(["a"]).dequeue()
+        handle = tf.compat.v1.placeholder(tf.string, [])
+        value = tf.compat.v1.data.Iterator.from_string_handle(handle, tf.int64).get_next()
+        with tf.compat.v1.Session() as sess:
+            threads = tf.compat.v1.train.start_queue_runners(sess=sess)
+            gfile.MakeDirs("out")
+        """),
+    ("mixed_file_session_in_callee", """
         import tensorflow as tf
 
-        with tf.compat.v1.Graph().as_default():  {GRAPH}
+
+        @tf.function
+        def tf2_step(x):
+            return x * 2
+
+
+        def run(fetch):
+            with tf.Session() as sess:
+                return sess.run(fetch)
+
+
+        def main():
+            a = tf.random_normal([2, 2])
+            return run(a)
+
+
+        if __name__ == "__main__":
+            print(tf2_step(tf.constant(1.0)).numpy(), main())
+        """, """
+        import tensorflow as tf
+
+
+        @tf.function
+        def tf2_step(x):
+            return x * 2
+
+
+        def run(fetch):
             with tf.compat.v1.Session() as sess:
-                # tracebridge: tfprof's Profiler is not converted: see tracebridge's migration guide (tfprof)
-                profiler = tf.profiler.Profiler(sess.graph)
-                # tracebridge: tfprof's advise is not converted: see tracebridge's migration guide (tfprof)
-                tf.profiler.advise(sess.graph)
+                return sess.run(fetch)
+
+
+        def main():
+            with tf.compat.v1.Graph().as_default():  # tracebridge: TF1 graph code runs in a graph (TF 2 executes eagerly)
+                a = tf.compat.v1.random_normal([2, 2])
+                return run(a)
+
+
+        if __name__ == "__main__":
+            print(tf2_step(tf.constant(1.0)).numpy(), main())
+        """),
+    ("mixed_file_caller_entered_its_graph", """
+        import tensorflow as tf
+
+
+        def run(fetch):
+            return tf.Session().run(fetch)
+
+
+        def build():
+            graph = tf.Graph()
+            with graph.as_default():
+                return run(tf.random_normal([2, 2]))
+
+
+        print(tf.constant(1.0).numpy(), build())
+        """, """
+        import tensorflow as tf
+
+
+        def run(fetch):
+            return tf.compat.v1.Session().run(fetch)
+
+
+        def build():
+            graph = tf.Graph()
+            with graph.as_default():
+                return run(tf.compat.v1.random_normal([2, 2]))
+
+
+        print(tf.constant(1.0).numpy(), build())
+        """),
+    ("environ_set_before_the_import", """
+        import os
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        import tensorflow as tf
+        from tensorflow.python.client import timeline
+
+        md = tf.RunMetadata()
+        tf.Session().run(tf.ones([2]), options=tf.RunOptions(trace_level=3), run_metadata=md)
+        """, """
+        import os
+        import tracebridge.compat
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        import tensorflow as tf
+        from tracebridge.compat import timeline
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
+
+        md = tf.compat.v1.RunMetadata()
+        tracebridge.compat.run_traced(tf.compat.v1.Session(), tf.ones([2]), options=tf.compat.v1.RunOptions(trace_level=3), run_metadata=md)
+        """),
+    ("added_import_after_a_pylint_pair", """
+        # pylint: disable=g-import-not-at-top
+        import tensorflow as tf
+        # pylint: enable=g-import-not-at-top
+        md = tf.RunMetadata()
+        tf.Session().run(tf.ones([2]), run_metadata=md)
+        """, """
+        # pylint: disable=g-import-not-at-top
+        import tensorflow as tf
+        # pylint: enable=g-import-not-at-top
+        import tracebridge.compat
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
+        md = tf.compat.v1.RunMetadata()
+        tracebridge.compat.run_traced(tf.compat.v1.Session(), tf.ones([2]), run_metadata=md)
+        """),
+    ("mixed_file_summary_in_a_helper", """
+        import tensorflow as tf
+
+
+        @tf.function
+        def tf2_step(x):
+            tf.summary.scalar("x", x, step=0)
+
+
+        def add_summaries(tensor):
+            tf.summary.histogram("h", tensor)
+
+
+        def main():
+            x = tf.placeholder(tf.float32)
+            add_summaries(x)
+            with tf.Session() as sess:
+                sess.run(tf.summary.merge_all(), {x: 1.0})
+        """, """
+        import tensorflow as tf
+
+
+        @tf.function
+        def tf2_step(x):
+            tf.summary.scalar("x", x, step=0)
+
+
+        def add_summaries(tensor):
+            tf.compat.v1.summary.histogram("h", tensor)
+
+
+        def main():
+            with tf.compat.v1.Graph().as_default():  # tracebridge: TF1 graph code runs in a graph (TF 2 executes eagerly)
+                x = tf.compat.v1.placeholder(tf.float32)
+                add_summaries(x)
+                with tf.compat.v1.Session() as sess:
+                    sess.run(tf.compat.v1.summary.merge_all(), {x: 1.0})
         """),
 ]
 
@@ -328,11 +521,13 @@ def test_comments_strings_and_formatting_are_kept():
         ''')
     code = migrate_source(before).code
     for kept in ("import tensorflow as tf   # the TF1 API",
-                 "\n# Build the graph.  Two spaces after the period, on purpose.\nwith ",
+                 "\n# Build the graph.  Two spaces after the period, on purpose.\nx = ",
                  "   # random_normal is TF1-only",
                  'LABEL = "tf.random_normal stays in strings"',
                  "y = tf.matmul( x , x )  # odd spacing stays",
-                 "options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),  # trace it"):
+                 "tracebridge.compat.run_traced(sess, y,\n"
+                 "                                    options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),  # trace it\n"
+                 "                                    run_metadata=md)"):  # continuation lines keep their alignment
         assert kept in code
     compile(code, "<migrated>", "exec")
 
@@ -371,9 +566,9 @@ def test_notebook_cells_resolve_across_cells_and_keep_magics(tmp_path):
     assert cells[1] == _code("""
         %matplotlib inline
         import tensorflow as tf
-        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
         from tracebridge.compat import timeline as tl
         import tracebridge.compat
+        tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
         """)
     assert cells[2] == "x = tf.compat.v1.random_normal([10, 10])\nmd = tf.compat.v1.RunMetadata()\n"
     assert "tracebridge.compat.run_traced(sess, tf.matmul(x, x), options=tf.compat.v1.RunOptions(" in cells[3]
@@ -392,7 +587,7 @@ def test_notebook_imports_cell_keeps_its_last_line(tmp_path):
     path.write_text(_notebook(("code", "import tensorflow as tf"),
                               ("code", "sess = tf.Session()\nsess.run(1, run_metadata=md)")))
     cells = [c["source"] for c in json.loads(migrate_path(path).code)["cells"]]
-    assert cells[0][-1] == "import tracebridge.compat"
+    assert cells[0][-1] == EAGER_OFF
     assert cells[1] == ["sess = tf.compat.v1.Session()\n", "tracebridge.compat.run_traced(sess, 1, run_metadata=md)"]
 
 
@@ -445,3 +640,67 @@ def test_cli_bad_input_one_line_each_and_exit_2(tmp_path):
 def test_unparseable_source_is_a_migration_error():
     with pytest.raises(MigrationError, match=r"x\.py:1:\d+: not valid Python"):
         migrate_source("def f(:\n", "x.py")
+
+
+MISSING_SCRIPT = _code("""
+    import tensorflow as tf
+    import tensorflow.contrib.slim as slim
+    from tensorflow.examples.tutorials.mnist import input_data
+    from tftracer import TracingServer
+
+    x = tf.placeholder(tf.float32, [None, 4])
+    y = slim.fully_connected(tf.layers.dense(x, 3), 2)
+    estimator = tf.estimator.Estimator(model_fn=None)
+    with tf.Session() as sess:
+        sess.run(y, **run_kwargs)
+    """)
+
+
+def test_what_tf_2_21_lacks_is_named_line_by_line():
+    result = migrate_source(MISSING_SCRIPT, "lacking.py")
+    lines = result.report_lines()
+    missing = [line for line in lines if ": not in TF 2.21: " in line]
+    for line, what in [(2, "tf.contrib.slim was removed in TF 2.0: `pip install tf-slim`"),
+                       (3, "tensorflow.examples (tutorials' input_data) is not installed"),
+                       (4, "tftracer's TracingServer (a live HTTP trace viewer) has no equivalent"),
+                       (7, "tf.contrib.slim"), (7, "`pip install tf_keras` and set TF_USE_LEGACY_KERAS=1"),
+                       (8, "tf.estimator was removed in TF 2.16")]:
+        assert any(entry.startswith(f"lacking.py:{line}: not in TF 2.21: ") and what in entry
+                   for entry in missing), (line, what, missing)
+    assert {line for line, _ in result.missing} == {2, 3, 4, 7, 8}
+    assert any(entry.startswith("lacking.py:10: sess.run(..., **kwargs) left as it is") and "local CPU" in entry
+               for entry in lines)
+
+
+def test_check_fails_on_what_tf_2_21_lacks_even_when_nothing_changes(tmp_path):
+    lacking = tmp_path / "lacking.py"
+    lacking.write_text("import tensorflow.contrib.slim as slim\n")
+    assert not migrate_path(lacking).changed
+    check = run_cli("migrate", "--check", str(lacking))
+    assert check.returncode == 1
+    assert f"{lacking}:1: not in TF 2.21: tf.contrib.slim" in check.stderr
+    assert "1 file uses what TF 2.21 lacks" in check.stderr
+    assert run_cli("migrate", str(lacking)).returncode == 0  # only --check gates
+
+
+def test_syntax_error_points_at_its_own_line():
+    with pytest.raises(MigrationError, match=r"^x\.py:2:6: not valid Python: '\(' was never closed"):
+        migrate_source("x = 1\ny = f(1,\n", "x.py")
+
+
+def test_tfprof_report_offers_tracebridge_equivalents():
+    result = migrate_source(_code("""
+        import tensorflow as tf
+        from tensorflow.python.profiler import model_analyzer
+
+        with tf.Session() as sess:
+            profiler = tf.profiler.Profiler(sess.graph)
+            model_analyzer.profile(sess.graph, cmd="op")
+        """))
+    messages = [message for _, message in result.report]
+    assert "tf.profiler.Profiler -> tf.compat.v1.profiler.Profiler" in messages
+    assert any(m.startswith("tfprof's Profiler runs under TF 2.21 in graph mode (tf.compat.v1.profiler); "
+                            "tracebridge's equivalent: trace the steps with tracebridge.trace(session)")
+               for m in messages)
+    assert any(m.startswith("tfprof's profile") and "summary(top=N)" in m for m in messages)
+    assert "model_analyzer.profile(sess.graph" in result.code  # TF's own module, still there in 2.21

@@ -6,8 +6,12 @@ runnable as it stands) and ``expect.json``: the trace files it writes (``outputs
 it prints instead (``stdout``), event folders whose RunMetadata sits in a text summary
 (``text_summaries``: folder -> tag), and the measured outcomes of running it unchanged
 (``as_is``) and after TF's own upgrade script (``tf_upgrade_v2``) under TF 2.21. Those
-records are re-measured here, so they stay true; re-record them all with
-``python tests/test_migration_examples.py --record``.
+records are re-measured here, so they stay true; re-record them with
+``python tests/test_migration_examples.py --record [EXAMPLE...]``.
+
+Examples ``12_`` on are idioms of real legacy scripts (seed ``idiom``). Those that use what
+TF 2.21 cannot run list it under ``missing``: for them, ``tracebridge migrate --check``
+must fail and its report name each of those strings on a ``not in TF 2.21`` line.
 
 Real TensorFlow in subprocesses, one script at a time, each in its own temporary folder
 (the scripts write relative paths). ``-rA`` shows the summary table at the end.
@@ -139,7 +143,8 @@ def test_examples_exist():
     for before in EXAMPLES:
         expect = _expect(before.parent)
         assert {"seed", "example", "outputs", "as_is", "tf_upgrade_v2"} <= expect.keys(), before.parent.name
-        assert expect["outputs"] or expect.get("stdout"), f"{before.parent.name}: nothing to check"
+        assert expect["outputs"] or expect.get("stdout") or expect.get("missing"), \
+            f"{before.parent.name}: nothing to check"
 
 
 def test_as_is_outcome(example, tmp_path):
@@ -198,12 +203,25 @@ def check_outputs(workdir: Path, expect: dict, stdout: str) -> None:
         assert text in stdout, f"{text!r} not printed; stdout ends with {stdout[-1000:]!r}"
 
 
+def _migrate_env() -> dict[str, str]:
+    return _env(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+
+
 def test_migrated_script_runs_and_writes_its_trace(example, tmp_path):
-    """``tracebridge migrate before.py --write``, then the script runs and writes its trace."""
+    """``tracebridge migrate before.py --write``, then the script runs and writes its trace;
+    or, for a script using what TF 2.21 lacks, ``--check`` fails and names exactly that."""
     expect = _expect(example)
     shutil.copy(example / "before.py", tmp_path / "before.py")
-    env = _env(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env = _migrate_env()
     RESULTS[(example.name, "tracebridge")] = "migrate failed"
+    if expect.get("missing"):
+        check = _run([sys.executable, "-m", "tracebridge", "migrate", "before.py", "--check"], tmp_path, env)
+        assert check.returncode == 1, f"--check: exit {check.returncode}\n{check.stderr[-3000:]}"
+        named = [line for line in check.stderr.splitlines() if ": not in TF 2.21: " in line]
+        for what in expect["missing"]:
+            assert any(what in line for line in named), f"{what!r} not named in the report:\n{check.stderr}"
+        RESULTS[(example.name, "tracebridge")] = "--check fails, names what TF 2.21 lacks"
+        return
     migrate = _run([sys.executable, "-m", "tracebridge", "migrate", "before.py", "--write"], tmp_path, env)
     assert migrate.returncode == 0, f"migrate: exit {migrate.returncode}\n{migrate.stdout}\n{migrate.stderr[-3000:]}"
     process = _run([sys.executable, "before.py"], tmp_path, env)
@@ -244,7 +262,10 @@ def summary_table() -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines + ["(* recorded in expect.json, not measured in this session)"])
+    runs = [sum(row[i].startswith("runs") for row in rows[1:]) for i in (2, 3, 4)]
+    totals = f"scripts that run: as-is {runs[0]}, tf_upgrade_v2 {runs[1]}, tracebridge migrate {runs[2]} " \
+             f"(of {len(rows) - 1})"
+    return "\n".join(lines + [totals, "(* recorded in expect.json, not measured in this session)"])
 
 
 def test_summary_table():
@@ -252,11 +273,14 @@ def test_summary_table():
     print("\nSeed profiling examples under TensorFlow 2.21\n" + summary_table())
 
 
-def _record() -> None:
-    """Re-measure ``as_is`` and ``tf_upgrade_v2`` of every example into its expect.json."""
+def _record(names: list[str]) -> None:
+    """Re-measure ``as_is`` and ``tf_upgrade_v2`` of the examples named (all by default)
+    into their expect.json."""
     import tempfile
     for before in EXAMPLES:
         example = before.parent
+        if names and example.name not in names:
+            continue
         expect = _expect(example)
         with tempfile.TemporaryDirectory() as scratch:
             expect["as_is"] = run_as_is(example, Path(scratch) / "as_is")
@@ -267,6 +291,6 @@ def _record() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--record"]:
-        sys.exit("usage: python tests/test_migration_examples.py --record")
-    _record()
+    if sys.argv[1:2] != ["--record"]:
+        sys.exit("usage: python tests/test_migration_examples.py --record [EXAMPLE...]")
+    _record(sys.argv[2:])

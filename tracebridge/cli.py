@@ -117,7 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     mode = migrate.add_mutually_exclusive_group()
     mode.add_argument("--diff", action="store_true", help="print a unified diff (the default)")
     mode.add_argument("--write", action="store_true", help="rewrite the files in place")
-    mode.add_argument("--check", action="store_true", help="exit 1 if any file would change")
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 if any file would change or uses what TF 2.21 lacks (report lines 'not in TF 2.21')")
     migrate.add_argument("--quiet", action="store_true", help="no per-change report on stderr")
     migrate.set_defaults(handler=_migrate)
 
@@ -291,7 +292,7 @@ def _migrate(args) -> int:
     from .errors import MigrationError
     from .migrate import migrate_path, python_sources
 
-    failed = changed = 0
+    failed = changed = lacking = 0
     for path in python_sources(args.paths):
         try:
             migration = migrate_path(path)
@@ -302,6 +303,7 @@ def _migrate(args) -> int:
         if not args.quiet:
             for line in migration.report_lines():
                 print(line, file=sys.stderr)
+        lacking += bool(migration.missing)
         if not migration.changed:
             continue
         changed += 1
@@ -312,11 +314,12 @@ def _migrate(args) -> int:
         elif not args.check:
             sys.stdout.write(migration.diff())
     verb = "rewrote" if args.write else "would change"
-    print(f"{verb} {changed} file{'s' * (changed != 1)}" + (f", {failed} failed" if failed else ""),
-          file=sys.stderr)
+    print(f"{verb} {changed} file{'s' * (changed != 1)}" + (f", {failed} failed" if failed else "")
+          + (f"; {lacking} file{'s' * (lacking != 1)} use{'s' * (lacking == 1)} what TF 2.21 lacks"
+             if lacking else ""), file=sys.stderr)
     if failed:
         return 2
-    return 1 if args.check and changed else 0
+    return 1 if args.check and (changed or lacking) else 0
 
 
 def _demo(args) -> int:

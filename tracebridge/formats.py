@@ -83,7 +83,7 @@ FORMATS: tuple[Format, ...] = (
            "a truncated last record is tolerated",
            sniff=sources.sniff_events, find_in_folder=sources.find_event_files,
            read=_lazy("tracebridge.readers.events:read")),
-    Format("pickle", "tfvis pickles (`pickle.dump(run_metadata)`)", "pickle opcodes; see *Safety*",
+    Format("pickle", "tfvis pickles (`pickle.dump(run_metadata)`), pickled tftracer `Timeline`s", "pickle opcodes; see *Safety*",
            sniff=sources.sniff_pickle, read=_lazy("tracebridge.readers.pickles:read")),
     Format("html", "the timeline view (`to_html`)", "(written only)",
            write=_lazy("tracebridge.writers.html:write_html"), suffixes=(".html", ".htm"),

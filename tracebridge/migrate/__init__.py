@@ -25,12 +25,14 @@ _SKIPPED_DIRS = {"__pycache__", "site-packages", "node_modules", ".ipynb_checkpo
 @dataclass
 class Migration:
     """The codemod's result for one file. ``report``: (line, message) pairs; in a notebook
-    the message names the cell and the line in it, and the line is 0."""
+    the message names the cell and the line in it, and the line is 0. ``missing``: the
+    report's lines about what TF 2.21 cannot run (``migrate --check`` fails on them)."""
 
     path: str
     original: str
     code: str
     report: list[tuple[int, str]] = field(default_factory=list)
+    missing: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -62,6 +64,7 @@ def migrate_source(code: str, filename: str = "<string>", *, notebook: bool = Fa
     codemod = _codemod()
     import libcst
     _check_nesting(code, filename)
+    _check_syntax(code, filename)
     try:
         result = codemod.rewrite_module(code, notebook=notebook)
     except libcst.ParserSyntaxError as error:
@@ -72,7 +75,20 @@ def migrate_source(code: str, filename: str = "<string>", *, notebook: bool = Fa
     except UnicodeEncodeError as error:  # a lone surrogate (a notebook's JSON can hold "\ud800")
         line = code.count("\n", 0, error.start) + 1
         raise MigrationError(f"{filename}:{line}: not valid text ({error.reason})") from None
-    return Migration(filename, code, result.code, result.report)
+    return Migration(filename, code, result.code, result.report, result.missing)
+
+
+def _check_syntax(code: str, filename: str) -> None:
+    """Python's own parser places a syntax error where it is: LibCST's reports the token
+    after it, a line too low when the error ends a line (an unclosed bracket)."""
+    import ast
+    try:  # a notebook may await at top level
+        compile(code, filename, "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as error:
+        raise MigrationError(f"{filename}:{error.lineno}:{error.offset}: not valid Python: "
+                             f"{one_line(error.msg)}") from None
+    except (ValueError, RecursionError, MemoryError):  # null bytes, deep nesting: LibCST says
+        return
 
 
 # LibCST's native parser recurses once per nesting level on the C stack, and past a few

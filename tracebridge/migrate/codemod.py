@@ -4,18 +4,20 @@ Passes over one module, each a LibCST ``Codemod`` transformer with fresh name re
 (:class:`_Pass`), sharing one ``CodemodContext``:
 
 1. :class:`_LegacyIdioms` replaces the legacy idioms in place: imports of ``timeline``,
-   ``tfvis`` and ``ProfilerHook`` go to :mod:`tracebridge.compat`; ``x.run(...,
-   run_metadata=m)`` becomes ``tracebridge.compat.run_traced(x, ...)`` and
+   ``tfvis``, tftracer's ``Timeline`` and ``ProfilerHook`` go to :mod:`tracebridge.compat`;
+   ``x.run(..., run_metadata=m)`` becomes ``tracebridge.compat.run_traced(x, ...)`` and
    ``w.add_run_metadata(...)`` ``tracebridge.compat.add_run_metadata(w, ...)``; TF1 names
-   TF2 lacks (``tf.Session``, ``tf.RunOptions``) become ``tf.compat.v1.*``, and in graph code
-   so do names TF2 changed (``tf.summary.scalar``). tfprof gets a ``# tracebridge:`` comment,
-   not a rewrite. LibCST's ``AddImportsVisitor`` then adds the ``import tracebridge.compat``
-   the new calls need.
+   TF2 lacks (``tf.Session``, ``tf.RunOptions``, ``gfile``, tfprof's ``tf.profiler.*``)
+   become ``tf.compat.v1.*``, and in graph code so do names TF2 changed
+   (``tf.summary.scalar``). What TF 2.21 cannot run at all (``tf.contrib``, ``tf.estimator``,
+   ...) is listed in the context's scratch (``MISSING``), one line per use.
 2. Sessions get a graph, as TF 2 executes eagerly, by one of the :class:`_GraphMode`
-   strategies: :class:`_GraphBlocks` runs graph code under ``with
-   tf.compat.v1.Graph().as_default():``; in a notebook, where a block cannot span cells,
-   :class:`_EagerOff` calls ``tf.compat.v1.disable_eager_execution()`` after the TensorFlow
-   import.
+   strategies (see :func:`rewrite_module` for which): :class:`_EagerOff` calls
+   ``tf.compat.v1.disable_eager_execution()`` after the TensorFlow import;
+   :class:`_GraphBlocks` runs the code that builds a session's graph under ``with
+   tf.compat.v1.Graph().as_default():``.
+
+LibCST's ``AddImportsVisitor`` then adds the ``import tracebridge.compat`` the new calls need.
 
 Each pass surveys the module it is given (:class:`_Survey`) before changing it. What a pass
 changes goes in the report with :meth:`_Pass.report`; what it leaves for a human is a LibCST
@@ -36,12 +38,17 @@ from libcst.codemod import Codemod, CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
-from .names import EAGER_SWITCHES, PROFILER_HOOKS, SESSIONS, api_name, is_tfprof, tf1_entry, tfprof_advice
+from .names import (EAGER_SWITCHES, PROFILER_HOOKS, SESSIONS, TFTRACER_DROP_INS, TFTRACER_MISSING, api_name,
+                    deprecated_advice, is_tfprof, missing_advice, tf1_entry, tfprof_advice)
 
 MARK = "# tracebridge:"
 GRAPH_COMMENT = f"{MARK} TF1 graph code runs in a graph (TF 2 executes eagerly)"
 EAGER_COMMENT = f"{MARK} the sessions below need graph mode (TF 2 executes eagerly)"
 REPORT = "tracebridge.migrate.report"  # context.scratch: (line, message) of every change
+MISSING = "tracebridge.migrate.missing"  # context.scratch: (line, message) of what TF 2.21 cannot run
+MISSING_PREFIX = "not in TF 2.21: "
+# TF 2 APIs that make a file mixed TF1/TF2 code: eager execution must stay on there.
+TF2_APIS = {"function", "GradientTape"}
 
 
 @dataclass
@@ -50,19 +57,30 @@ class Rewritten:
 
     code: str
     report: list[tuple[int, str]] = field(default_factory=list)
+    missing: list[tuple[int, str]] = field(default_factory=list)  # also in report
 
 
 def rewrite_module(code: str, *, notebook: bool = False) -> Rewritten:
     """Rewrite one module's source (raises ``libcst.ParserSyntaxError`` if it is not Python).
-    ``notebook``: the module is a notebook's cells joined, so graph code cannot be wrapped in
-    a block; eager execution is switched off after the TensorFlow import instead."""
+
+    Graph mode, as TF 2 executes eagerly: a file whose TF code is all TF1-style, and a
+    notebook (a block cannot span cells), get ``tf.compat.v1.disable_eager_execution()``
+    after the TensorFlow import (:class:`_EagerOff`), as TF's own migration guide advises;
+    a file that mixes TF1 and TF2 code gets scoped graph blocks (:class:`_GraphBlocks`)."""
     context = CodemodContext()
     idioms = _LegacyIdioms(context, notebook=notebook)
     module = idioms.transform_module(cst.parse_module(code))
-    if idioms.survey.tf1 and not idioms.survey.eager_off:
-        graph_mode = _EagerOff if notebook else _GraphBlocks
+    survey = idioms.survey
+    if survey.tf1 and not survey.eager_off:
+        graph_mode = _EagerOff if survey.graph_everywhere else _GraphBlocks
         module = graph_mode(context, notebook=notebook).transform_module(module)
-    return Rewritten(module.code, _report_lines(context))
+    # Imports last, so that every pass reports lines of the original code (no pass adds a line
+    # before another's). AddImportsVisitor reads no metadata: it visits the module as it is.
+    needed = context.scratch.pop(AddImportsVisitor.CONTEXT_KEY, [])
+    if needed:
+        module = module.visit(_AddImports(context, needed))
+    missing = sorted(set(context.scratch.get(MISSING, [])))
+    return Rewritten(module.code, sorted(set(_report_lines(context) + missing)), missing)
 
 
 def _report_lines(context: CodemodContext) -> list[tuple[int, str]]:
@@ -86,15 +104,6 @@ def _expression(text: str) -> cst.BaseExpression:
     return cst.parse_expression(text)
 
 
-def _comment_line(text: str) -> cst.EmptyLine:
-    return cst.EmptyLine(comment=cst.Comment(f"{MARK} {text}"))
-
-
-def _has_comment(node: cst.CSTNode, text: str) -> bool:
-    return any(line.comment is not None and line.comment.value == f"{MARK} {text}"
-               for line in getattr(node, "leading_lines", ()))
-
-
 def _import_names(node: cst.Import | cst.ImportFrom) -> list[cst.ImportAlias]:
     return [] if isinstance(node.names, cst.ImportStar) else list(node.names)
 
@@ -109,9 +118,11 @@ def _with_alias(alias: cst.ImportAlias, name: str) -> cst.ImportAlias:
 # --- what the module is ------------------------------------------------------------------
 class _Survey(cst.CSTVisitor):
     """Facts gathered before a pass changes anything: is this TF1 code (sessions,
-    RunOptions, timeline, tfvis, ProfilerHook, add_run_metadata)? Does it use tfprof? Is
+    RunOptions, timeline, tfvis, tftracer, ProfilerHook, add_run_metadata, tfprof)? Does it
+    also hold TF2 code (``tf.function``, ``GradientTape``, Keras ``fit``, ``.numpy()``)? Is
     eager execution switched off? Which scopes (module, function bodies) create sessions
-    without a graph? How is TensorFlow imported? Is ``tracebridge.compat`` imported (anywhere)?"""
+    without a graph, and which call which? What does TF 2.21 lack? How is TensorFlow
+    imported? Is ``tracebridge.compat`` imported (anywhere)?"""
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
@@ -122,8 +133,16 @@ class _Survey(cst.CSTVisitor):
         self.tfprof = False
         self.eager_off = False
         self.imports_compat = False
+        self.tf2_use: tuple[cst.CSTNode, str] | None = None  # the first TF2 construct met, and what it is
+        self.missing: list[tuple[cst.CSTNode, str]] = []     # uses TF 2.21 cannot run, with advice
         self.session_scopes: set[cst.CSTNode] = set()
         self.tf_import: tuple[cst.SimpleStatementLine, str, str] | None = None  # (statement, bound, module)
+        self._functions: dict[str, cst.FunctionDef] = {}   # module-level functions by name
+        self._calls: dict[cst.CSTNode, set[str]] = {}      # scope -> functions it calls by name
+        self._calls_in_graph: set[str] = set()             # functions called inside `with g.as_default()`
+        self.graph_scopes: set[cst.CSTNode] = set()       # set when the module is done: see _graph_scopes
+        self._needing: set[cst.CSTNode] = set()
+        self._keras = self._fit = None
         self._scopes: list[cst.CSTNode] = []
         self._graph_depth = 0
         self._statement: cst.SimpleStatementLine | None = None
@@ -131,16 +150,65 @@ class _Survey(cst.CSTVisitor):
     def api(self, node: cst.CSTNode) -> tuple[str, str] | None:
         return _api(self, node)
 
+    @property
+    def graph_everywhere(self) -> bool:
+        """Eager execution goes off for the whole file: a notebook with sessions, or a file of
+        TF1 code only (nothing there needs eager execution, and helpers then build graph
+        code wherever they are called from)."""
+        return bool(self.session_scopes) and (self.notebook or self.tf2 is None)
+
+    @property
+    def tf2(self) -> tuple[cst.CSTNode, str] | None:
+        """The first TF2 construct of the file (Keras ``fit`` counts where Keras is used)."""
+        if self.tf2_use is None and self._keras is not None and self._fit is not None:
+            return self._fit, "Keras fit"
+        return self.tf2_use
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self.graph_scopes = self._graph_scopes()
+
+    def _graph_scopes(self) -> set[cst.CSTNode]:
+        """The scopes whose code builds what their sessions run (for scoped graph blocks):
+        a scope that creates a session, or a function that calls (by name) a function that
+        needs a graph, needs one; each such chain is wrapped at its outermost function, and a
+        function called inside its caller's ``with g.as_default():`` is not wrapped (its
+        caller's graph holds the ops). Calls from module level do not make the module need a
+        graph: its code (``if __name__ == "__main__":``) may be the file's TF2 part."""
+        needing = set(self.session_scopes)
+        grown = True
+        while grown:
+            grown = False
+            for scope, names in self._calls.items():
+                if scope not in needing and isinstance(scope, cst.FunctionDef) and any(
+                        self._functions.get(n) in needing for n in names):
+                    needing.add(scope)
+                    grown = True
+        called = {self._functions[n] for s in needing for n in self._calls.get(s, ()) if n in self._functions}
+        covered = {self._functions[n] for n in self._calls_in_graph if n in self._functions}
+        # Graph code, where TF1's meaning of a name applies: these scopes and every function
+        # they call (helpers that add summaries, build layers), transitively.
+        reached, pending = set(), [*needing, *covered]
+        while pending:
+            scope = pending.pop()
+            if scope not in reached:
+                reached.add(scope)
+                pending += [self._functions[n] for n in self._calls.get(scope, ()) if n in self._functions]
+        self._needing = reached
+        return needing - called - covered
+
     def in_graph_code(self, scopes: list[cst.CSTNode], graph_depth: int) -> bool:
         """Code that will run in a graph: TF1's meaning of a name applies there."""
-        return (graph_depth > 0 or self.eager_off or (self.notebook and bool(self.session_scopes))
-                or any(scope in self.session_scopes for scope in scopes))
+        if graph_depth > 0 or self.eager_off or (self.tf1 and (self.notebook or self.tf2 is None)):
+            return True
+        return any(scope in self._needing for scope in scopes)
 
     # scopes and graph contexts
     def visit_Module(self, node: cst.Module) -> None:
         self._scopes.append(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if len(self._scopes) == 1:
+            self._functions[node.name.value] = node
         self._scopes.append(node)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -161,8 +229,9 @@ class _Survey(cst.CSTVisitor):
             name = _dotted(alias.name)
             if name == "tracebridge.compat" and alias.asname is None:
                 self.imports_compat = True
-            if name in ("tfvis", "tensorflow.python.client.timeline"):
+            if name in ("tfvis", "tftracer", "tensorflow.python.client.timeline"):
                 self.tf1 = True
+            self._missing_module(node, name)
             if name in ("tensorflow", "tensorflow.compat.v1") and self.tf_import is None and len(self._scopes) == 1:
                 # `import tensorflow.compat.v1` without `as` binds `tensorflow`, not v1.
                 if alias.asname is not None or name == "tensorflow":
@@ -171,31 +240,76 @@ class _Survey(cst.CSTVisitor):
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         module = _dotted(node.module) if node.module is not None and not node.relative else None
-        if module is not None and _import_target(module) is not None:
-            self.tf1 = True
+        if module is None:
+            return
+        target = _import_target(module)
+        for alias in _import_names(node):
+            name = _dotted(alias.name)
+            if target is not None and target(name) is not None:
+                self.tf1 = True
+            self._missing_module(node, f"{module}.{name}")
+            if module == "tensorflow.compat" and name == "v1" and alias.asname is not None \
+                    and self.tf_import is None and len(self._scopes) == 1:
+                self.tf_import = (self._statement, alias.asname.name.value, "tensorflow.compat.v1")
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._reference(node)
+    def _missing_module(self, node: cst.CSTNode, name: str) -> None:
+        if name == "tftracer.TracingServer":
+            self.missing.append((node, TFTRACER_MISSING))
+            return
+        api = api_name(name)
+        advice = api and missing_advice(api[1])
+        if advice:
+            self.tf1 = True
+            self.missing.append((node, advice))
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return self._reference(node)
 
     def visit_Name(self, node: cst.Name) -> None:
         self._reference(node)
 
-    def _reference(self, node) -> None:
-        if any(is_tfprof(q) for q in _qualified(self, node)):
-            self.tfprof = True
-            return
+    def _reference(self, node) -> bool:
+        """Whether to look inside the reference (not once what it names is known)."""
+        qualified = _qualified(self, node)
+        if any(is_tfprof(q) for q in qualified):
+            self.tfprof = self.tf1 = True
+            return True
+        if "tftracer.TracingServer" in qualified:
+            self.missing.append((node, TFTRACER_MISSING))
+            return False
         api = self.api(node)
         if api is None:
-            return
+            return True
         namespace, name = api
+        advice = missing_advice(name)
+        if advice is not None:
+            self.tf1 = True
+            self.missing.append((node, advice))
+            return False
+        if namespace == "v2" and name in TF2_APIS and self.tf2_use is None:
+            self.tf2_use = (node, f"tf.{name}")
+        if name.startswith("keras.") and self._keras is None:
+            self._keras = node
         entry = tf1_entry(name)
         if name in SESSIONS or name in PROFILER_HOOKS or name in ("RunOptions", "RunMetadata") or (
                 namespace == "v2" and entry is not None and entry[1].missing):
             self.tf1 = True
+        return True
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_run_metadata":
-            self.tf1 = True
+        if isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method == "add_run_metadata":
+                self.tf1 = True
+            elif method == "numpy" and not node.args and self.tf2_use is None:
+                self.tf2_use = (node, "an eager tensor's .numpy()")
+            elif method == "fit" and self._fit is None:
+                self._fit = node
+        elif isinstance(node.func, cst.Name):
+            if self._graph_depth:
+                self._calls_in_graph.add(node.func.value)
+            else:
+                self._calls.setdefault(self._scopes[-1], set()).add(node.func.value)
         api = self.api(node.func)
         if api is None:
             return
@@ -223,8 +337,8 @@ def _api(provider: cst.MetadataDependent, node: cst.CSTNode) -> tuple[str, str] 
 class _Pass(Codemod, cst.CSTTransformer):
     """One pass over a module: it surveys the module it is given (fresh name resolution),
     then, if :meth:`applies`, rewrites it. The report and the warnings go to the context;
-    the imports it asks LibCST's ``AddImportsVisitor`` for are added after it, as LibCST's
-    ``CodemodCommand`` does.
+    the imports it asks LibCST's ``AddImportsVisitor`` for are added after the last pass, as
+    LibCST's ``CodemodCommand`` does after its transform.
 
     This is LibCST's ``ContextAwareTransformer`` without the matcher decorators, which
     this codemod does not use and whose set-up (a look at each of a transformer's thousand
@@ -240,12 +354,6 @@ class _Pass(Codemod, cst.CSTTransformer):
 
     def applies(self) -> bool:
         return True
-
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        tree = super().transform_module(tree)
-        needed = self.context.scratch.pop(AddImportsVisitor.CONTEXT_KEY, [])
-        # AddImportsVisitor reads no metadata: it visits the module as it is, uncopied.
-        return tree.visit(_AddImports(self.context, needed)) if needed else tree
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.survey = _Survey(self.notebook)
@@ -273,6 +381,41 @@ class _AddImports(AddImportsVisitor):
     def _insert_empty_line(self, statements: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         return list(statements)
 
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        """An import added inside a ``# pylint: disable``/``enable`` pair goes after the pair:
+        the pair exempts the imports that were there, not ours."""
+        module = super().leave_Module(original, updated)
+        body = list(module.body)
+        empty = cst.Module([])
+        there = {empty.code_for_node(statement) for statement in original.body}
+        for index, statement in enumerate(body[:-1]):
+            if index > 0 and empty.code_for_node(statement) not in there:
+                body[index:index + 2] = _after_pylint_pair(module.header, body[:index], statement, body[index + 1])
+        return module.with_changes(body=body)
+
+
+def _after_pylint_pair(header: Sequence[cst.EmptyLine], before: Sequence[cst.BaseStatement],
+                       added: cst.BaseStatement, following: cst.BaseStatement) -> list[cst.BaseStatement]:
+    """``added`` (a statement put before ``following``), moved out of a ``# pylint:
+    disable``/``enable`` pair that ``following``'s leading comments close: the pair
+    exempts the code that was there, not ours."""
+    lines = following.leading_lines
+    closing = next((k for k, line in enumerate(lines)
+                    if line.comment is not None and "pylint: enable" in line.comment.value), None)
+    if closing is None or not _pylint_open([*header, *(line for s in before for line in s.leading_lines)]):
+        return [added, following]
+    return [added.with_changes(leading_lines=[*lines[:closing + 1], *added.leading_lines]),
+            following.with_changes(leading_lines=lines[closing + 1:])]
+
+
+def _pylint_open(lines: Sequence[cst.EmptyLine]) -> bool:
+    """Whether a ``# pylint: disable`` comment among these comment lines is still open."""
+    depth = 0
+    for line in lines:
+        text = line.comment.value if line.comment is not None else ""
+        depth += ("pylint: disable" in text) - ("pylint: enable" in text)
+    return depth > 0
+
 
 # --- pass 1: the idioms -------------------------------------------------------------------
 class _LegacyIdioms(_Pass):
@@ -282,12 +425,18 @@ class _LegacyIdioms(_Pass):
     def __init__(self, context: CodemodContext, *, notebook: bool):
         super().__init__(context, notebook=notebook)
         self._statements: list[cst.CSTNode] = []
-        self._tfprof: dict[cst.CSTNode, str] = {}
+        self._tfprof: dict[cst.CSTNode, list[str]] = {}  # statement -> the tfprof names used in it
         self._scopes: list[cst.CSTNode] = []
         self._graph_depth = 0
 
     def applies(self) -> bool:
         return self.survey.tf1 or self.survey.tfprof
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        result = super().transform_module_impl(tree)
+        for node, advice in self.survey.missing:
+            self.context.scratch.setdefault(MISSING, []).append((self._line(node), MISSING_PREFIX + advice))
+        return result
 
     def _compat(self, name: str) -> cst.BaseExpression:
         """``tracebridge.compat.<name>``, for which the module needs ``import
@@ -314,9 +463,9 @@ class _LegacyIdioms(_Pass):
             self._scopes.pop()
         if isinstance(original, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             self._statements.pop()
-            comment = self._tfprof.get(original)
-            if comment is not None and not _has_comment(result, comment):
-                result = result.with_changes(leading_lines=[*result.leading_lines, _comment_line(comment)])
+            names = self._tfprof.pop(original, None)
+            if names:  # one report line per statement, for its most specific tfprof name
+                self.warn_at(original, tfprof_advice(max(names, key=len)))
         return result
 
     # imports
@@ -325,7 +474,7 @@ class _LegacyIdioms(_Pass):
         changed = False
         for alias in _import_names(updated):
             name = _dotted(alias.name)
-            if name == "tfvis":
+            if name in ("tfvis", "tftracer"):
                 alias = _with_alias(alias, "tracebridge.compat.tfvis")
                 changed = True
             elif name == "tensorflow.python.client.timeline" and alias.asname is not None:
@@ -343,7 +492,7 @@ class _LegacyIdioms(_Pass):
         if target is None:
             return updated
         names = _import_names(updated)
-        targets = {target(_dotted(a.name)) for a in names}
+        targets = {target(_dotted(a.name)) for a in names} if names else {None}
         if targets == {None}:
             return updated
         if len(targets) != 1:
@@ -363,15 +512,8 @@ class _LegacyIdioms(_Pass):
 
     def _reference(self, original, updated):
         tfprof = [q for q in _qualified(self, original) if is_tfprof(q)]
-        if tfprof:
-            # One comment per statement, named after the first tfprof name met in it.
-            statement = self._statements[-1] if self._statements else None
-            if statement is not None and statement not in self._tfprof:
-                comment, line = tfprof_advice(tfprof[0])
-                self._tfprof[statement] = comment
-                if not _has_comment(statement, comment):
-                    self.warn_at(original, line)
-            return updated
+        if tfprof and self._statements:
+            self._tfprof.setdefault(self._statements[-1], []).extend(tfprof)
         api = _api(self, original)
         if api is None or not isinstance(original, cst.Attribute):
             return updated
@@ -401,11 +543,45 @@ class _LegacyIdioms(_Pass):
         if root is None or _dotted(original) != f"{root}.{name}":
             return updated  # `from tensorflow import summary; summary.scalar`: left as written
         self.report(original, f"{root}.{name} -> {root}.compat.v1.{name}")
+        advice = deprecated_advice(name)
+        if advice is not None:
+            self.warn_at(original, advice)
         return _expression(f"{root}.compat.v1.{name}")
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         if not self.survey.tf1 or not isinstance(original.func, cst.Attribute):
             return updated
+        result = self._rewritten_call(original, updated)
+        if not original.args:
+            return result
+        # Continuation lines aligned under the first argument move with it.
+        empty = cst.Module([])
+        before = len(empty.code_for_node(original.func))
+        after = len(empty.code_for_node(result.func))
+        added = len(result.args) - len(updated.args)
+        after += sum(len(empty.code_for_node(a)) + len(", ") for a in result.args[:added])
+        return result.with_changes(args=[*result.args[:added],
+                                         *self._realigned(original, list(result.args[added:]), after - before)])
+
+    def _realigned(self, original: cst.Call, args: list[cst.Arg], shift: int) -> list[cst.Arg]:
+        if shift == 0:
+            return args
+        first = self.get_metadata(PositionProvider, original.args[0]).start
+        if first.line != self.get_metadata(PositionProvider, original.func).end.line:
+            return args  # a hanging indent: the arguments start on a line of their own
+        for index in range(1, len(original.args)):
+            start = self.get_metadata(PositionProvider, original.args[index]).start
+            whitespace = args[index - 1].comma.whitespace_after if args[index - 1].comma else None
+            if start.column != first.column or not isinstance(whitespace, cst.ParenthesizedWhitespace):
+                continue
+            last = whitespace.last_line.value
+            moved = last + " " * shift if shift > 0 else last[:shift] if last[shift:].strip() == "" and \
+                len(last) >= -shift else last
+            args[index - 1] = args[index - 1].with_changes(comma=args[index - 1].comma.with_changes(
+                whitespace_after=whitespace.with_changes(last_line=cst.SimpleWhitespace(moved))))
+        return args
+
+    def _rewritten_call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         api = _api(self, original.func)
         if api is not None and api[0] == "v2":
             found = tf1_entry(api[1])
@@ -417,6 +593,11 @@ class _LegacyIdioms(_Pass):
         if any(q.startswith("tracebridge") for q in _qualified(self, original.func.value)):
             return updated  # already migrated
         method = func.attr.value
+        if method == "run" and any(a.star == "**" and not _is_kwargs_attribute(a.value) for a in updated.args):
+            # `**tl.kwargs` is tfvis's and tftracer's own idiom, which tracebridge.compat.tfvis serves.
+            self.warn_at(original, f"{_dotted(func.value) or 'session'}.run(..., **kwargs) left as it is: if the "
+                                   "kwargs hold options/run_metadata, it still traces on a local CPU session; "
+                                   "tracebridge.compat.run_traced(session, ...) also traces under a TF2 profiler")
         if method == "run" and _traced_run(updated):
             self.report(original, f"{_dotted(func.value) or 'session'}.run(..., run_metadata=...) -> "
                                   "tracebridge.compat.run_traced(...)")
@@ -438,10 +619,19 @@ def _import_target(module: str):
         return lambda name: "tracebridge.compat.timeline"
     if module == "tfvis":
         return lambda name: "tracebridge.compat.tfvis"
+    if module == "tftracer":  # tfvis's sibling: the same Timeline (its TracingServer has no equivalent)
+        return lambda name: "tracebridge.compat.tfvis" if name in TFTRACER_DROP_INS else None
+    if module == "tensorflow":  # `from tensorflow import gfile`: TF1 modules TF 2 lacks
+        return lambda name: "tensorflow.compat.v1" if _tf1_only(name) else None
     api = api_name(module + ".ProfilerHook")
     if api is not None and api[1] in PROFILER_HOOKS:
         return lambda name: "tracebridge.compat" if name == "ProfilerHook" else None
     return None
+
+
+def _tf1_only(name: str) -> bool:
+    found = tf1_entry(name)
+    return found is not None and found[0] == name and found[1].missing
 
 
 def _fix_commas(aliases: list[cst.ImportAlias]) -> list[cst.ImportAlias]:
@@ -463,6 +653,10 @@ def _call_fits(call: cst.Call, shared: tuple[str, ...]) -> bool:
     positional = [a for a in call.args if a.keyword is None]
     keywords = [a.keyword.value for a in call.args if a.keyword is not None]
     return len(positional) <= len(shared) and all(k in shared for k in keywords)
+
+
+def _is_kwargs_attribute(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == "kwargs"
 
 
 def _traced_run(call: cst.Call) -> bool:
@@ -512,13 +706,13 @@ class _GraphBlocks(_GraphMode):
     ``with tf.compat.v1.Graph().as_default():``."""
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
-        if original not in self.survey.session_scopes:
+        if original not in self.survey.graph_scopes:
             return updated
         body = self._wrapped(original, f"{original.name.value}()", list(updated.body.body))
         return updated.with_changes(body=updated.body.with_changes(body=body))
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        if original not in self.survey.session_scopes:
+        if original not in self.survey.graph_scopes:
             return updated
         return updated.with_changes(body=self._wrapped(original, "the module", list(updated.body)))
 
@@ -528,7 +722,9 @@ class _GraphBlocks(_GraphMode):
         if start == len(body):
             return body
         graph = f"{self._tf()}.Graph().as_default()"
-        self.report(original, f"graph code of {where} wrapped in `with {graph}:` (TF 2 executes eagerly)")
+        node, what = self.survey.tf2 or (original, "TF2 code")
+        self.report(original, f"graph mode: graph code of {where} wrapped in `with {graph}:`, as this file "
+                              f"mixes TF1 and TF2 code ({what} at line {self._line(node)} needs eager execution)")
         first = body[start]
         block = cst.With(
             items=[cst.WithItem(_expression(graph))],
@@ -541,8 +737,10 @@ class _GraphBlocks(_GraphMode):
 
 
 class _EagerOff(_GraphMode):
-    """For a notebook, where a block cannot span cells: switch eager execution off after
-    the TensorFlow import."""
+    """For a file of TF1 code only, and for a notebook, where a block cannot span cells:
+    switch eager execution off once, after the TensorFlow import and the imports that follow
+    it (up to a comment line: a cell boundary, a ``# pylint: enable``). Nothing else moves,
+    so the diff is one line; code before the import (``os.environ[...] = ...``) stays first."""
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if not self.survey.session_scopes:
@@ -555,10 +753,18 @@ class _EagerOff(_GraphMode):
         if index is None:
             self.warn_at(original, f"sessions need graph mode: add `{switch}` after importing TensorFlow")
             return updated
-        self.report(found[0], f"notebook: `{switch}` added after the TensorFlow import (TF 2 executes eagerly)")
+        while index < len(body) and _is_header(body[index], docstring_ok=False) and not any(
+                line.comment is not None for line in body[index].leading_lines):
+            index += 1
+        why = "a block cannot span a notebook's cells" if self.notebook else "all TF code here is TF1-style"
+        self.report(found[0], f"graph mode: `{switch}` added after the TensorFlow import, as {why} "
+                              "(TF 2 executes eagerly)")
         statement = cst.SimpleStatementLine(
             [cst.Expr(_expression(switch))],
             trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "),
                                                        comment=cst.Comment(EAGER_COMMENT)))
-        body.insert(index, statement)
+        if index < len(body):
+            body[index:index + 1] = _after_pylint_pair(updated.header, body[:index], statement, body[index])
+        else:
+            body.append(statement)
         return updated.with_changes(body=body)

@@ -17,8 +17,9 @@ SESSIONS = {"Session", "InteractiveSession", "train.MonitoredTrainingSession",
             "train.MonitoredSession", "train.SingularMonitoredSession"}
 PROFILER_HOOKS = {"train.ProfilerHook", "estimator.ProfilerHook"}
 EAGER_SWITCHES = {"disable_eager_execution", "disable_v2_behavior"}
-# tfprof (tf.profiler.Profiler/profile/advise, ProfileOptionBuilder) has no drop-in: its
-# reports come from graph-level accounting that TF2's profiler does not keep.
+# tfprof (tf.profiler.Profiler/profile/advise, ProfileOptionBuilder) is gone from TF 2's
+# tf.profiler but runs as tf.compat.v1.profiler in graph mode (measured with TF 2.21): the
+# codemod renames it and names tracebridge's equivalent in the report.
 TFPROF_MODULES = ("tensorflow.python.profiler.model_analyzer",
                   "tensorflow.python.profiler.option_builder",
                   "tensorflow.python.profiler.profile_context",
@@ -33,12 +34,60 @@ TFPROF_ADVICE = {
 TFPROF_DEFAULT_ADVICE = "tracebridge.trace(...) and trace.summary(top=N), or TensorBoard's profile plugin"
 
 
-def tfprof_advice(qualified: str) -> tuple[str, str]:
-    """(the comment, the report line) for a tfprof name left as it is."""
-    last = qualified.rsplit(".", 1)[-1]
-    advice = TFPROF_ADVICE.get(last, TFPROF_DEFAULT_ADVICE)
-    return (f"tfprof's {last} is not converted: see tracebridge's migration guide (tfprof)",
-            f"tfprof's {last} left as it is: {advice}")
+def tfprof_advice(qualified: str) -> str:
+    """The report line for a use of tfprof: what tracebridge offers instead."""
+    parts = qualified.split(".")
+    last = next((p for p in parts if p in TFPROF_ADVICE), parts[-1])
+    return f"tfprof's {last} runs under TF 2.21 in graph mode (tf.compat.v1.profiler); tracebridge's equivalent: " + \
+        TFPROF_ADVICE.get(last, TFPROF_DEFAULT_ADVICE)
+
+
+# What TF 2.21 cannot run at all, by the name inside TF's API (either namespace; the longest
+# prefix wins), with what to use instead. A use of these fails ``migrate --check``.
+MISSING = {
+    "contrib": "tf.contrib was removed in TF 2.0; see TF's migration guide for its module",
+    "contrib.slim": "tf.contrib.slim was removed in TF 2.0: `pip install tf-slim`, `import tf_slim as slim`",
+    "contrib.layers": "tf.contrib.layers was removed in TF 2.0: `pip install tf-slim`, `tf_slim.layers`",
+    "contrib.framework": "tf.contrib.framework was removed in TF 2.0: `pip install tf-slim`, `tf_slim`",
+    "examples": "tensorflow.examples (tutorials' input_data) is not installed with TF 2.21: "
+                "load MNIST with tf.keras.datasets.mnist.load_data()",
+    "estimator": "tf.estimator was removed in TF 2.16: port the model_fn to Keras, or run it on TF <= 2.15",
+    "layers": "tf.compat.v1.layers needs Keras 2 under TF 2.21 (Keras 3 raises AttributeError): "
+              "`pip install tf_keras` and set TF_USE_LEGACY_KERAS=1 before importing TensorFlow, "
+              "or use tf_slim / Keras layers",
+}
+# Deprecated TF1 APIs that still run under tf.compat.v1 in graph mode (measured with TF 2.21):
+# renamed, and named in the report so they can be replaced later.
+DEPRECATED = {
+    "train.start_queue_runners": "queue runners run under tf.compat.v1 in graph mode; tf.data replaces them",
+    "train.QueueRunner": "queue runners run under tf.compat.v1 in graph mode; tf.data replaces them",
+    "train.add_queue_runner": "queue runners run under tf.compat.v1 in graph mode; tf.data replaces them",
+    "data.Iterator.from_string_handle": "Iterator.from_string_handle runs under tf.compat.v1 in graph mode; "
+                                        "TF 2 iterates datasets directly",
+}
+# TF1 names the generated table does not cover: a method of a class TF 2 still has.
+EXTRA_TF1_NAMES = ("data.Iterator.from_string_handle",)
+# tftracer (tfvis's sibling): what has a drop-in, and what has none.
+TFTRACER_DROP_INS = {"Timeline"}
+TFTRACER_MISSING = ("tftracer's TracingServer (a live HTTP trace viewer) has no equivalent: save the "
+                    "trace (tl.to_pickle, tracebridge.trace) and open it with `tracebridge html`")
+
+
+def missing_advice(name: str) -> str | None:
+    """What TF 2.21 lacks for ``name`` (a name inside TF's API), and its replacement."""
+    if name in PROFILER_HOOKS:
+        return None  # estimator.ProfilerHook: rewritten to tracebridge's hook
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        advice = MISSING.get(".".join(parts[:end]))
+        if advice is not None:
+            return advice
+    return None
+
+
+def deprecated_advice(name: str) -> str | None:
+    return next((advice for prefix, advice in DEPRECATED.items()
+                 if name == prefix or name.startswith(prefix + ".")), None)
 
 
 def api_name(qualified: str) -> tuple[str, str] | None:
@@ -83,6 +132,8 @@ def tf1_names() -> dict[str, TF1Name]:
             table[name] = TF1Name(missing=True, shared=None)
         else:
             table[name] = TF1Name(missing=False, shared=None if extra == "*" else tuple(extra.split(",")))
+    for name in EXTRA_TF1_NAMES:
+        table[name] = TF1Name(missing=True, shared=None)
     return table
 
 

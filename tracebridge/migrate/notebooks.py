@@ -54,8 +54,11 @@ def migrate_notebook(text: str, path: str) -> Migration:
     # Report lines point at the joined cells: say which cell and the line in it.
     starts = [m.start() for m in _CELL_LINE.finditer(joined)]
     line_starts = [joined.count("\n", 0, s) + 2 for s in starts]
-    located = []
-    for line, message in result.report:
-        cell = max((i for i, start in enumerate(line_starts) if start <= line), default=0)
-        located.append((0, f"cell {numbers[cell]}, line {max(line - line_starts[cell] + 1, 1)}: {message}"))
-    return Migration(path, text, new_text, located)
+
+    def located(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        found = []
+        for line, message in lines:
+            cell = max((i for i, start in enumerate(line_starts) if start <= line), default=0)
+            found.append((0, f"cell {numbers[cell]}, line {max(line - line_starts[cell] + 1, 1)}: {message}"))
+        return found
+    return Migration(path, text, new_text, located(result.report), located(result.missing))

@@ -1,10 +1,15 @@
-"""tfvis pickles (``pickle.dump(run_metadata)``) without executing anything.
+"""tfvis and tftracer pickles (``pickle.dump(run_metadata)``, a pickled tftracer
+``Timeline``) without executing anything.
 
 A pickle is a program: loading one with :mod:`pickle` runs whatever callables it names.
-Here the unpickler resolves exactly three names, and to tracebridge's own stand-ins:
+Here the unpickler resolves a handful of names, each to tracebridge's own stand-in:
 
-* ``tensorflow.core.protobuf.config_pb2.RunMetadata`` (and StepStats): a stand-in class
-  that only keeps the ``serialized`` bytes protobuf messages pickle as their state;
+* ``tensorflow.core.protobuf.config_pb2.RunMetadata`` (and StepStats, RunOptions): a
+  stand-in class that only keeps the ``serialized`` bytes protobuf messages pickle as their
+  state;
+* tftracer's ``Timeline`` (``tftracer.timeline.Timeline``): a stand-in that keeps, of the
+  attribute dict pickled as its state, only the messages above (directly or in a list, tuple
+  or dict); it is made by NEWOBJ (protocols 2+), never by calling a named constructor;
 * ``_codecs.encode``: how protocols 0-2 spell a bytes literal; only ``latin1`` is accepted.
 
 Any other global (``os.system``, ``builtins.eval``, ``subprocess.Popen``, ...) stops the
@@ -26,7 +31,11 @@ from .stepstats import read_run_metadatas
 _MESSAGES = {
     ("tensorflow.core.protobuf.config_pb2", "RunMetadata"): "RunMetadata",
     ("tensorflow.core.framework.step_stats_pb2", "StepStats"): "StepStats",
+    ("tensorflow.core.protobuf.config_pb2", "RunOptions"): "RunOptions",  # held beside them; no trace
 }
+_TRACES = ("RunMetadata", "StepStats")
+# tftracer's Timeline, by the module it is defined in and the package that re-exports it.
+_TIMELINES = {("tftracer.timeline", "Timeline"), ("tftracer", "Timeline")}
 
 
 class _Message:
@@ -47,6 +56,26 @@ class _Message:
         self.serialized = bytes(data)
 
 
+class _Timeline:
+    """Stands in for tftracer's Timeline while unpickling: keeps the messages of its state."""
+
+    def __init__(self, *args):
+        raise UnsafePickleError("tftracer Timeline pickled with constructor arguments")
+
+    def __setstate__(self, state):
+        if not isinstance(state, dict):
+            raise UnsafePickleError("tftracer Timeline pickle has no attribute dict")
+        self.messages = [item for value in state.values() for item in _flat(value) if isinstance(item, _Message)]
+
+
+def _flat(value) -> list:
+    if isinstance(value, dict):
+        return list(value.values())
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
 def _stand_in(kind: str) -> type:
     return type(f"Pickled{kind}", (_Message,), {"kind": kind})
 
@@ -64,8 +93,11 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return _stand_in(kind)
         if (module, name) == ("_codecs", "encode"):
             return _encode
+        if (module, name) in _TIMELINES:
+            return type("PickledTimeline", (_Timeline,), {})
         raise UnsafePickleError(f"pickle refers to {one_line(module, 80)}.{one_line(name, 80)}; only a "
-                                "RunMetadata or StepStats may be loaded, so nothing was run")
+                                "RunMetadata or StepStats (or a tftracer Timeline of them) may be loaded, "
+                                "so nothing was run")
 
     def persistent_load(self, pid):
         raise UnsafePickleError("pickle uses persistent ids; refused")
@@ -80,7 +112,7 @@ def read(source: Source, parallelism: Parallelism) -> Trace:
 
 def read_pickle(data: bytes, path=None) -> list[tuple[str, bytes]]:
     """``[(kind, serialized), ...]`` for the RunMetadata/StepStats messages in a pickle
-    (one message, or a list/tuple/dict of them)."""
+    (one message, a list/tuple/dict of them, or a tftracer Timeline holding them)."""
     _check_opcodes(data, path)
     try:
         value = _RestrictedUnpickler(io.BytesIO(data)).load()
@@ -91,10 +123,12 @@ def read_pickle(data: bytes, path=None) -> list[tuple[str, bytes]]:
     except Exception as error:  # malformed pickles raise many kinds; none is ours to show raw
         raise TraceFormatError(f"not a readable pickle ({type(error).__name__}: {one_line(str(error))})",
                                path=path) from None
-    items = list(value.values()) if isinstance(value, dict) else value
-    items = items if isinstance(items, (list, tuple)) else [items]
+    if isinstance(value, _Timeline):
+        items = [m for m in value.messages if m.kind in _TRACES]
+    else:
+        items = _flat(value)
     messages = [(item.kind, item.serialized) for item in items
-                if isinstance(item, _Message) and item.serialized is not None]
+                if isinstance(item, _Message) and item.kind in _TRACES and item.serialized is not None]
     if not messages or len(messages) != len(items):
         raise TraceFormatError("pickle holds no RunMetadata", path=path)
     return messages

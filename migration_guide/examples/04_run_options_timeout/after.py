@@ -7,23 +7,23 @@ stands (only this docstring added).
 """
 import tensorflow as tf
 import tracebridge.compat
+tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-with tf.compat.v1.Graph().as_default():  # tracebridge: TF1 graph code runs in a graph (TF 2 executes eagerly)
-    x = tf.constant(3.0)
-    y = tf.constant(4.0)
-    z = x + y
+x = tf.constant(3.0)
+y = tf.constant(4.0)
+z = x + y
 
-    run_options = tf.compat.v1.RunOptions(
-        trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
-        timeout_in_ms=5000,
+run_options = tf.compat.v1.RunOptions(
+    trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+    timeout_in_ms=5000,
+)
+
+run_metadata = tf.compat.v1.RunMetadata()
+
+with tf.compat.v1.Session() as sess:
+    result = tracebridge.compat.run_traced(
+        sess, z,
+        options=run_options,
+        run_metadata=run_metadata,
     )
-
-    run_metadata = tf.compat.v1.RunMetadata()
-
-    with tf.compat.v1.Session() as sess:
-        result = tracebridge.compat.run_traced(
-            sess, z,
-            options=run_options,
-            run_metadata=run_metadata,
-        )
-        print(result)
+    print(result)

@@ -7,20 +7,20 @@ One traced 1000x1000 matmul; timeline.py writes it as a Chrome trace to
 import tensorflow as tf
 from tracebridge.compat import timeline
 import tracebridge.compat
+tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
-with tf.compat.v1.Graph().as_default():  # tracebridge: TF1 graph code runs in a graph (TF 2 executes eagerly)
-    x = tf.compat.v1.random_normal([1000, 1000])
-    y = tf.compat.v1.random_normal([1000, 1000])
-    z = tf.matmul(x, y)
+x = tf.compat.v1.random_normal([1000, 1000])
+y = tf.compat.v1.random_normal([1000, 1000])
+z = tf.matmul(x, y)
 
-    run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-    run_metadata = tf.compat.v1.RunMetadata()
+run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+run_metadata = tf.compat.v1.RunMetadata()
 
-    with tf.compat.v1.Session() as sess:
-        tracebridge.compat.run_traced(sess, z, options=run_options, run_metadata=run_metadata)
+with tf.compat.v1.Session() as sess:
+    tracebridge.compat.run_traced(sess, z, options=run_options, run_metadata=run_metadata)
 
-        trace = timeline.Timeline(run_metadata.step_stats)
-        chrome_trace = trace.generate_chrome_trace_format()
+    trace = timeline.Timeline(run_metadata.step_stats)
+    chrome_trace = trace.generate_chrome_trace_format()
 
-        with open("timeline.json", "w") as handle:
-            handle.write(chrome_trace)
+    with open("timeline.json", "w") as handle:
+        handle.write(chrome_trace)

@@ -9,22 +9,22 @@ model for the first ``...``, and ``MonitoredTrainingSession()`` without argument
 """
 import tensorflow as tf
 from tracebridge.compat.tfvis import Timeline
+tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
 # (completed: a tiny linear model stands in for the seed's "...")
-with tf.compat.v1.Graph().as_default():  # tracebridge: TF1 graph code runs in a graph (TF 2 executes eagerly)
-    features = tf.compat.v1.random_normal([8, 4], seed=1)
-    labels = tf.compat.v1.random_normal([8, 1], seed=2)
-    weights = tf.compat.v1.Variable(tf.zeros([4, 1]), name="weights")
-    loss = tf.reduce_mean(tf.square(tf.matmul(features, weights) - labels))
-    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+features = tf.compat.v1.random_normal([8, 4], seed=1)
+labels = tf.compat.v1.random_normal([8, 1], seed=2)
+weights = tf.compat.v1.Variable(tf.zeros([4, 1]), name="weights")
+loss = tf.reduce_mean(tf.square(tf.matmul(features, weights) - labels))
+train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
 
-    with tf.compat.v1.train.MonitoredTrainingSession() as sess:
-        ...
-        with Timeline() as timeline:
-            sess.run(train_op, **timeline.kwargs)
-        ...
+with tf.compat.v1.train.MonitoredTrainingSession() as sess:
+    ...
+    with Timeline() as timeline:
+        sess.run(train_op, **timeline.kwargs)
+    ...
 
-    # 2. Visualize:
-    ...
-    timeline.visualize("example.html")
-    ...
+# 2. Visualize:
+...
+timeline.visualize("example.html")
+...

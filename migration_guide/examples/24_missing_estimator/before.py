@@ -1,0 +1,18 @@
+"""Idiom: an Estimator trained with tf.train.ProfilerHook."""
+import tensorflow as tf
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features["x"], 1)
+    loss = tf.reduce_mean(tf.square(logits - labels))
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensors(({"x": tf.ones([4, 2])}, tf.ones([4, 1]))).repeat()
+
+
+hook = tf.train.ProfilerHook(save_steps=2, output_dir="profiles")
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=4, hooks=[hook])
