@@ -182,7 +182,7 @@ def test_user_rules_and_cli(tmp_path):
     b.add_op(name="model/a_renamed", op_type="MatMul", start_ns=0, end_ns=400, device=device, step=step)
     b.build().save(tmp_path / "b.json")
     result = tracebridge.compare(tmp_path / "a.json", tmp_path / "b.json", rules=[r"^model/(\w+)_renamed$=\1"])
-    assert any(r.rule == "user" and r.key == "a" for r in result.rows)
+    assert any(r.rule == "user" and r.key == "a ~ model/a_renamed" for r in result.rows)
     out = run_cli("compare", tmp_path / "a.json", tmp_path / "b.json", "--json")
     data = json.loads(out.stdout)
     assert set(data["coverage"]) == {"control", "test"} and data["rows"] and "steps" in data
