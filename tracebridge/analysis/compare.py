@@ -41,6 +41,7 @@ import numpy as np
 
 from ..model.trace import Trace
 from .kernels import fusion_parts, plain_kernel, trace_kernel_family
+from .structure import Alignment, align_graphs, decode_graph
 from .summary import counted_rows
 
 _WRAPPER = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?|PartitionedCall(?:_\d+)?|__inference_[^/]*|"
@@ -179,7 +180,14 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
                          f"or .xplane.pb)")
     sides = {name: _side(trace, compiled, skipped[name])
              for name, trace in (("control", control), ("test", test))}
-    pairs = _align(sides["control"], sides["test"], bool(compiled))
+    alignment = None
+    if sides["control"].graph and sides["test"].graph:
+        alignment = align_graphs(sides["control"].graph, sides["test"].graph)
+    else:
+        missing = " and ".join(name for name, side in sides.items() if not side.graph)
+        notes.append(f"no graph recorded in {missing}: aligned by names and position only "
+                     "(captures record the graph that ran; old files have none)")
+    pairs = _align(sides["control"], sides["test"], bool(compiled), alignment)
     rows = [_row(pair, sides, threshold, noise_ns) for pair in pairs]
     rows.sort(key=lambda r: (-(r.delta_ns if r.control_names and r.test_names else
                                max(r.control_median_ns, r.test_median_ns)), r.key))
@@ -263,6 +271,7 @@ class _Side:
         self.producers: dict[str, tuple[str, ...]] = {}  # data inputs, where the trace has them
         self.consumers: dict[str, list[str]] = defaultdict(list)
         self.all_time = 0
+        self.graph = decode_graph(trace.metadata)
 
 
 def _side(trace: Trace, rules, warmup: int) -> _Side:
@@ -305,6 +314,14 @@ def _side(trace: Trace, rules, warmup: int) -> _Side:
         side.per_step[name][step_slots.get(step, 0)] += duration
         side.all_time += duration
     _dataflow(side, rows, names)
+    if side.graph:  # positions by the graph, not by timing: the same graphs, the same pairs
+        last = len(side.graph.order)
+        side.order = {name: side.graph.order.get(name, last + side.order[name]) for name in side.names}
+    if not side.producers and side.graph:  # XSpace records no inputs: the graph has them
+        for name in side.names:
+            side.producers[name] = side.graph.producers.get(name, ())
+            for producer in side.producers[name]:
+                side.consumers[producer].append(name)
     return side
 
 
@@ -332,7 +349,8 @@ def _dataflow(side: _Side, rows: np.ndarray, names: list[str]) -> None:
 # How sure each rule is that its pair is the same computation: names that agree are sure,
 # names that agree only in their tails less so, groups less again; a type+position pair
 # is a guess whose odds fall with the number of same-typed candidates it chose from.
-RULE_CONFIDENCE = {"user": 1.0, "exact": 1.0, "normalized": 0.9, "gradient": 0.85, "fusion": 0.75,
+RULE_CONFIDENCE = {"user": 1.0, "exact": 1.0, "structure": 0.95, "normalized": 0.9, "gradient": 0.85,
+                   "group": 0.8, "fusion": 0.75,
                    "optimizer": 0.6, "type+position": 0.5, "unmatched": 0.0}
 
 
@@ -383,10 +401,12 @@ def _is_update(side: _Side, name: str) -> bool:
         (side.plain_type[name] == "Mul" and re.fullmatch(r"mul(_\d+)?", name) is not None)
 
 
-def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
+def _align(control: _Side, test: _Side, user_rules: bool, alignment: Alignment | None = None) -> list[_Pair]:
     pairs: list[_Pair] = []
-    left = {n: control.rewritten[n] for n in control.names}
-    right = {n: test.rewritten[n] for n in test.names}
+    def ordered(side):  # with graphs, graph order: the same graphs give the same pairs
+        return sorted(side.names, key=side.order.__getitem__) if alignment is not None else side.names
+    left = {n: control.rewritten[n] for n in ordered(control)}
+    right = {n: test.rewritten[n] for n in ordered(test)}
 
     def take(c_names, t_names, key, rule, confidence=-1.0):
         for n in c_names:
@@ -413,6 +433,17 @@ def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
                 take([name], [other], pair_key(name, other), rule)
 
     rule_name = "user" if user_rules else "exact"
+    if alignment is not None:
+        # The structure first: it knows which op is which where names only look alike.
+        for c, t in alignment.pairs:
+            if c in left and t in right:
+                take([c], [t], pair_key(c, t), "exact" if _strip(c) == _strip(t) else "structure")
+        for members_c, members_t in alignment.groups:
+            names_c = [n for n in members_c if n in left]
+            names_t = [n for n in members_t if n in right]
+            if names_c and names_t:
+                take(names_c, names_t, f"{pair_key(names_c[0], names_t[0])} "
+                     f"[group of {len(names_c)} ~ {len(names_t)} ops]", "group")
     match_by(lambda text: text, rule_name, same_type=False)
     match_by(_strip, rule_name, same_type=False)
     # Model scopes: the longest common tail of scope parts, same op type.

@@ -1,0 +1,112 @@
+"""Model pairs written twice, TF1-style (raw ops in a tf.Graph + Session) and TF2-style
+(Keras 3 layers in a tf.function training step with a GradientTape), for structural
+comparison tests. Each builder returns the layer names it built, in the same order on
+both sides, so a test knows the true mapping: ``LAYERS[i]`` of TF1 is ``LAYERS[i]`` of TF2.
+
+ResNet-style CNN: a stem, an identity block and a projection block (the TF1 code builds
+its projection shortcut first, the Keras code last), fused batch norm in TF1 against
+Keras 3's unfused one, L2 weight decay (``tf.nn.l2_loss`` against a Square + Sum
+regularizer), momentum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BATCH, SIZE, CLASSES = 8, 16, 10
+# (layer, kind, kernel shape) in model order; the projection shortcut is "b2_short".
+RESNET_CONVS = [("stem", (3, 3, 3, 16)), ("b1_conv1", (3, 3, 16, 16)), ("b1_conv2", (3, 3, 16, 16)),
+                ("b2_short", (1, 1, 16, 32)), ("b2_conv1", (3, 3, 16, 32)), ("b2_conv2", (3, 3, 32, 32))]
+WEIGHT_DECAY = 1e-4
+
+
+def resnet_data(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return (rng.random((BATCH, SIZE, SIZE, 3), dtype=np.float32),
+            rng.integers(0, CLASSES, BATCH).astype(np.int32))
+
+
+def resnet_tf1(tf):
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    kernels = []
+    updates = []
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [BATCH, SIZE, SIZE, 3], name="x")
+        y = v1.placeholder(tf.int32, [BATCH], name="y")
+        shapes = dict(RESNET_CONVS)
+
+        def conv_bn(inputs, name, stride=1, relu=True):
+            with v1.variable_scope(name):
+                kernel = v1.get_variable("kernel", shapes[name], initializer=v1.glorot_uniform_initializer(seed=1))
+                channels = shapes[name][-1]
+                gamma = v1.get_variable("gamma", [channels], initializer=v1.ones_initializer())
+                beta = v1.get_variable("beta", [channels], initializer=v1.zeros_initializer())
+                mean = v1.get_variable("moving_mean", [channels], initializer=v1.zeros_initializer(),
+                                       trainable=False)
+                variance = v1.get_variable("moving_variance", [channels], initializer=v1.ones_initializer(),
+                                           trainable=False)
+                kernels.append(kernel)
+                out = tf.nn.conv2d(inputs, kernel, stride, "SAME", name="Conv2D")
+                out, batch_mean, batch_variance = v1.nn.fused_batch_norm(out, gamma, beta, is_training=True,
+                                                                         name="FusedBatchNorm")
+                updates.append(v1.assign_sub(mean, (mean - batch_mean) * 0.01, name="update_mean"))
+                updates.append(v1.assign_sub(variance, (variance - batch_variance) * 0.01, name="update_variance"))
+                return tf.nn.relu(out, name="Relu") if relu else out
+
+        with v1.variable_scope("resnet"):
+            h = conv_bn(x, "stem")
+            h = tf.nn.relu(conv_bn(conv_bn(h, "b1_conv1"), "b1_conv2", relu=False) + h, name="b1_out")
+            shortcut = conv_bn(h, "b2_short", stride=2, relu=False)  # built first here
+            main = conv_bn(conv_bn(h, "b2_conv1", stride=2), "b2_conv2", relu=False)
+            h = tf.nn.relu(main + shortcut, name="b2_out")
+            pooled = tf.reduce_mean(h, axis=[1, 2], name="pool")
+            with v1.variable_scope("dense"):
+                w = v1.get_variable("kernel", [32, CLASSES], initializer=v1.glorot_uniform_initializer(seed=2))
+                b = v1.get_variable("bias", [CLASSES], initializer=v1.zeros_initializer())
+                logits = tf.nn.bias_add(tf.matmul(pooled, w), b)
+        cross_entropy = tf.reduce_mean(v1.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        decay = WEIGHT_DECAY * tf.add_n([tf.nn.l2_loss(k) for k in kernels + [w]])
+        loss = tf.identity(cross_entropy + decay, name="loss")
+        with tf.control_dependencies(updates):
+            train = v1.train.MomentumOptimizer(0.01, 0.9).minimize(loss)
+        init = v1.global_variables_initializer()
+    return graph, x, y, train, init
+
+
+def resnet_tf2(tf):
+    import keras
+    from keras import layers, regularizers
+
+    shapes = dict(RESNET_CONVS)
+    regularizer = regularizers.L2(WEIGHT_DECAY / 2)  # l2_loss is sum(x**2) / 2
+
+    def conv(name, stride=1):
+        return layers.Conv2D(shapes[name][-1], shapes[name][0], strides=stride, padding="same", use_bias=False,
+                             kernel_regularizer=regularizer, name=name)
+
+    def bn(name):
+        return layers.BatchNormalization(momentum=0.99, epsilon=1e-3, name=name + "_bn")
+
+    inputs = keras.Input((SIZE, SIZE, 3), batch_size=BATCH)
+    h = layers.ReLU()(bn("stem")(conv("stem")(inputs)))
+    main = layers.ReLU()(bn("b1_conv1")(conv("b1_conv1")(h)))
+    h = layers.ReLU()(layers.Add()([bn("b1_conv2")(conv("b1_conv2")(main)), h]))
+    main = layers.ReLU()(bn("b2_conv1")(conv("b2_conv1", 2)(h)))
+    main = bn("b2_conv2")(conv("b2_conv2")(main))
+    shortcut = bn("b2_short")(conv("b2_short", 2)(h))  # built last here
+    h = layers.ReLU()(layers.Add()([main, shortcut]))
+    pooled = layers.GlobalAveragePooling2D()(h)
+    logits = layers.Dense(CLASSES, kernel_regularizer=regularizer, name="dense")(pooled)
+    model = keras.Model(inputs, logits, name="resnet")
+    optimizer = keras.optimizers.SGD(0.01, momentum=0.9)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True)) + tf.add_n(model.losses)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+    return step

@@ -1,0 +1,94 @@
+"""Structural comparison of real model pairs, TF1 raw ops against TF2 Keras 3, with real
+TF 2.21 captures (tests/models_structure.py builds them). The layer names each side built
+are the truth: a matched conv, matmul, batch-norm group or gradient must pair one layer.
+Figures (coverage, share by position, share of matched time that is right) are printed
+for the issue's closing note (``pytest -s``)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.models_structure import RESNET_CONVS, resnet_data, resnet_tf1, resnet_tf2
+from tests.test_compare import _run_tf1, _run_tf2
+from tracebridge.analysis.compare import compare
+
+RESNET_LAYERS = {name for name, _ in RESNET_CONVS} | {"dense"}
+COMPUTE = re.compile(r"Conv2D|MatMul|FusedBatchNorm|BatchMatMul")
+
+
+def layers_of(names, layers) -> set[str]:
+    """The layers a row's op names belong to: a scope part, without Keras's ``_N``
+    uniquifier or the ``_bn`` the Keras model gives its batch-norm layers."""
+    found = set()
+    for name in names:
+        for part in name.split("/"):
+            base = re.sub(r"(_bn)?(_\d+)?$", "", part)
+            if base in layers:
+                found.add(base)
+                break
+    return found
+
+
+def quality(result, layers) -> dict[str, float]:
+    matched = [r for r in result.rows if r.control_names and r.test_names]
+    total = sum(r.control_median_ns + r.test_median_ns for r in matched) or 1.0
+    right = sum(r.control_median_ns + r.test_median_ns for r in matched
+                if layers_of(r.control_names, layers) == layers_of(r.test_names, layers))
+    shares = result.rule_shares.get("type+position", {"control": 0.0, "test": 0.0})
+    return {"coverage_control": result.coverage["control"], "coverage_test": result.coverage["test"],
+            "position_control": shares["control"], "position_test": shares["test"], "correct": right / total}
+
+
+@pytest.fixture(scope="module")
+def resnet_runs(tf):
+    values = resnet_data()
+    graph = resnet_tf1(tf)
+    step = resnet_tf2(tf)
+    return [(_run_tf1(tf, graph, values, steps=3), _run_tf2(tf, step, values, steps=3)) for _ in range(2)]
+
+
+def test_resnet_pair_aligns_by_structure(resnet_runs):
+    tf1, tf2 = resnet_runs[0]
+    assert tf1.metadata.get("graph") and tf2.metadata.get("graph")
+    result = compare(tf1, tf2, warmup=1)
+    figures = quality(result, RESNET_LAYERS)
+    report = "\n" + result.to_text(top=40) + f"\n{figures}"
+    print(f"ResNet-style: {figures}")
+    assert figures["coverage_control"] >= 0.9 and figures["coverage_test"] >= 0.9, report
+    assert figures["position_control"] <= 0.1 and figures["position_test"] <= 0.1, report
+    assert not any("no graph recorded" in note for note in result.notes)
+    compute_rows = [r for r in result.rows if r.control_names and r.test_names and COMPUTE.search(r.op_type)]
+    convs = [r for r in compute_rows if "Conv2D" in r.op_type]
+    # forward, input and filter gradients of each conv (the stem's input needs no gradient)
+    assert len(convs) == 3 * len(RESNET_CONVS) - 1, report
+    for row in compute_rows:
+        control, test = layers_of(row.control_names, RESNET_LAYERS), layers_of(row.test_names, RESNET_LAYERS)
+        assert control and control == test, (row.key, row.rule)
+    # The projection shortcut, built first in TF1 and last in Keras, still pairs its own conv.
+    shortcut = [r for r in convs if layers_of(r.control_names, RESNET_LAYERS) == {"b2_short"}]
+    assert len(shortcut) == 3 and all(r.rule == "structure" for r in shortcut)
+    # Fused batch norm against Keras's unfused one: one group each way, forward and gradient.
+    groups = [r for r in result.rows if r.rule == "group" and "FusedBatchNorm" in r.op_type]
+    assert {next(iter(layers_of(r.control_names, RESNET_LAYERS))) for r in groups} == {n for n, _ in RESNET_CONVS}
+
+
+def test_resnet_pairs_are_deterministic(resnet_runs):
+    (first_tf1, first_tf2), (second_tf1, second_tf2) = resnet_runs
+
+    def pairs(result):
+        return {(r.control_names, r.test_names) for r in result.rows if r.control_names and r.test_names}
+    once = compare(first_tf1, first_tf2, warmup=1)
+    assert pairs(once) == pairs(compare(second_tf1, second_tf2, warmup=1))  # two captures
+    assert pairs(once) == pairs(compare(first_tf1, first_tf2, warmup=0))    # warm-up changes no pair
+    assert pairs(once) == pairs(compare(first_tf1, first_tf2, warmup=1))    # the same inputs
+
+
+def test_without_graphs_the_old_rules_say_so(resnet_runs):
+    tf1, tf2 = resnet_runs[0]
+    bare = tf1.with_metadata(graph="")
+    result = compare(bare, tf2, warmup=1)
+    assert any("no graph recorded in control" in note for note in result.notes)
+    assert "structure" not in result.rule_shares
+    assert "note: no graph recorded" in result.to_text()
