@@ -3,6 +3,8 @@
 comparison tests. Each builder returns the layer names it built, in the same order on
 both sides, so a test knows the true mapping: ``LAYERS[i]`` of TF1 is ``LAYERS[i]`` of TF2.
 
+Transformer encoder block: attention, layer norm, dropout (below).
+
 ResNet-style CNN: a stem, an identity block and a projection block (the TF1 code builds
 its projection shortcut first, the Keras code last), fused batch norm in TF1 against
 Keras 3's unfused one, L2 weight decay (``tf.nn.l2_loss`` against a Square + Sum
@@ -107,6 +109,107 @@ def resnet_tf2(tf):
     def step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True)) + tf.add_n(model.losses)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+    return step
+
+
+# Transformer encoder block: multi-head self-attention, residual + layer norm, a ReLU
+# feed-forward, residual + layer norm, dropout, mean pooling and a classifier. The TF1
+# code keeps Keras's variable layout (per-head kernels, as tensor2tensor's did too).
+SEQ, MODEL_DIM, HEADS, FFN = 16, 32, 4, 64
+HEAD_DIM = MODEL_DIM // HEADS
+TRANSFORMER_LAYERS = {"query", "key", "value", "attention", "attention_output", "ln1", "ffn1", "ffn2", "ln2",
+                      "classifier"}
+
+
+def transformer_data(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return (rng.random((BATCH, SEQ, MODEL_DIM), dtype=np.float32),
+            rng.integers(0, CLASSES, BATCH).astype(np.int32))
+
+
+def transformer_tf1(tf):
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [BATCH, SEQ, MODEL_DIM], name="x")
+        y = v1.placeholder(tf.int32, [BATCH], name="y")
+        init = v1.glorot_uniform_initializer(seed=3)
+
+        def variable(scope, name, shape, initializer=init):
+            with v1.variable_scope(scope):
+                return v1.get_variable(name, shape, initializer=initializer)
+
+        def layer_norm(h, scope):
+            gamma = variable(scope, "gamma", [MODEL_DIM], v1.ones_initializer())
+            beta = variable(scope, "beta", [MODEL_DIM], v1.zeros_initializer())
+            with tf.name_scope(scope):
+                mean, variance = tf.nn.moments(h, axes=[-1], keepdims=True)
+                return (h - mean) * tf.math.rsqrt(variance + 1e-3) * gamma + beta
+
+        with v1.variable_scope("encoder"):
+            projections = {}
+            for name in ("query", "key", "value"):
+                kernel = variable(name, "kernel", [MODEL_DIM, HEADS, HEAD_DIM])
+                bias = variable(name, "bias", [HEADS, HEAD_DIM], v1.zeros_initializer())
+                with tf.name_scope(name):
+                    projections[name] = tf.einsum("abc,cde->abde", x, kernel) + bias
+            with tf.name_scope("attention"):
+                scores = tf.einsum("aecd,abcd->acbe", projections["key"], projections["query"] * HEAD_DIM ** -0.5)
+                weights = tf.nn.dropout(tf.nn.softmax(scores), rate=0.1, seed=4)
+                attended = tf.einsum("acbe,aecd->abcd", weights, projections["value"])
+            out_kernel = variable("attention_output", "kernel", [HEADS, HEAD_DIM, MODEL_DIM])
+            out_bias = variable("attention_output", "bias", [MODEL_DIM], v1.zeros_initializer())
+            with tf.name_scope("attention_output"):
+                attention = tf.einsum("abcd,cde->abe", attended, out_kernel) + out_bias
+            h = layer_norm(x + tf.nn.dropout(attention, rate=0.1, seed=5), "ln1")
+            w1 = variable("ffn1", "kernel", [MODEL_DIM, FFN])
+            b1 = variable("ffn1", "bias", [FFN], v1.zeros_initializer())
+            w2 = variable("ffn2", "kernel", [FFN, MODEL_DIM])
+            b2 = variable("ffn2", "bias", [MODEL_DIM], v1.zeros_initializer())
+            with tf.name_scope("ffn1"):
+                ffn = tf.nn.relu(tf.tensordot(h, w1, 1) + b1)
+            with tf.name_scope("ffn2"):
+                ffn = tf.tensordot(ffn, w2, 1) + b2
+            h = layer_norm(h + tf.nn.dropout(ffn, rate=0.1, seed=6), "ln2")
+            pooled = tf.reduce_mean(h, axis=1)
+            wc = variable("classifier", "kernel", [MODEL_DIM, CLASSES])
+            bc = variable("classifier", "bias", [CLASSES], v1.zeros_initializer())
+            with tf.name_scope("classifier"):
+                logits = tf.matmul(pooled, wc) + bc
+        loss = tf.reduce_mean(v1.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+        train = v1.train.AdamOptimizer(1e-3).minimize(loss)
+        initializer = v1.global_variables_initializer()
+    return graph, x, y, train, initializer
+
+
+def transformer_tf2(tf):
+    import keras
+    from keras import layers
+
+    inputs = keras.Input((SEQ, MODEL_DIM), batch_size=BATCH)
+    attention = layers.MultiHeadAttention(HEADS, HEAD_DIM, dropout=0.1, name="attention")(inputs, inputs)
+    h = layers.LayerNormalization(epsilon=1e-3, name="ln1")(inputs + layers.Dropout(0.1)(attention))
+    ffn = layers.Dense(FFN, activation="relu", name="ffn1")(h)
+    ffn = layers.Dense(MODEL_DIM, name="ffn2")(ffn)
+    h = layers.LayerNormalization(epsilon=1e-3, name="ln2")(h + layers.Dropout(0.1)(ffn))
+    logits = layers.Dense(CLASSES, name="classifier")(layers.GlobalAveragePooling1D()(h))
+    model = keras.Model(inputs, logits, name="encoder")
+    return _keras_step(tf, model, keras.optimizers.Adam(1e-3))
+
+
+def _keras_step(tf, model, optimizer):
+    import keras
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            if model.losses:
+                loss = loss + tf.add_n(model.losses)
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
     return step

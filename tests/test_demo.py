@@ -27,6 +27,7 @@ def test_demo_writes_both_runs(tmp_path, tf):
     assert "coverage: control" in (out / "comparison.txt").read_text()
     # The table shows the rows that changed most, which differ with the TF build: look at all.
     comparison = tracebridge.compare(out / "tf1_timeline.json", out / "tf2_timeline.json")
-    assert {"exact", "gradient"} <= {r.rule for r in comparison.rows}
+    rules = {r.rule for r in comparison.rows}  # the captures' graphs survive in the .json
+    assert "exact" in rules and rules & {"gradient", "structure"} and "note: no graph" not in comparison.to_text()
     assert min(comparison.coverage.values()) >= 0.9, comparison.coverage
     assert "tracebridge" in (out / "comparison.html").read_text()

@@ -435,9 +435,16 @@ def _align(control: _Side, test: _Side, user_rules: bool, alignment: Alignment |
     rule_name = "user" if user_rules else "exact"
     if alignment is not None:
         # The structure first: it knows which op is which where names only look alike.
+        joined: dict[tuple[str, str], list[str]] = defaultdict(list)  # shape ops joined to a pair
+        for side_name, nodes in alignment.attached.items():
+            for node, control_node in nodes.items():
+                joined[side_name, control_node].append(node)
         for c, t in alignment.pairs:
             if c in left and t in right:
-                take([c], [t], pair_key(c, t), "exact" if _strip(c) == _strip(t) else "structure")
+                extra_c = [n for n in joined["control", c] if n in left]
+                extra_t = [n for n in joined["test", c] if n in right]
+                take([c, *extra_c], [t, *extra_t], pair_key(c, t),
+                     "exact" if _strip(c) == _strip(t) and not (extra_c or extra_t) else "structure")
         for members_c, members_t in alignment.groups:
             names_c = [n for n in members_c if n in left]
             names_t = [n for n in members_t if n in right]

@@ -78,6 +78,9 @@ class Alignment:
 
     pairs: list[tuple[str, str]]
     groups: list[tuple[tuple[str, ...], tuple[str, ...]]]
+    # Unpaired shape-only ops (a transpose one side's einsum needs) joined to the pair next
+    # to them: side -> {node: the pair's control node}.
+    attached: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def align_graphs(control: Graph, test: Graph) -> Alignment:
@@ -97,8 +100,9 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
         while frontier:
             following = []
             for c, t in frontier:
-                for neighbours_c, neighbours_t in ((control.consumers.get(c, ()), test.consumers.get(t, ())),
-                                                   (control.producers.get(c, ()), test.producers.get(t, ()))):
+                for edges in ("consumers", "producers"):
+                    neighbours_c = _neighbours(control, c, edges)
+                    neighbours_t = _neighbours(test, t, edges)
                     free_c = [n for n in neighbours_c if n not in paired_c]
                     free_t = [n for n in neighbours_t if n not in paired_t]
                     for nc, nt in _matching_neighbours(control, free_c, test, free_t):
@@ -157,7 +161,18 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
             taken_first.update(own)
             taken_second.update(other)
             groups.append((other, own) if flip else (own, other))
-    return Alignment(pairs=pairs, groups=groups)
+    attached = {}
+    for side, graph, paired, grouped, control_name_of in (
+            ("control", control, paired_c, grouped_c, lambda n: n),
+            ("test", test, paired_t, grouped_t, lambda n: paired_t[n])):
+        attached[side] = {}
+        for name, op_type in graph.types.items():
+            if op_type in _SHAPE_OPS and name not in paired and name not in grouped:
+                near = [n for edges in ("producers", "consumers") for n in _neighbours(graph, name, edges)
+                        if n in paired and graph.types[n] not in _SHAPE_OPS]
+                if near:
+                    attached[side][name] = control_name_of(min(near, key=graph.order.__getitem__))
+    return Alignment(pairs=pairs, groups=groups, attached=attached)
 
 
 # Variable names both worlds share (tf.compat.v1.layers, tf_keras and Keras 3 alike); any
@@ -186,15 +201,21 @@ def _matching_neighbours(control: Graph, names_c: list[str], test: Graph, names_
         by_use_c: dict[tuple, list[str]] = defaultdict(list)
         for name in same_c:
             by_use_c[_uses(control, name)].append(name)
+        left_c, left_t = list(same_c), list(same_t)
         for uses, group_c in by_use_c.items():
             group_t = by_use_t.get(uses, [])
             if len(group_c) == len(group_t):
                 out.extend(zip(group_c, group_t))
+                left_c = [n for n in left_c if n not in group_c]
+                left_t = [n for n in left_t if n not in group_t]
+        if len(left_c) == len(left_t):  # used differently (a rewrite): creation order decides
+            out.extend(zip(left_c, left_t))
     return out
 
 
 def _uses(graph: Graph, name: str) -> tuple[str, ...]:
-    return tuple(sorted({graph.types[n] for n in graph.consumers.get(name, ()) if n in graph.types}))
+    return tuple(sorted({_kind(graph.types[n]) for n in _neighbours(graph, name, "consumers")
+                         if graph.types[n] not in _SHAPE_OPS}))
 
 
 def _nearest_paired(graph: Graph, start: str, paired: dict[str, str], control_name_of, limit: int = 8):
@@ -240,10 +261,39 @@ def _between(graph: Graph, sources: list[str], sinks: list[str], paired: dict[st
     return tuple(sorted(inside, key=graph.order.__getitem__))
 
 
+# Ops that only move or relabel data: one side's einsum is the other's transpose, reshape
+# and matmul (Keras 3 lowers einsum so), so edges are followed through them.
+_SHAPE_OPS = {"Reshape", "Transpose", "ExpandDims", "Squeeze", "Cast", "Identity", "ConjugateTranspose"}
+# Op types that compute the same thing under other names.
+_KINDS = {"Einsum": "matmul", "MatMul": "matmul", "BatchMatMul": "matmul", "BatchMatMulV2": "matmul",
+          "BatchMatMulV3": "matmul", "_FusedMatMul": "matmul", "Add": "add", "AddV2": "add",
+          "RandomUniform": "random", "StatelessRandomUniformV2": "random"}  # dropout masks
+
+
+def _kind(op_type: str) -> str:
+    return _KINDS.get(op_type, op_type)
+
+
+def _neighbours(graph: Graph, name: str, edges: str, depth: int = 3) -> list[str]:
+    """Consumers or producers of ``name``, and beyond shape-only ones, theirs."""
+    table = graph.consumers if edges == "consumers" else graph.producers
+    out, frontier = [], [name]
+    for _ in range(depth):
+        following = []
+        for node in frontier:
+            for near in table.get(node, ()):
+                if near in graph.types and near not in out:
+                    out.append(near)
+                    if graph.types[near] in _SHAPE_OPS:
+                        following.append(near)
+        frontier = following
+    return out
+
+
 def _by_type(graph: Graph, names: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = defaultdict(list)
     for name in sorted(set(names), key=graph.order.__getitem__):
-        out[graph.types[name]].append(name)
+        out[_kind(graph.types[name])].append(name)
     return out
 
 
