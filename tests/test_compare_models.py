@@ -33,7 +33,9 @@ def layers_of(names, layers) -> set[str]:
 
 
 def quality(result, layers) -> dict[str, float]:
-    matched = [r for r in result.rows if r.control_names and r.test_names]
+    # The optimizer's row pairs every update of one side with every update of the other: it
+    # names all layers or none, so it is neither right nor wrong about one layer.
+    matched = [r for r in result.rows if r.control_names and r.test_names and r.rule != "optimizer"]
     total = sum(r.control_median_ns + r.test_median_ns for r in matched) or 1.0
     right = sum(r.control_median_ns + r.test_median_ns for r in matched
                 if layers_of(r.control_names, layers) == layers_of(r.test_names, layers))
@@ -109,9 +111,7 @@ def test_transformer_pair_aligns_by_structure(transformer_runs):
     figures = quality(result, TRANSFORMER_LAYERS)
     report = "\n" + result.to_text(top=40) + f"\n{figures}"
     print(f"Transformer encoder: {figures}")
-    # Measured 88-95% / 87-89%: the rest is ops Grappler made after the graph was recorded
-    # (FoldTransposeIntoMatMul in Keras's lowered einsum), which the graph cannot name.
-    assert figures["coverage_control"] >= 0.85 and figures["coverage_test"] >= 0.85, report
+    assert figures["coverage_control"] >= 0.9 and figures["coverage_test"] >= 0.9, report
     assert figures["position_control"] <= 0.1 and figures["position_test"] <= 0.1, report
     compute_rows = [r for r in result.rows if r.control_names and r.test_names and COMPUTE.search(r.op_type)]
     assert len(compute_rows) >= 20, report

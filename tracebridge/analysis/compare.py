@@ -435,19 +435,27 @@ def _align(control: _Side, test: _Side, user_rules: bool, alignment: Alignment |
     rule_name = "user" if user_rules else "exact"
     if alignment is not None:
         # The structure first: it knows which op is which where names only look alike.
+        # Ops Grappler rewrote after the graph was recorded run under new names; the trace
+        # name for a graph node is its own, or its rewritten one.
+        run_as = {"control": _rewritten_by_grappler(control), "test": _rewritten_by_grappler(test)}
+
+        def in_trace(side_name, node, pool):
+            node = node if node in pool else run_as[side_name].get(node, node)
+            return node if node in pool else None
         joined: dict[tuple[str, str], list[str]] = defaultdict(list)  # shape ops joined to a pair
         for side_name, nodes in alignment.attached.items():
             for node, control_node in nodes.items():
                 joined[side_name, control_node].append(node)
-        for c, t in alignment.pairs:
-            if c in left and t in right:
-                extra_c = [n for n in joined["control", c] if n in left]
-                extra_t = [n for n in joined["test", c] if n in right]
+        for node_c, node_t in alignment.pairs:
+            c, t = in_trace("control", node_c, left), in_trace("test", node_t, right)
+            if c and t:
+                extra_c = [n for n in (in_trace("control", m, left) for m in joined["control", node_c]) if n]
+                extra_t = [n for n in (in_trace("test", m, right) for m in joined["test", node_c]) if n]
                 take([c, *extra_c], [t, *extra_t], pair_key(c, t),
                      "exact" if _strip(c) == _strip(t) and not (extra_c or extra_t) else "structure")
         for members_c, members_t in alignment.groups:
-            names_c = [n for n in members_c if n in left]
-            names_t = [n for n in members_t if n in right]
+            names_c = [n for n in (in_trace("control", m, left) for m in members_c) if n]
+            names_t = [n for n in (in_trace("test", m, right) for m in members_t) if n]
             if names_c and names_t:
                 take(names_c, names_t, f"{pair_key(names_c[0], names_t[0])} "
                      f"[group of {len(names_c)} ~ {len(names_t)} ops]", "group")
@@ -483,6 +491,23 @@ def _align(control: _Side, test: _Side, user_rules: bool, alignment: Alignment |
     for name in right:
         pairs.append(_Pair(name, "unmatched", (), (name,)))
     return pairs
+
+
+_GRAPPLER_RENAMED = re.compile(r"^(?P<scope>.*)/ArithmeticOptimizer/[A-Za-z]+_(?P<base>[^/]+)$")
+
+
+def _rewritten_by_grappler(side: _Side) -> dict[str, str]:
+    """Graph node -> the trace's name for it, where Grappler's arithmetic optimizer replaced
+    the node by one named ``<scope>/ArithmeticOptimizer/<Rule>_<node>`` (as
+    ``FoldTransposeIntoMatMul`` does to a transpose-fed MatMul)."""
+    out = {}
+    for name in side.names:
+        match = _GRAPPLER_RENAMED.match(name)
+        if match and side.graph and name not in side.graph.order:
+            original = f"{match.group('scope')}/{match.group('base')}"
+            if original in side.graph.order and original not in side.total:
+                out.setdefault(original, name)
+    return out
 
 
 def _group_fusions(pairs: list[_Pair], control: _Side, test: _Side, left: dict, right: dict) -> None:
