@@ -213,3 +213,54 @@ def _keras_step(tf, model, optimizer):
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
     return step
+
+
+# LSTM: one LSTM layer over a short sequence, unrolled (tf.nn.static_rnn's way in TF1,
+# ``unroll=True`` in Keras), then a classifier on the last state. Keras's gate order i, f, c, o.
+# Sizes where the cell's matmuls, not per-op overheads, hold most of the time, as in real use.
+STEPS, FEATURES, UNITS, LSTM_BATCH = 6, 32, 64, 32
+LSTM_LAYERS = {"lstm", "classifier"}
+
+
+def lstm_data(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return (rng.random((LSTM_BATCH, STEPS, FEATURES), dtype=np.float32),
+            rng.integers(0, CLASSES, LSTM_BATCH).astype(np.int32))
+
+
+def lstm_tf1(tf):
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [LSTM_BATCH, STEPS, FEATURES], name="x")
+        y = v1.placeholder(tf.int32, [LSTM_BATCH], name="y")
+        init = v1.glorot_uniform_initializer(seed=7)
+        with v1.variable_scope("model"):
+            with v1.variable_scope("lstm"):
+                kernel = v1.get_variable("kernel", [FEATURES, 4 * UNITS], initializer=init)
+                recurrent = v1.get_variable("recurrent_kernel", [UNITS, 4 * UNITS], initializer=init)
+                bias = v1.get_variable("bias", [4 * UNITS], initializer=v1.zeros_initializer())
+                h = c = tf.zeros([LSTM_BATCH, UNITS])
+                for t in range(STEPS):
+                    z = tf.matmul(x[:, t], kernel) + tf.matmul(h, recurrent) + bias
+                    i, f, g, o = tf.split(z, 4, axis=1)
+                    c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+                    h = tf.sigmoid(o) * tf.tanh(c)
+            with v1.variable_scope("classifier"):
+                w = v1.get_variable("kernel", [UNITS, CLASSES], initializer=init)
+                b = v1.get_variable("bias", [CLASSES], initializer=v1.zeros_initializer())
+                logits = tf.matmul(h, w) + b
+        loss = tf.reduce_mean(v1.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+        train = v1.train.AdamOptimizer(1e-3).minimize(loss)
+        initializer = v1.global_variables_initializer()
+    return graph, x, y, train, initializer
+
+
+def lstm_tf2(tf):
+    import keras
+    from keras import layers
+
+    inputs = keras.Input((STEPS, FEATURES), batch_size=LSTM_BATCH)
+    h = layers.LSTM(UNITS, unroll=True, name="lstm")(inputs)
+    model = keras.Model(inputs, layers.Dense(CLASSES, name="classifier")(h), name="model")
+    return _keras_step(tf, model, keras.optimizers.Adam(1e-3))

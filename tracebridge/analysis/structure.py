@@ -127,8 +127,8 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
                 new_pairs.append((name, candidates.pop(0)))
         propagate(new_pairs)
 
-    kernels_c = [v for v in control.variables if v[2] in ("kernel", "embeddings")]
-    kernels_t = [v for v in test.variables if v[2] in ("kernel", "embeddings")]
+    kernels_c = [v for v in control.variables if v[2] in _WEIGHTS]
+    kernels_t = [v for v in test.variables if v[2] in _WEIGHTS]
     anchor(kernels_c, kernels_t, lambda n, shape, role: (shape, role), lambda n, shape, role: (shape, role))
     near_c = {n: _nearest_paired(control, n, paired_c, lambda x: x) for n, _, _ in control.variables}
     near_t = {n: _nearest_paired(test, n, paired_t, lambda x: paired_t[x]) for n, _, _ in test.variables}
@@ -177,7 +177,8 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
 
 # Variable names both worlds share (tf.compat.v1.layers, tf_keras and Keras 3 alike); any
 # other variable (optimizer slots, counters) has the role "other".
-_ROLES = ("kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance", "embeddings")
+_ROLES = ("kernel", "recurrent_kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance", "embeddings")
+_WEIGHTS = ("kernel", "recurrent_kernel", "embeddings")  # the anchors whose shapes tell layers apart
 
 
 def _role(variable_name: str) -> str:
@@ -263,7 +264,8 @@ def _between(graph: Graph, sources: list[str], sinks: list[str], paired: dict[st
 
 # Ops that only move or relabel data: one side's einsum is the other's transpose, reshape
 # and matmul (Keras 3 lowers einsum so), so edges are followed through them.
-_SHAPE_OPS = {"Reshape", "Transpose", "ExpandDims", "Squeeze", "Cast", "Identity", "ConjugateTranspose"}
+_SHAPE_OPS = {"Reshape", "Transpose", "ExpandDims", "Squeeze", "Cast", "Identity", "ConjugateTranspose",
+              "Unpack", "StridedSlice", "Slice"}  # the last three: a sequence cut into its time steps
 # Op types that compute the same thing under other names.
 _KINDS = {"Einsum": "matmul", "MatMul": "matmul", "BatchMatMul": "matmul", "BatchMatMulV2": "matmul",
           "BatchMatMulV3": "matmul", "_FusedMatMul": "matmul", "Add": "add", "AddV2": "add",
