@@ -10,6 +10,8 @@ import re
 
 import pytest
 
+import tracebridge
+
 from tests.models_structure import (LSTM_LAYERS, RESNET_CONVS, STEPS, TRANSFORMER_LAYERS, lstm_data, lstm_tf1, lstm_tf2,
                                     resnet_data, resnet_tf1, resnet_tf2, transformer_data, transformer_tf1,
                                     transformer_tf2)
@@ -144,3 +146,19 @@ def test_lstm_pair_aligns_by_structure(lstm_runs):
     assert len(lstm_matmuls) >= 4 * STEPS, report
     again_tf1, again_tf2 = lstm_runs[1]
     assert matched_pairs(result) == matched_pairs(compare(again_tf1, again_tf2, warmup=1))
+
+
+def test_the_graph_survives_the_formats_that_carry_it(resnet_runs, tmp_path):
+    tf1, tf2 = resnet_runs[0]
+    direct = matched_pairs(compare(tf1, tf2, warmup=1))
+    for name in ("tf1.json", "tf1.json.gz", "tf1.xplane.pb"):
+        tf1.save(tmp_path / name)
+        again = tracebridge.load(tmp_path / name)
+        assert again.metadata.get("graph") == tf1.metadata["graph"], name
+    tf2.save(tmp_path / "tf2.json")
+    assert matched_pairs(compare(tracebridge.load(tmp_path / "tf1.json"),
+                                 tracebridge.load(tmp_path / "tf2.json"), warmup=1)) == direct
+    # RunMetadata has no place for it: a step written there compares by names, and says so
+    tf1.filter(step=tf1.steps[-1].number).save(tmp_path / "tf1.pb")
+    result = compare(tracebridge.load(tmp_path / "tf1.pb"), tf2)
+    assert any("no graph recorded in control" in note for note in result.notes)
