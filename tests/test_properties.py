@@ -86,6 +86,9 @@ def test_chrome_round_trip(trace):
 @common
 @given(traces())
 def test_run_metadata_round_trip(trace):
+    # StepStats gives the node name "RecvTensor" to the RPC layer's records, whose labels the
+    # reader parses as transfers: an op of that name is one by definition there.
+    assume(all(op.name != "RecvTensor" for op in trace.records()))
     with tempfile.TemporaryDirectory() as folder:
         for name in ("t.pb", "t.pbtxt"):
             path = Path(folder) / name
