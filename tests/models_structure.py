@@ -22,10 +22,14 @@ RESNET_CONVS = [("stem", (3, 3, 3, 16)), ("b1_conv1", (3, 3, 16, 16)), ("b1_conv
 WEIGHT_DECAY = 1e-4
 
 
-def resnet_data(seed: int = 0):
+def labelled_batch(shape: tuple[int, ...], seed: int = 0):
+    """Random inputs of ``shape`` (batch first) and a class label for each."""
     rng = np.random.default_rng(seed)
-    return (rng.random((BATCH, SIZE, SIZE, 3), dtype=np.float32),
-            rng.integers(0, CLASSES, BATCH).astype(np.int32))
+    return rng.random(shape, dtype=np.float32), rng.integers(0, CLASSES, shape[0]).astype(np.int32)
+
+
+def resnet_data(seed: int = 0):
+    return labelled_batch((BATCH, SIZE, SIZE, 3), seed)
 
 
 def resnet_tf1(tf):
@@ -124,9 +128,7 @@ TRANSFORMER_LAYERS = {"query", "key", "value", "attention", "attention_output", 
 
 
 def transformer_data(seed: int = 0):
-    rng = np.random.default_rng(seed)
-    return (rng.random((BATCH, SEQ, MODEL_DIM), dtype=np.float32),
-            rng.integers(0, CLASSES, BATCH).astype(np.int32))
+    return labelled_batch((BATCH, SEQ, MODEL_DIM), seed)
 
 
 def transformer_tf1(tf):
@@ -223,9 +225,7 @@ LSTM_LAYERS = {"lstm", "classifier"}
 
 
 def lstm_data(seed: int = 0):
-    rng = np.random.default_rng(seed)
-    return (rng.random((LSTM_BATCH, STEPS, FEATURES), dtype=np.float32),
-            rng.integers(0, CLASSES, LSTM_BATCH).astype(np.int32))
+    return labelled_batch((LSTM_BATCH, STEPS, FEATURES), seed)
 
 
 def lstm_tf1(tf):
