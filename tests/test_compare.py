@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import tracebridge
-from tracebridge.analysis.compare import compare
+from tracebridge.analysis.compare import RULE_CONFIDENCE, compare
 from tests.conftest import run_cli
 from tests.test_model import small_trace
 
@@ -141,9 +142,23 @@ def test_mlp_tf1_against_tf2(tf):
     result = compare(tf1, tf2, warmup=1)
     assert result.coverage["control"] >= 0.9 and result.coverage["test"] >= 0.9, _report(result)
     rules = {r.rule for r in result.rows}
-    assert {"exact", "gradient", "optimizer"} <= rules, _report(result)
+    # gradients pair by the recorded graphs' structure (names alone: the gradient rule)
+    assert {"exact", "optimizer"} <= rules and rules & {"gradient", "structure"}, _report(result)
     relu = next(r for r in result.rows if r.key == "dense/Relu")
     assert relu.rule == "exact" and relu.control_count == relu.test_count == 3
+    # Per rule shares add up to the coverage; confidence falls from names to position.
+    for side in ("control", "test"):
+        assert sum(share[side] for share in result.rule_shares.values()) == pytest.approx(result.coverage[side])
+    assert "matched by rule" in result.to_text()
+    for row in result.rows:
+        if row.control_names and row.test_names:
+            assert 0 < row.confidence <= RULE_CONFIDENCE[row.rule]
+            # keys are the real names: one when they agree, both when they differ
+            if len(row.control_names) == len(row.test_names) == 1 and row.rule != "fusion":
+                c, t = row.control_names[0], row.test_names[0]
+                assert row.key == (c if c == t else f"{c} ~ {t}")
+        else:
+            assert row.confidence == 0 and row.key in row.control_names + row.test_names
     for side in ("control", "test"):  # every unmatched op is listed with its time
         for row in result.unmatched[side]:
             assert getattr(row, f"{side}_total_ns") >= 0 and row.rule == "unmatched"
@@ -182,7 +197,7 @@ def test_user_rules_and_cli(tmp_path):
     b.add_op(name="model/a_renamed", op_type="MatMul", start_ns=0, end_ns=400, device=device, step=step)
     b.build().save(tmp_path / "b.json")
     result = tracebridge.compare(tmp_path / "a.json", tmp_path / "b.json", rules=[r"^model/(\w+)_renamed$=\1"])
-    assert any(r.rule == "user" and r.key == "a" for r in result.rows)
+    assert any(r.rule == "user" and r.key == "a ~ model/a_renamed" for r in result.rows)
     out = run_cli("compare", tmp_path / "a.json", tmp_path / "b.json", "--json")
     data = json.loads(out.stdout)
     assert set(data["coverage"]) == {"control", "test"} and data["rows"] and "steps" in data

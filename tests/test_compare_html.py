@@ -560,3 +560,33 @@ print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'
                             cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+@browser_mark
+def test_rows_coloured_by_rule_with_shares_and_confidence(pages, browser):
+    comparison, path = pages("mlp", mlp_pair)
+    with Opened(browser, path) as opened:
+        drawn = opened.js("""() => Array.from(document.querySelectorAll('.tb-diff-table tbody tr'),
+                                tr => [tr.cells[1].title, tr.dataset.rule, tr.cells[2].className,
+                                       getComputedStyle(tr.cells[2]).backgroundColor, tr.cells[2].title])""")
+        by_key = {r.key: r for r in comparison.rows}
+        colour_of_rule: dict[str, set[str]] = {}
+        for key, rule, css, colour, title in drawn:
+            row = by_key[key]
+            assert rule == row.rule and "tb-rule-" + re.sub(r"[^a-z0-9]+", "-", row.rule) in css.split()
+            colour_of_rule.setdefault(rule, set()).add(colour)
+            if row.control_names and row.test_names:
+                assert title == f"confidence {row.confidence:.2f}", (key, title)
+        # one colour per rule, and rules of different certainty look different
+        assert all(len(colours) == 1 for colours in colour_of_rule.values()), colour_of_rule
+        matched_rules = {r.rule for r in comparison.rows if r.control_names and r.test_names}
+        assert len(matched_rules) >= 3, matched_rules
+        assert len({next(iter(colour_of_rule[rule])) for rule in matched_rules}) == len(matched_rules)
+        # the bar lists each rule's share of both runs' op time
+        legend = opened.page.locator(".tb-rule-shares").inner_text()
+        for rule, share in comparison.rule_shares.items():
+            assert f"{rule} {share['control'] * 100:.1f}%/{share['test'] * 100:.1f}%" in legend, legend
+        shown = opened.js("() => tracebridge.compare.ruleShares()")
+        assert shown.keys() == comparison.rule_shares.keys()
+        for rule, share in comparison.rule_shares.items():
+            assert shown[rule] == pytest.approx(share), rule

@@ -24,8 +24,8 @@ for path in {json.dumps([str(p) for p in sorted((corpus / 'chrome').glob('*.json
     t = tracebridge.load(path)
     t.summary(); t.info()
     t.save({json.dumps(str(tmp_path))} + '/x.json', memory=True)
-    t.save({json.dumps(str(tmp_path))} + '/x.pb')
-    tracebridge.load({json.dumps(str(tmp_path))} + '/x.pb')
+    written = t.save({json.dumps(str(tmp_path))} + '/x.pb', split_steps=True)  # a .pb holds one step
+    tracebridge.load(written[0])
 main(['summary', path])
 import tracebridge.compat, tracebridge.compat.timeline
 from tracebridge.migrate import migrate_source

@@ -86,12 +86,17 @@ def test_chrome_round_trip(trace):
 @common
 @given(traces())
 def test_run_metadata_round_trip(trace):
+    # StepStats gives the node name "RecvTensor" to the RPC layer's records, whose labels the
+    # reader parses as transfers: an op of that name is one by definition there.
+    assume(all(op.name != "RecvTensor" for op in trace.records()))
     with tempfile.TemporaryDirectory() as folder:
         for name in ("t.pb", "t.pbtxt"):
             path = Path(folder) / name
-            trace.save(path)
-            again = tracebridge.load(path)
-            assert op_keys(again) == op_keys(trace)
+            # One run a file: several steps go to one file each, and together hold every op.
+            written = trace.save(path, split_steps=True)
+            assert len(written) == max(len(trace.steps), 1)
+            again = sorted(key for file in written for key in op_keys(tracebridge.load(file)))
+            assert again == op_keys(trace)
 
 
 @common

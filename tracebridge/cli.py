@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("output")
     convert.add_argument("--to", choices=WRITABLE, help="output format (default: from the output's suffix)")
     convert.add_argument("--no-dataflow", action="store_true", help="Chrome: no flow arrows")
+    convert.add_argument("--split-steps", action="store_true",
+                         help=".pb/.pbtxt hold one step: write one file per step, NAME.step-N.pb")
     convert.add_argument("--memory", action="store_true", help="Chrome: allocator counter tracks")
     _add_filters(convert)
     convert.set_defaults(handler=_convert)
@@ -198,7 +200,8 @@ def _convert(args) -> int:
     target = output_format(args.output, args.to)
     # Only what was asked for: the format refuses options it does not take (--memory for
     # a .pb, say) instead of dropping them.
-    options = {"dataflow": False if args.no_dataflow else None, "memory": True if args.memory else None}
+    options = {"dataflow": False if args.no_dataflow else None, "memory": True if args.memory else None,
+               "split_steps": True if args.split_steps else None}
     options = {key: value for key, value in options.items() if value is not None}
     if "workers" in target.write_options:
         options["workers"] = args.workers
@@ -207,10 +210,13 @@ def _convert(args) -> int:
         options["progress"] = _progress("writing")
     check_options(target, args.output, options)  # before the input is read
     trace = _load(args)
-    save(trace, args.output, to=target.name, **options)
+    written = save(trace, args.output, to=target.name, **options)
     if progress:
         print(file=sys.stderr)
-    print(f"wrote {args.output} ({target.name}, {len(trace)} ops, {len(trace.steps)} steps)")
+    if len(written) > 1:
+        print(f"wrote {len(written)} files, one per step: {', '.join(written)} ({target.name}, {len(trace)} ops)")
+    else:
+        print(f"wrote {args.output} ({target.name}, {len(trace)} ops, {len(trace.steps)} steps)")
     return 0
 
 

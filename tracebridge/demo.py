@@ -7,7 +7,7 @@ warm-up step. The output folder gets, for ``tf1`` and ``tf2``:
 
     <run>_timeline.json     Chrome trace (open in https://ui.perfetto.dev or chrome://tracing)
     <run>_timeline.html     the standalone timeline view (any browser, no network)
-    <run>_run_metadata.pb   the traced steps as RunMetadata, for TF's own tools
+    <run>_run_metadata.step-N.pb   each traced step as RunMetadata, for TF's own tools
     <run>_summary.txt       where the time went
     comparison.txt          TF1 (control) against TF2 (test): aligned ops, deltas, coverage
     comparison.html         the same as a diff view: both timelines and the sortable table
@@ -98,13 +98,13 @@ def run_demo(out: str, *, steps: int = 3) -> None:
                  ("timeline.json", "timeline.html", "run_metadata.pb", "summary.txt")}
         trace.save(paths["timeline.json"], memory=True)
         trace.to_html(paths["timeline.html"], title=f"tracebridge demo: {run}")
-        trace.save(paths["run_metadata.pb"])
+        step_files = trace.save(paths.pop("run_metadata.pb"), split_steps=True)
         summary = trace.summary(top=10).to_text()
         write_bytes(paths["summary.txt"], (summary + "\n").encode())
         print(f"== {run}: {trace}")
         print(summary)
         print()
-        written += paths.values()
+        written += [*paths.values(), *step_files]
     from .analysis.compare import compare
     from .writers.compare_html import write_compare_html
     comparison = compare(traces["tf1"], traces["tf2"])

@@ -55,6 +55,7 @@ class Format:
     write: Callable[..., None] | None = None
     suffixes: tuple[str, ...] = ()
     write_options: tuple[str, ...] = ()
+    keeps_steps: bool = True
 
 
 # Order matters twice: where two sniffers are equally sure, the earlier format wins, and
@@ -68,10 +69,12 @@ FORMATS: tuple[Format, ...] = (
     Format("runmetadata", "`RunMetadata` / `StepStats`, binary",
            "the content (what no other format claims); both messages are told apart",
            read=_lazy("tracebridge.readers.stepstats:read"),
-           write=_lazy("tracebridge.writers.stepstats:write_run_metadata"), suffixes=(".pb",)),
+           write=_lazy("tracebridge.writers.stepstats:write_run_metadata"), suffixes=(".pb",),
+           write_options=("split_steps",), keeps_steps=False),
     Format("pbtxt", "the same as text (`str(run_metadata)`)", "starts with `step_stats {` or `dev_stats {`",
            sniff=sources.sniff_pbtxt, read=_lazy("tracebridge.readers.pbtxt:read"),
-           write=_lazy("tracebridge.writers.stepstats:write_pbtxt"), suffixes=(".pbtxt", ".txt")),
+           write=_lazy("tracebridge.writers.stepstats:write_pbtxt"), suffixes=(".pbtxt", ".txt"),
+           write_options=("split_steps",), keeps_steps=False),
     Format("xspace", "XSpace (`.xplane.pb`); TF2 profile logdirs (`LOGDIR/plugins/profile/<run>/<host>.xplane.pb`)",
            "the suffix, GPU and TPU planes included; a logdir folder: its newest run "
            "(`load(logdir, run=...)` for another), all hosts merged",
@@ -137,16 +140,43 @@ def _find_in_folder(folder: str, run: str | None) -> tuple[Format, Source]:
                            "(give a trace file or a profile logdir)", path=folder)
 
 
-def save(trace: Trace, path: str | os.PathLike, *, to: str | None = None, **options: Any) -> None:
+def save(trace: Trace, path: str | os.PathLike, *, to: str | None = None, **options: Any) -> list[str]:
     """Write ``trace`` to ``path`` in the format ``to`` or the one its suffix names.
 
     Each format takes only its own options (:data:`FORMATS`, ``write_options``; e.g.
     Chrome: ``dataflow``, ``memory``, ``progress``, ``workers``; HTML: ``device_pattern``,
     ``title``); any other raises :class:`~tracebridge.errors.OptionError` before anything
-    is written."""
+    is written.
+
+    A format that holds one run (RunMetadata, its text) never merges steps silently: a
+    trace of several steps raises :class:`~tracebridge.errors.OutputError` naming the
+    formats that keep steps, unless ``split_steps=True``, which writes one file per step,
+    ``name.step-N.pb``. Returns the paths written."""
     fmt = output_format(path, to)
     check_options(fmt, path, options)
-    fmt.write(trace, path, **options)
+    split = options.pop("split_steps", False)
+    if fmt.keeps_steps or len(trace.steps) <= 1:
+        fmt.write(trace, path, **options)
+        return [os.fspath(path)]
+    if not split:
+        keeping = ", ".join(f"{suffix}" for f in FORMATS if f.keeps_steps and f.read for suffix in f.suffixes)
+        raise OutputError(f"{os.fspath(path)}: the {fmt.name} format holds one step and this trace has "
+                          f"{len(trace.steps)}; write {keeping} (they keep steps), choose a step, or split "
+                          f"it into one file per step (split_steps=True, --split-steps)")
+    written = []
+    for step in trace.steps:
+        step_path = step_file_name(path, fmt, step.number)
+        fmt.write(trace.filter(step=step.number), step_path, **options)
+        written.append(step_path)
+    return written
+
+
+def step_file_name(path: str | os.PathLike, fmt: Format, number: int) -> str:
+    """``name.step-N.pb`` for step ``N`` of ``name.pb`` (the format's suffix kept last)."""
+    name = os.fspath(path)
+    suffix = max((s for s in fmt.suffixes if name.lower().endswith(s)), key=len, default="")
+    stem = name[:len(name) - len(suffix)] if suffix else name
+    return f"{stem}.step-{number}{name[len(stem):]}"
 
 
 def check_options(fmt: Format, path: str | os.PathLike, options: dict[str, Any]) -> None:
@@ -181,6 +211,8 @@ def readme_table() -> str:
         written = ", ".join(f"`{suffix}`" for suffix in fmt.suffixes) or "(read only)"
         if fmt.write_options:
             written += "; options " + ", ".join(f"`{option}`" for option in fmt.write_options)
+        if fmt.write and not fmt.keeps_steps:
+            written += " (one step a file: several steps are refused, or `split_steps` writes `name.step-N` files)"
         rows.append(f"| `{fmt.name}` | {fmt.what} | {fmt.recognized_by} | {written} |")
     return "\n".join(rows) + "\n"
 

@@ -115,8 +115,10 @@ def disk_full(folder: str) -> dict:
     out = os.path.join(folder, "out")
     os.makedirs(out)
     for name in ("tf2.json", "tf2.json.gz", "tf2.pb", "tf2.pbtxt", "tf2.xplane.pb", "tf2.html"):
-        results[f"save_{name}"] = {**limited(lambda: tf2_trace.save(os.path.join(out, name))),
-                                   "left": files_under(out)}
+        # save refuses several steps in a format of one run: its writer takes them all in one file
+        fmt = tracebridge.formats.output_format(name)
+        write = tf2_trace.save if fmt.keeps_steps else lambda path: fmt.write(tf2_trace, path)
+        results[f"save_{name}"] = {**limited(lambda: write(os.path.join(out, name))), "left": files_under(out)}
     results["save_tf1.json"] = {**limited(lambda: tf1_trace.save(os.path.join(out, "tf1.json"))),
                                 "left": files_under(out)}
 
@@ -147,7 +149,7 @@ def disk_full(folder: str) -> dict:
             resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
     results["tfvis_pickle"] = {**outcome(tfvis_pickle), "left": files_under(out)}
-    results["save_after"] = outcome(lambda: tf2_trace.save(os.path.join(out, "after.json")) or files_under(out))
+    results["save_after"] = outcome(lambda: tf2_trace.save(os.path.join(out, "after.json")) and files_under(out))
     results["capture_after_all"] = outcome(capture)
     results["profiler_free_at_end"] = profiler_free()
     return results

@@ -255,7 +255,8 @@ def seeds(corpus: Path | None = None) -> tuple[Seed, ...]:
         rich_path = root / "rich.pb"
         rich_path.write_bytes(rich)
         rich_trace = tracebridge.load(rich_path)
-        small.save(root / "small.pb")
+        # Both steps in one RunMetadata, as files written before save refused that.
+        (root / "small.pb").write_bytes(small.to_run_metadata().SerializeToString(deterministic=True))
         out.append(Seed("runmetadata", "saved", "small.pb", (root / "small.pb").read_bytes()))
         rich_trace.save(root / "rich.pbtxt")
         out.append(Seed("pbtxt", "rich", "rich.pbtxt", (root / "rich.pbtxt").read_bytes()))

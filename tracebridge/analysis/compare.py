@@ -44,6 +44,7 @@ from .kernels import fusion_parts, plain_kernel, trace_kernel_family
 from ..errors import OptionError
 from ..model.accelerator import device_rows
 from ..model.accelerator import self_times as accelerator_self_times
+from .structure import Alignment, align_graphs, decode_graph
 from .summary import counted_rows, summarize
 
 _WRAPPER = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?|PartitionedCall(?:_\d+)?|__inference_[^/]*|"
@@ -87,6 +88,7 @@ class Row:
     test_device_ns: int = 0
     control_host_ns: int = 0
     test_host_ns: int = 0
+    confidence: float = 0.0  # how sure the pairing is, 0..1 (0 for unmatched rows): RULE_CONFIDENCE
 
 
 @dataclass
@@ -104,6 +106,8 @@ class Comparison:
     threshold: float = 0.1
     kernels: dict[str, str] = field(default_factory=dict)  # side -> "oneDNN", "plain", "unknown"
     time: str = "host"  # the time compared: "device" (kernels per TF op) or "host" (TF ops)
+    rule_shares: dict[str, dict[str, float]] = field(default_factory=dict)  # rule -> side -> share of op time
+    notes: list[str] = field(default_factory=list)
 
     @property
     def unmatched(self) -> dict[str, list[Row]]:
@@ -114,7 +118,8 @@ class Comparison:
         return {"coverage": self.coverage, "steps": self.steps, "step_pairs": self.step_pairs,
                 "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
                 "unmatched": {side: [r.key for r in rows] for side, rows in self.unmatched.items()},
-                "groups": self.groups, "memory": self.memory, "kernels": self.kernels, "time": self.time}
+                "groups": self.groups, "memory": self.memory, "kernels": self.kernels, "time": self.time,
+                "rule_shares": self.rule_shares, "notes": self.notes}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -142,14 +147,20 @@ class Comparison:
         if self.kernels and self.kernels["control"] != self.kernels["test"] and "unknown" not in self.kernels.values():
             lines.append(f"kernels: control {self.kernels['control']}, test {self.kernels['test']}: "
                          "kernels are compared by their plain names (_MklMatMul as MatMul)")
+        if self.rule_shares:
+            shares = ", ".join(f"{rule} {share['control']:.1%}/{share['test']:.1%}"
+                               for rule, share in self.rule_shares.items())
+            lines.append(f"matched by rule (control/test op time): {shares}")
+        lines += [f"note: {note}" for note in self.notes]
         lines += [
             "",
-            f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}  {'rule':13} op",
+            f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}{'conf':>6}  {'rule':13} op",
         ]
         for row in self.rows[:top]:
             ratio = f"{row.ratio:.2f}" if row.ratio is not None else "-"
             lines.append(f"{row.change:2}{_ms(row.control_median_ns):>11}{_ms(row.test_median_ns):>11}"
-                         f"{_ms(row.delta_ns, signed=True):>11}{ratio:>8}  {row.rule:13} {row.key}")
+                         f"{_ms(row.delta_ns, signed=True):>11}{ratio:>8}{row.confidence:>6.2f}  "
+                         f"{row.rule:13} {row.key}")
         if len(self.rows) > top:
             lines.append(f"  ... {len(self.rows) - top} more rows")
         for side, rows in self.unmatched.items():
@@ -171,8 +182,25 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
     ``"host"`` the TF ops' own time, ``"auto"`` device time when both runs have some."""
     time = _chosen_time(control, test, time)
     compiled = [_rule(text) for text in rules or []]
-    sides = {"control": _side(control, compiled, warmup, time), "test": _side(test, compiled, warmup, time)}
-    pairs = _align(sides["control"], sides["test"], bool(compiled))
+    notes = []
+    skipped = {}
+    for name, trace in (("control", control), ("test", test)):
+        # The same warm-up on both sides; a side too short for it keeps all its steps, said aloud.
+        skipped[name] = warmup if len(trace.steps) > warmup else 0
+        if warmup and not skipped[name]:
+            notes.append(f"warmup {warmup}: {name} has only {len(trace.steps)} step(s); all of them are kept "
+                         f"(a multi-step run saved as one RunMetadata is one step: keep steps with .json "
+                         f"or .xplane.pb)")
+    sides = {name: _side(trace, compiled, skipped[name], time)
+             for name, trace in (("control", control), ("test", test))}
+    alignment = None
+    if sides["control"].graph and sides["test"].graph:
+        alignment = align_graphs(sides["control"].graph, sides["test"].graph)
+    else:
+        missing = " and ".join(name for name, side in sides.items() if not side.graph)
+        notes.append(f"no graph recorded in {missing}: aligned by names and position only "
+                     "(captures record the graph that ran; old files have none)")
+    pairs = _align(sides["control"], sides["test"], bool(compiled), alignment)
     rows = [_row(pair, sides, threshold, noise_ns) for pair in pairs]
     _add_both_times(rows, control, test)
     rows.sort(key=lambda r: (-(r.delta_ns if r.control_names and r.test_names else
@@ -182,15 +210,16 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
         matched = sum(side.total[n] for pair in pairs if pair.control and pair.test
                       for n in (pair.control if name == "control" else pair.test))
         coverage[name] = matched / side.all_time if side.all_time else 1.0
-    step_pairs = list(zip([s.number for s in control.steps][warmup:], [s.number for s in test.steps][warmup:]))
+    step_pairs = list(zip([s.number for s in control.steps][skipped["control"]:],
+                          [s.number for s in test.steps][skipped["test"]:]))
     groups = _groups(rows)
     groups["device"] = _device_groups(sides)
     return Comparison(control=control, test=test, rows=rows, coverage=coverage, step_pairs=step_pairs,
-                      steps={name: _step_stats(side.trace, warmup) for name, side in sides.items()},
+                      steps={name: _step_stats(side.trace, skipped[name]) for name, side in sides.items()},
                       groups=groups, memory={name: _peaks(side.trace) for name, side in sides.items()},
                       threshold=threshold,
                       kernels={name: trace_kernel_family(side.trace) for name, side in sides.items()},
-                      time=time)
+                      time=time, rule_shares=_rule_shares(pairs, sides), notes=notes)
 
 
 # --- the time compared: a layer over the rows, so the alignment stays what it is ----------
@@ -227,6 +256,20 @@ def _add_both_times(rows: list[Row], control: Trace, test: Trace) -> None:
             names = getattr(row, f"{side}_names")
             setattr(row, f"{side}_device_ns", sum(per_name[n]["device_ns"] for n in names if n in per_name))
             setattr(row, f"{side}_host_ns", sum(per_name[n]["host_ns"] for n in names if n in per_name))
+
+
+
+def _rule_shares(pairs: list["_Pair"], sides: dict[str, "_Side"]) -> dict[str, dict[str, float]]:
+    """Per rule, the share of each side's op time its rows matched (together: the coverage)."""
+    shares: dict[str, dict[str, float]] = {}
+    for pair in pairs:
+        if not (pair.control and pair.test):
+            continue
+        share = shares.setdefault(pair.rule, {"control": 0.0, "test": 0.0})
+        for name, names in (("control", pair.control), ("test", pair.test)):
+            side = sides[name]
+            share[name] += sum(side.total[n] for n in names) / side.all_time if side.all_time else 0.0
+    return dict(sorted(shares.items(), key=lambda item: -item[1]["control"] - item[1]["test"]))
 
 
 def self_times(trace: Trace) -> np.ndarray:
@@ -279,6 +322,7 @@ class _Side:
         self.producers: dict[str, tuple[str, ...]] = {}  # data inputs, where the trace has them
         self.consumers: dict[str, list[str]] = defaultdict(list)
         self.all_time = 0
+        self.graph = decode_graph(trace.metadata)
 
 
 def _side(trace: Trace, rules, warmup: int, time: str = "host") -> _Side:
@@ -321,6 +365,14 @@ def _side(trace: Trace, rules, warmup: int, time: str = "host") -> _Side:
         side.per_step[name][step_slots.get(step, 0)] += duration
         side.all_time += duration
     _dataflow(side, rows, names)
+    if side.graph:  # positions by the graph, not by timing: the same graphs, the same pairs
+        last = len(side.graph.order)
+        side.order = {name: side.graph.order.get(name, last + side.order[name]) for name in side.names}
+    if not side.producers and side.graph:  # XSpace records no inputs: the graph has them
+        for name in side.names:
+            side.producers[name] = side.graph.producers.get(name, ())
+            for producer in side.producers[name]:
+                side.consumers[producer].append(name)
     return side
 
 
@@ -345,12 +397,31 @@ def _dataflow(side: _Side, rows: np.ndarray, names: list[str]) -> None:
 
 
 # --- alignment -----------------------------------------------------------------------------
+# How sure each rule is that its pair is the same computation: names that agree are sure,
+# names that agree only in their tails less so, groups less again; a type+position pair
+# is a guess whose odds fall with the number of same-typed candidates it chose from.
+RULE_CONFIDENCE = {"user": 1.0, "exact": 1.0, "structure": 0.95, "normalized": 0.9, "gradient": 0.85,
+                   "group": 0.8, "fusion": 0.75,
+                   "optimizer": 0.6, "type+position": 0.5, "unmatched": 0.0}
+
+
 @dataclass
 class _Pair:
     key: str
     rule: str
     control: tuple[str, ...]
     test: tuple[str, ...]
+    confidence: float = -1.0  # below 0: the rule's own (RULE_CONFIDENCE)
+
+    def __post_init__(self):
+        if self.confidence < 0:
+            self.confidence = RULE_CONFIDENCE.get(self.rule, 0.5)
+
+
+def pair_key(control_name: str, test_name: str) -> str:
+    """A row's key from the real names: one name when both sides agree, else
+    ``control ~ test``. Normalised names only decide matches; they are never shown."""
+    return control_name if control_name == test_name else f"{control_name} ~ {test_name}"
 
 
 def _strip(name: str) -> str:
@@ -381,17 +452,19 @@ def _is_update(side: _Side, name: str) -> bool:
         (side.plain_type[name] == "Mul" and re.fullmatch(r"mul(_\d+)?", name) is not None)
 
 
-def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
+def _align(control: _Side, test: _Side, user_rules: bool, alignment: Alignment | None = None) -> list[_Pair]:
     pairs: list[_Pair] = []
-    left = {n: control.rewritten[n] for n in control.names}
-    right = {n: test.rewritten[n] for n in test.names}
+    def ordered(side):  # with graphs, graph order: the same graphs give the same pairs
+        return sorted(side.names, key=side.order.__getitem__) if alignment is not None else side.names
+    left = {n: control.rewritten[n] for n in ordered(control)}
+    right = {n: test.rewritten[n] for n in ordered(test)}
 
-    def take(c_names, t_names, key, rule):
+    def take(c_names, t_names, key, rule, confidence=-1.0):
         for n in c_names:
             left.pop(n, None)
         for n in t_names:
             right.pop(n, None)
-        pairs.append(_Pair(key, rule, tuple(c_names), tuple(t_names)))
+        pairs.append(_Pair(key, rule, tuple(c_names), tuple(t_names), confidence))
 
     def match_by(key_of, rule, same_type=True):
         index: dict = defaultdict(list)
@@ -407,9 +480,36 @@ def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
             while candidates and candidates[0] not in right:
                 candidates.pop(0)
             if candidates:
-                take([name], [candidates.pop(0)], _strip(text), rule)
+                other = candidates.pop(0)
+                take([name], [other], pair_key(name, other), rule)
 
     rule_name = "user" if user_rules else "exact"
+    if alignment is not None:
+        # The structure first: it knows which op is which where names only look alike.
+        # Ops Grappler rewrote after the graph was recorded run under new names; the trace
+        # name for a graph node is its own, or its rewritten one.
+        run_as = {"control": _rewritten_by_grappler(control), "test": _rewritten_by_grappler(test)}
+
+        def in_trace(side_name, node, pool):
+            node = node if node in pool else run_as[side_name].get(node, node)
+            return node if node in pool else None
+        joined: dict[tuple[str, str], list[str]] = defaultdict(list)  # shape ops joined to a pair
+        for side_name, nodes in alignment.attached.items():
+            for node, control_node in nodes.items():
+                joined[side_name, control_node].append(node)
+        for node_c, node_t in alignment.pairs:
+            c, t = in_trace("control", node_c, left), in_trace("test", node_t, right)
+            if c and t:
+                extra_c = [n for n in (in_trace("control", m, left) for m in joined["control", node_c]) if n]
+                extra_t = [n for n in (in_trace("test", m, right) for m in joined["test", node_c]) if n]
+                take([c, *extra_c], [t, *extra_t], pair_key(c, t),
+                     "exact" if _strip(c) == _strip(t) and not (extra_c or extra_t) else "structure")
+        for members_c, members_t in alignment.groups:
+            names_c = [n for n in (in_trace("control", m, left) for m in members_c) if n]
+            names_t = [n for n in (in_trace("test", m, right) for m in members_t) if n]
+            if names_c and names_t:
+                take(names_c, names_t, f"{pair_key(names_c[0], names_t[0])} "
+                     f"[group of {len(names_c)} ~ {len(names_t)} ops]", "group")
     match_by(lambda text: text, rule_name, same_type=False)
     match_by(_strip, rule_name, same_type=False)
     # Model scopes: the longest common tail of scope parts, same op type.
@@ -433,14 +533,32 @@ def _align(control: _Side, test: _Side, user_rules: bool) -> list[_Pair]:
     for name in sorted(left, key=lambda n: control.order[n]):
         candidates = by_type_t.get(control.plain_type[name])
         if candidates:
+            choices = len(candidates)
             other = candidates.pop(0)
-            take([name], [other], f"{_strip(control.rewritten[name])} ~ {_strip(test.rewritten[other])}",
-                 "type+position")
+            take([name], [other], pair_key(name, other), "type+position",
+                 RULE_CONFIDENCE["type+position"] / choices)
     for name in left:
-        pairs.append(_Pair(_strip(control.rewritten[name]), "unmatched", (name,), ()))
+        pairs.append(_Pair(name, "unmatched", (name,), ()))
     for name in right:
-        pairs.append(_Pair(_strip(test.rewritten[name]), "unmatched", (), (name,)))
+        pairs.append(_Pair(name, "unmatched", (), (name,)))
     return pairs
+
+
+_GRAPPLER_RENAMED = re.compile(r"^(?P<scope>.*)/ArithmeticOptimizer/[A-Za-z]+_(?P<base>[^/]+)$")
+
+
+def _rewritten_by_grappler(side: _Side) -> dict[str, str]:
+    """Graph node -> the trace's name for it, where Grappler's arithmetic optimizer replaced
+    the node by one named ``<scope>/ArithmeticOptimizer/<Rule>_<node>`` (as
+    ``FoldTransposeIntoMatMul`` does to a transpose-fed MatMul)."""
+    out = {}
+    for name in side.names:
+        match = _GRAPPLER_RENAMED.match(name)
+        if match and side.graph and name not in side.graph.order:
+            original = f"{match.group('scope')}/{match.group('base')}"
+            if original in side.graph.order and original not in side.total:
+                out.setdefault(original, name)
+    return out
 
 
 def _group_fusions(pairs: list[_Pair], control: _Side, test: _Side, left: dict, right: dict) -> None:
@@ -479,7 +597,7 @@ def _group_fusions(pairs: list[_Pair], control: _Side, test: _Side, left: dict, 
             group = tuple(counterparts) + tuple(found)
             kinds = "+".join(sorted({other.plain_type[n] for n in group},
                                     key=lambda kind: parts.index(kind) if kind in parts else -1))
-            key = f"{_strip(side.rewritten[name])} [{side.type[name]} = {kinds}]"
+            key = f"{name} [{side.type[name]} = {kinds}]"
             fused, unfused = (name,), group
             pair = _Pair(key, "fusion", *((fused, unfused) if side_name == "control" else (unfused, fused)))
             if index is None:
@@ -573,7 +691,8 @@ def _row(pair: _Pair, sides: dict[str, _Side], threshold: float, noise_ns: int) 
                control_self_ns=int(c["self"]), test_self_ns=int(t["self"]),
                control_median_ns=c["median"], test_median_ns=t["median"],
                control_p90_ns=c["p90"], test_p90_ns=t["p90"], control_min_ns=c["min"], test_min_ns=t["min"],
-               delta_ns=delta, ratio=ratio, change=change)
+               delta_ns=delta, ratio=ratio, change=change,
+               confidence=round(pair.confidence, 3) if pair.control and pair.test else 0.0)
 
 
 def _groups(rows: list[Row]) -> dict[str, list[dict]]:
@@ -616,4 +735,4 @@ def _ms(ns: float, signed: bool = False) -> str:
     return text + "ms"
 
 
-__all__ = ["Comparison", "Row", "compare", "self_times"]
+__all__ = ["RULE_CONFIDENCE", "Comparison", "Row", "compare", "pair_key", "self_times"]

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import socket
 import sys
@@ -64,6 +65,7 @@ from ..errors import CaptureError
 from ..model.trace import Trace
 from . import capture_lock, interrupts, lifecycle, tf_internals
 from .call_ties import CallTie
+from .graph_record import record_function_graph
 from .lifecycle import Event, State
 from .schedule import Schedule
 from .profiler_sessions import LocalSession, ServerSession, Session, first_line, new_session_folder
@@ -136,6 +138,7 @@ class ProfileTrace:
         self._step_number = 0     # its number, for its marker
         self._files: list[tuple[str, bytes]] = []   # the XSpace files of every stopped session
         self._notes: list[str] = []
+        self._graph: str | None = None  # the traced tf.function's graph, recorded at its first traced call
         self._trace: Trace | None = None
         self._orphan: weakref.finalize | None = None
         self._sigint = False  # whether this with-block put tracebridge's SIGINT handler in place
@@ -323,7 +326,17 @@ class ProfileTrace:
             self._fail_step()
             raise
         self.end_step()
+        if self._graph is None:  # after the call, which traced the function: no retrace here
+            self._graph = self._record_graph(args, kwargs)
         return result
+
+    def _record_graph(self, args: tuple, kwargs: dict) -> str:
+        try:
+            record = record_function_graph(self._fn, args, kwargs)
+        except Exception as error:  # the comparison falls back to names; the capture stands
+            self._notes.append(f"graph not recorded: {first_line(str(error))}")
+            return ""
+        return json.dumps(record, separators=(",", ":")) if record else ""
 
     # --- results --------------------------------------------------------------------------
     @property
@@ -349,6 +362,8 @@ class ProfileTrace:
         if not self._files:
             from ..model.builder import TraceBuilder
             return TraceBuilder({**metadata, "notes": "; ".join(self._notes or ["nothing was profiled"])}).build()
+        if self._graph:
+            metadata["graph"] = self._graph
         trace = read_xspace_files([(path, data, None) for path, data in self._files], metadata)
         notes = list(self._notes)
         if trace.counters.rows == 0:

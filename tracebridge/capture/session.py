@@ -27,12 +27,14 @@ training step) until the trace is built; untraced runs keep nothing.
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
 from ..errors import CaptureError
 from ..model.trace import Trace
 from . import capture_lock, interrupts, tf_internals
+from .graph_record import record_session_graph
 from .schedule import Schedule
 
 _LEVELS = {"software": "SOFTWARE_TRACE", "hardware": "HARDWARE_TRACE", "full": "FULL_TRACE"}
@@ -107,14 +109,16 @@ class SessionTrace:
         from ..readers.stepstats import read_run_metadatas
         graph = getattr(self._session, "graph", None)
         op_types = {}
-        if graph is not None:
-            op_types = {op.name: op.type for op in graph.get_operations()}
         metadata = {
             "source_format": "session", "tf_version": self._tf.__version__,
             "onednn": tf_internals.onednn_enabled(),
             "host": socket.gethostname(), "trace_level": _LEVELS[self._level],
             "runs_seen": self._index, "runs_traced": len(self._runs),
         }
+        if graph is not None:
+            op_types = {op.name: op.type for op in graph.get_operations()}
+            # The graph as text in the metadata: formats that keep metadata keep it too.
+            metadata["graph"] = json.dumps(record_session_graph(graph), separators=(",", ":"))
         if self._notes:
             metadata["notes"] = "; ".join(
                 f"run {first}{f' and {count - 1} later runs' if count > 1 else ''}: {text}"

@@ -131,3 +131,7 @@ STRING_COLUMNS: dict[str, frozenset[str]] = {
 
 def is_string_column(table: str, column: str) -> bool:
     return column in STRING_COLUMNS[table]
+
+# Where a trace keeps the graph its capture recorded (capture/graph_record.py): the metadata
+# key "graph" (JSON text), written by the XSpace writer as this Task Environment stat.
+GRAPH_STAT = "tracebridge_graph"

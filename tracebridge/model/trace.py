@@ -31,7 +31,7 @@ class Consumers(Protocol):
     """What a trace's conveniences call in the layers above the model (writers, analyses),
     through the one registry that installs it (:mod:`tracebridge.formats`)."""
 
-    def save(self, trace: "Trace", path: str | PathLike, /, **options: Any) -> None: ...
+    def save(self, trace: "Trace", path: str | PathLike, /, **options: Any) -> list[str]: ...
 
     def to_run_metadata(self, trace: "Trace") -> Any: ...
 
@@ -342,10 +342,11 @@ class Trace:
         ``logdir/plugins/profile/<run>/`` for TensorBoard's graph dashboard and xprof."""
         return _installed().to_tensorboard(self, logdir, run=run)
 
-    def save(self, path: str | PathLike, **options: Any) -> None:
+    def save(self, path: str | PathLike, **options: Any) -> list[str]:
         """Write to ``path`` in the format its suffix names (or ``to=``): see
-        :func:`tracebridge.formats.save` for the formats and the options each takes."""
-        _installed().save(self, path, **options)
+        :func:`tracebridge.formats.save` for the formats and the options each takes.
+        Returns the paths written (one per step with ``split_steps=True``)."""
+        return _installed().save(self, path, **options)
 
     def info(self) -> dict[str, Any]:
         """Counts and extents, as ``tracebridge info`` prints them."""

@@ -61,7 +61,7 @@ def read_chrome(document, path=None) -> Trace:
         raise TraceFormatError("not a Chrome trace: no traceEvents list", path=path)
     ours = other.get("source_format") is not None
     metadata = {"source_format": "chrome", "chrome_writer": "tracebridge" if ours else "timeline.py"}
-    for key in ("tf_version", "host"):
+    for key in ("tf_version", "host", "graph"):  # graph: the recorded graph (capture/graph_record.py)
         if isinstance(other.get(key), str):
             metadata[key] = other[key]
     builder = TraceBuilder(metadata)

@@ -38,7 +38,7 @@ from .html_page import page_end, page_head, page_script
 
 FORMAT_VERSION = 1
 ROW_FIELDS = ("key", "rule", "op_type", "control_names", "test_names", "control_total_ns", "test_total_ns",
-              "control_median_ns", "test_median_ns", "delta_ns", "ratio", "change")
+              "control_median_ns", "test_median_ns", "delta_ns", "ratio", "change", "confidence")
 
 
 def compare_document(comparison: Any, *, title: str | None = None, device_pattern: str | None = None) -> str:
@@ -97,6 +97,8 @@ def comparison_data(comparison: Any, *, title: str) -> dict:
         "traces": [{"role": role, "source_format": trace.source_format, "ops": len(trace)}
                    for role, trace in (("control", comparison.control), ("test", comparison.test))],
         "coverage": {side: _number(coverage.get(side)) for side in ("control", "test")},
+        "rule_shares": {rule: {side: _number(share.get(side)) for side in ("control", "test")}
+                        for rule, share in (getattr(comparison, "rule_shares", None) or {}).items()},
         "step_pairs": [[int(c), int(t)] for c, t in comparison.step_pairs],
         "fields": list(ROW_FIELDS),
         "rows": [_row(row) for row in comparison.rows],
@@ -111,7 +113,7 @@ def _row(row: Any) -> list:
         int(row.control_total_ns), int(row.test_total_ns),
         _number(row.control_median_ns), _number(row.test_median_ns), _number(row.delta_ns),
         None if ratio is None else _number(ratio),
-        str(row.change),
+        str(row.change), _number(getattr(row, "confidence", 0.0)),
     ]
 
 

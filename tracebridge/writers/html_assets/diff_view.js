@@ -24,6 +24,11 @@ function fmtPercent(share) {
   return typeof share === 'number' && isFinite(share) ? (share * 100).toFixed(1) + '%' : '\u2014';
 }
 
+/** The CSS class of a rule's colour: 'type+position' -> 'tb-rule-type-position'. */
+function ruleClass(rule) {
+  return 'tb-rule-' + String(rule).toLowerCase().replace(/[^a-z0-9]+/g, '-');
+}
+
 function fmtSigned(ns) {
   return (ns > 0 ? '+' : ns < 0 ? '\u2212' : '\u00b1') + fmtShort(Math.abs(ns));
 }
@@ -120,6 +125,15 @@ class DiffView {
       `${count((r) => r.side === 'test').toLocaleString('en-US')} only in test`,
     ];
     bar.appendChild(el('span', 'tb-compare-facts', facts.join(' \u00b7 ')));
+    // Per rule, the share of each run's op time it matched: the legend of the rule colours.
+    const shares = el('span', 'tb-compare-facts tb-rule-shares');
+    for (const [rule, share] of Object.entries(this.compare.rule_shares || {})) {
+      const item = el('span', 'tb-rule ' + ruleClass(rule),
+                      `${rule} ${fmtPercent(share.control)}/${fmtPercent(share.test)}`);
+      item.title = `share of control / test op time matched by ${rule}`;
+      shares.appendChild(item);
+    }
+    if (shares.childNodes.length) bar.appendChild(shares);
     const changes = el('span', 'tb-compare-facts');
     for (const change of ['+', '-', '=']) {
       changes.appendChild(el('span', 'tb-change ' + CHANGE_CLASS[change],
@@ -172,7 +186,8 @@ class DiffView {
     const add = (k, v, className) => { dl.appendChild(el('dt', null, k)); dl.appendChild(el('dd', className || null, v)); };
     add('Op', row.key);
     add('Change', CHANGE_TEXT[row.change] || String(row.change), 'tb-change ' + (CHANGE_CLASS[row.change] || ''));
-    add('Matched by', row.rule + (row.side === 'both' ? '' : ` (${row.side} only)`));
+    add('Matched by', row.rule + (row.side === 'both' ? '' : ` (${row.side} only)`), 'tb-rule ' + ruleClass(row.rule));
+    if (typeof row.confidence === 'number' && row.side === 'both') add('Confidence', row.confidence.toFixed(2));
     add('Op type', row.op_type);
     ROLES.forEach((role) => {
       const names = row[role + '_names'];
@@ -321,7 +336,12 @@ class DiffView {
     const name = el('td', 'tb-name tb-fit', row.key);
     name.title = row.key;
     tr.appendChild(name);
-    tr.appendChild(el('td', 'tb-name', row.side === 'both' ? row.rule : `${row.rule} \u00b7 ${row.side} only`));
+    // Each rule has its colour (timeline.css, .tb-rule-*): a table carried by position shows at a glance.
+    const rule = el('td', 'tb-name tb-rule ' + ruleClass(row.rule),
+                    row.side === 'both' ? row.rule : `${row.rule} \u00b7 ${row.side} only`);
+    if (typeof row.confidence === 'number' && row.side === 'both') rule.title = `confidence ${row.confidence.toFixed(2)}`;
+    tr.dataset.rule = row.rule;
+    tr.appendChild(rule);
     const type = el('td', 'tb-name tb-fit', row.op_type);
     type.title = row.op_type;
     tr.appendChild(type);
@@ -439,6 +459,7 @@ class DiffView {
       currentPair: () => this.currentPair,
       offsets: () => page.timelines.map((t) => t.offset),
       coverage: () => Object.assign({}, this.compare.coverage),
+      ruleShares: () => JSON.parse(JSON.stringify(this.compare.rule_shares || {})),
     };
   }
 }

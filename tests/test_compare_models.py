@@ -1,0 +1,164 @@
+"""Structural comparison of real model pairs, TF1 raw ops against TF2 Keras 3, with real
+TF 2.21 captures (tests/models_structure.py builds them). The layer names each side built
+are the truth: a matched conv, matmul, batch-norm group or gradient must pair one layer.
+Figures (coverage, share by position, share of matched time that is right) are printed
+for the issue's closing note (``pytest -s``)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tracebridge
+
+from tests.models_structure import (LSTM_LAYERS, RESNET_CONVS, STEPS, TRANSFORMER_LAYERS, lstm_data, lstm_tf1, lstm_tf2,
+                                    resnet_data, resnet_tf1, resnet_tf2, transformer_data, transformer_tf1,
+                                    transformer_tf2)
+from tests.test_compare import _run_tf1, _run_tf2
+from tracebridge.analysis.compare import compare
+
+RESNET_LAYERS = {name for name, _ in RESNET_CONVS} | {"dense"}
+COMPUTE = re.compile(r"Conv2D|MatMul|FusedBatchNorm|BatchMatMul")
+
+
+def layers_of(names, layers) -> set[str]:
+    """The layers a row's op names belong to: a scope part, without Keras's ``_N``
+    uniquifier or the ``_bn`` the Keras model gives its batch-norm layers."""
+    found = set()
+    for name in names:
+        for part in reversed(name.split("/")):  # the innermost layer: attention/query is query
+            base = re.sub(r"(_bn)?(_\d+)?$", "", part)
+            if base in layers:
+                found.add(base)
+                break
+    return found
+
+
+def quality(result, layers) -> dict[str, float]:
+    # The optimizer's row pairs every update of one side with every update of the other: it
+    # names all layers or none, so it is neither right nor wrong about one layer.
+    matched = [r for r in result.rows if r.control_names and r.test_names and r.rule != "optimizer"]
+    total = sum(r.control_median_ns + r.test_median_ns for r in matched) or 1.0
+    right = sum(r.control_median_ns + r.test_median_ns for r in matched
+                if layers_of(r.control_names, layers) == layers_of(r.test_names, layers))
+    shares = result.rule_shares.get("type+position", {"control": 0.0, "test": 0.0})
+    return {"coverage_control": result.coverage["control"], "coverage_test": result.coverage["test"],
+            "position_control": shares["control"], "position_test": shares["test"], "correct": right / total}
+
+
+def matched_pairs(result) -> set:
+    return {(r.control_names, r.test_names) for r in result.rows if r.control_names and r.test_names}
+
+
+def two_captures(tf, model_tf1, model_tf2, values):
+    """Each model built once and captured twice (3 steps each): two (TF1, TF2) pairs."""
+    graph, step = model_tf1(tf), model_tf2(tf)
+    return [(_run_tf1(tf, graph, values, steps=3), _run_tf2(tf, step, values, steps=3)) for _ in range(2)]
+
+
+def measured(runs, layers, label):
+    """The comparison of the first capture pair, its figures, and a report for failures."""
+    tf1, tf2 = runs[0]
+    assert tf1.metadata.get("graph") and tf2.metadata.get("graph")
+    result = compare(tf1, tf2, warmup=1)
+    figures = quality(result, layers)
+    print(f"{label}: {figures}")
+    return result, figures, "\n" + result.to_text(top=40) + f"\n{figures}"
+
+
+def assert_done(result, figures, report, layers) -> list:
+    """The issue's bar: >= 90% of op time matched both sides, <= 10% by position, and
+    every matched conv, matmul, batch-norm group or gradient within one layer. Returns
+    those compute rows."""
+    assert figures["coverage_control"] >= 0.9 and figures["coverage_test"] >= 0.9, report
+    assert figures["position_control"] <= 0.1 and figures["position_test"] <= 0.1, report
+    assert not any("no graph recorded" in note for note in result.notes)
+    compute_rows = [r for r in result.rows if r.control_names and r.test_names and COMPUTE.search(r.op_type)]
+    for row in compute_rows:
+        control, test = layers_of(row.control_names, layers), layers_of(row.test_names, layers)
+        assert control and control == test, (row.key, row.rule)
+    return compute_rows
+
+
+@pytest.fixture(scope="module")
+def resnet_runs(tf):
+    return two_captures(tf, resnet_tf1, resnet_tf2, resnet_data())
+
+
+def test_resnet_pair_aligns_by_structure(resnet_runs):
+    result, figures, report = measured(resnet_runs, RESNET_LAYERS, "ResNet-style")
+    compute_rows = assert_done(result, figures, report, RESNET_LAYERS)
+    convs = [r for r in compute_rows if "Conv2D" in r.op_type]
+    # forward, input and filter gradients of each conv (the stem's input needs no gradient)
+    assert len(convs) == 3 * len(RESNET_CONVS) - 1, report
+    # The projection shortcut, built first in TF1 and last in Keras, still pairs its own conv.
+    shortcut = [r for r in convs if layers_of(r.control_names, RESNET_LAYERS) == {"b2_short"}]
+    assert len(shortcut) == 3 and all(r.rule == "structure" for r in shortcut)
+    # Fused batch norm against Keras's unfused one: one group each way, forward and gradient.
+    groups = [r for r in result.rows if r.rule == "group" and "FusedBatchNorm" in r.op_type]
+    assert {next(iter(layers_of(r.control_names, RESNET_LAYERS))) for r in groups} == {n for n, _ in RESNET_CONVS}
+
+
+def test_resnet_pairs_are_deterministic(resnet_runs):
+    (first_tf1, first_tf2), (second_tf1, second_tf2) = resnet_runs
+    once = matched_pairs(compare(first_tf1, first_tf2, warmup=1))
+    assert once == matched_pairs(compare(second_tf1, second_tf2, warmup=1))  # two captures
+    assert once == matched_pairs(compare(first_tf1, first_tf2, warmup=0))    # warm-up changes no pair
+    assert once == matched_pairs(compare(first_tf1, first_tf2, warmup=1))    # the same inputs
+
+
+def test_without_graphs_the_old_rules_say_so(resnet_runs):
+    tf1, tf2 = resnet_runs[0]
+    bare = tf1.with_metadata(graph="")
+    result = compare(bare, tf2, warmup=1)
+    assert any("no graph recorded in control" in note for note in result.notes)
+    assert "structure" not in result.rule_shares
+    assert "note: no graph recorded" in result.to_text()
+
+
+@pytest.fixture(scope="module")
+def transformer_runs(tf):
+    return two_captures(tf, transformer_tf1, transformer_tf2, transformer_data())
+
+
+def test_transformer_pair_aligns_by_structure(transformer_runs):
+    result, figures, report = measured(transformer_runs, TRANSFORMER_LAYERS, "Transformer encoder")
+    compute_rows = assert_done(result, figures, report, TRANSFORMER_LAYERS)
+    assert len(compute_rows) >= 20, report
+    projections = {layer for r in compute_rows for layer in layers_of(r.control_names, TRANSFORMER_LAYERS)}
+    assert {"query", "key", "value", "attention_output", "ffn1", "ffn2", "classifier"} <= projections
+
+    again_tf1, again_tf2 = transformer_runs[1]
+    assert matched_pairs(result) == matched_pairs(compare(again_tf1, again_tf2, warmup=1))
+
+
+@pytest.fixture(scope="module")
+def lstm_runs(tf):
+    return two_captures(tf, lstm_tf1, lstm_tf2, lstm_data())
+
+
+def test_lstm_pair_aligns_by_structure(lstm_runs):
+    result, figures, report = measured(lstm_runs, LSTM_LAYERS, "LSTM")
+    compute_rows = assert_done(result, figures, report, LSTM_LAYERS)
+    # each time step's input and recurrent matmul, forward and both gradients, pair
+    lstm_matmuls = [r for r in compute_rows if "MatMul" in r.op_type and layers_of(r.control_names, LSTM_LAYERS) == {"lstm"}]
+    assert len(lstm_matmuls) >= 4 * STEPS, report
+    again_tf1, again_tf2 = lstm_runs[1]
+    assert matched_pairs(result) == matched_pairs(compare(again_tf1, again_tf2, warmup=1))
+
+
+def test_the_graph_survives_the_formats_that_carry_it(resnet_runs, tmp_path):
+    tf1, tf2 = resnet_runs[0]
+    direct = matched_pairs(compare(tf1, tf2, warmup=1))
+    for name in ("tf1.json", "tf1.json.gz", "tf1.xplane.pb"):
+        tf1.save(tmp_path / name)
+        again = tracebridge.load(tmp_path / name)
+        assert again.metadata.get("graph") == tf1.metadata["graph"], name
+    tf2.save(tmp_path / "tf2.json")
+    assert matched_pairs(compare(tracebridge.load(tmp_path / "tf1.json"),
+                                 tracebridge.load(tmp_path / "tf2.json"), warmup=1)) == direct
+    # RunMetadata has no place for it: a step written there compares by names, and says so
+    tf1.filter(step=tf1.steps[-1].number).save(tmp_path / "tf1.pb")
+    result = compare(tracebridge.load(tmp_path / "tf1.pb"), tf2)
+    assert any("no graph recorded in control" in note for note in result.notes)

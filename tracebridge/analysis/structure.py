@@ -1,0 +1,302 @@
+"""Aligning two runs by the model's structure: the graphs recorded at capture time.
+
+Names differ between TF1 and TF2 code of one model, and positions shift with every
+rewrite; the structure does not. Both graphs read the same variables (same shapes, created
+in the same order within a shape) and wire the same computations to them. So:
+
+1. **Variables are anchors.** Variables of one shape and role (``kernel``, ``gamma``,
+   ``moving_mean``, ...: the names TF1 layers and Keras share) pair in their order in the
+   graph (creation order for TF1, first use for a ``tf.function``'s captures).
+2. **Propagation.** From every pair, the neighbours along dataflow edges (consumers, then
+   producers) pair when they have the same graph op type, in creation order among
+   same-typed neighbours: the conv that reads a matched kernel, its gradients, the
+   activation after it, the next layer. Graph op types do not depend on the TF build, so a
+   oneDNN run aligns with a plain one.
+3. **Groups.** What is left unpaired forms connected regions between paired nodes; a region
+   on one side and a region on the other with the same paired neighbours compute the same
+   thing another way (``FusedBatchNormV3`` against Keras's moments and arithmetic,
+   ``L2Loss`` against ``Square`` + ``Sum``) and pair as one group.
+
+Everything is ordered by graph position and names, never by time, so the same graphs give
+the same pairs whatever the warm-up or the timing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Graph:
+    """A recorded graph (capture/graph_record.py): nodes in creation order."""
+
+    order: dict[str, int]
+    types: dict[str, str]
+    producers: dict[str, tuple[str, ...]]
+    consumers: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    variables: list[tuple[str, tuple, str]] = field(default_factory=list)  # (node, shape, role) in graph order
+
+
+def decode_graph(metadata) -> Graph | None:
+    """The graph a trace's capture recorded, or None (an old file, a with-block capture)."""
+    text = metadata.get("graph") if metadata else None
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+        nodes, variables = record["nodes"], record["variables"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    graph = Graph(order={}, types={}, producers={})
+    for index, (name, op_type, inputs, _shape) in enumerate(nodes):
+        graph.order[name] = index
+        graph.types[name] = op_type
+        graph.producers[name] = tuple(dict.fromkeys(inputs))
+    # Identity ops only forward a tensor (TF1's gradients wrap every output in one): edges
+    # go through them, so a gradient's consumers are the ops that use it.
+    def source(name: str) -> str:
+        seen = set()
+        while graph.types.get(name) == "Identity" and graph.producers.get(name) and name not in seen:
+            seen.add(name)
+            name = graph.producers[name][0]
+        return name
+    for name, inputs in graph.producers.items():
+        graph.producers[name] = tuple(dict.fromkeys(source(n) for n in inputs))
+    for name, inputs in graph.producers.items():
+        for producer in inputs:
+            graph.consumers[producer].append(name)
+    graph.variables = sorted(((name, tuple(shape or ()), _role(variable)) for name, (variable, shape)
+                              in variables.items() if name in graph.order), key=lambda item: graph.order[item[0]])
+    return graph
+
+
+@dataclass
+class Alignment:
+    """Node pairs (one to one) and groups (regions paired as wholes), by graph node name."""
+
+    pairs: list[tuple[str, str]]
+    groups: list[tuple[tuple[str, ...], tuple[str, ...]]]
+    # Unpaired shape-only ops (a transpose one side's einsum needs) joined to the pair next
+    # to them: side -> {node: the pair's control node}.
+    attached: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def align_graphs(control: Graph, test: Graph) -> Alignment:
+    paired_c: dict[str, str] = {}
+    paired_t: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = []
+
+    def pair(c: str, t: str) -> bool:
+        if c in paired_c or t in paired_t:
+            return False
+        paired_c[c], paired_t[t] = t, c
+        pairs.append((c, t))
+        return True
+
+    def propagate(frontier):
+        """Breadth first along dataflow edges from ``frontier``'s pairs."""
+        while frontier:
+            following = []
+            for c, t in frontier:
+                for edges in ("consumers", "producers"):
+                    neighbours_c = _neighbours(control, c, edges)
+                    neighbours_t = _neighbours(test, t, edges)
+                    free_c = [n for n in neighbours_c if n not in paired_c]
+                    free_t = [n for n in neighbours_t if n not in paired_t]
+                    for nc, nt in _matching_neighbours(control, free_c, test, free_t):
+                        if pair(nc, nt):
+                            following.append((nc, nt))
+            frontier = following
+
+    # 1. Variables: kernels (shapes tell layers apart) by shape, in graph order; then the
+    # others (batch-norm vectors, biases, optimizer slots), whose shapes repeat, by the
+    # paired node each is nearest to, then by shape and role alone.
+    def anchor(variables_c, variables_t, key_c, key_t):
+        by_key_t: dict[tuple, list[str]] = defaultdict(list)
+        for name, shape, role in variables_t:
+            if name not in paired_t:
+                by_key_t[key_t(name, shape, role)].append(name)
+        new_pairs = []
+        for name, shape, role in variables_c:
+            if name in paired_c:
+                continue
+            candidates = by_key_t.get(key_c(name, shape, role))
+            if candidates and pair(name, candidates[0]):
+                new_pairs.append((name, candidates.pop(0)))
+        propagate(new_pairs)
+
+    kernels_c = [v for v in control.variables if v[2] in _WEIGHTS]
+    kernels_t = [v for v in test.variables if v[2] in _WEIGHTS]
+    anchor(kernels_c, kernels_t, lambda n, shape, role: (shape, role), lambda n, shape, role: (shape, role))
+    near_c = {n: _nearest_paired(control, n, paired_c, lambda x: x) for n, _, _ in control.variables}
+    near_t = {n: _nearest_paired(test, n, paired_t, lambda x: paired_t[x]) for n, _, _ in test.variables}
+    anchor(control.variables, test.variables, lambda n, shape, role: (shape, role, near_c[n]),
+           lambda n, shape, role: (shape, role, near_t[n]))
+    anchor(control.variables, test.variables, lambda n, shape, role: (shape, role),
+           lambda n, shape, role: (shape, role))
+
+    # 3. Groups: an unpaired op between paired ones (FusedBatchNormV3 between its conv,
+    # its gamma and beta, and the ReLU after it) stands for the unpaired ops between the
+    # counterparts of those same neighbours on the other side.
+    groups = []
+    grouped_c: set[str] = set()
+    grouped_t: set[str] = set()
+    for first, second, paired_first, paired_second, taken_first, taken_second, flip in (
+            (control, test, paired_c, paired_t, grouped_c, grouped_t, False),
+            (test, control, paired_t, paired_c, grouped_t, grouped_c, True)):
+        for name in list(first.order):
+            if name in paired_first or name in taken_first:
+                continue
+            inputs = [n for n in first.producers.get(name, ()) if n in paired_first]
+            outputs = [n for n in first.consumers.get(name, ()) if n in paired_first]
+            if not inputs or not outputs:
+                continue
+            own = _between(first, inputs, outputs, paired_first, taken_first)
+            other = _between(second, [paired_first[n] for n in inputs], [paired_first[n] for n in outputs],
+                             paired_second, taken_second)
+            if name not in own or not other:
+                continue
+            taken_first.update(own)
+            taken_second.update(other)
+            groups.append((other, own) if flip else (own, other))
+    attached = {}
+    for side, graph, paired, grouped, control_name_of in (
+            ("control", control, paired_c, grouped_c, lambda n: n),
+            ("test", test, paired_t, grouped_t, lambda n: paired_t[n])):
+        attached[side] = {}
+        for name, op_type in graph.types.items():
+            if op_type in _SHAPE_OPS and name not in paired and name not in grouped:
+                near = [n for edges in ("producers", "consumers") for n in _neighbours(graph, name, edges)
+                        if n in paired and graph.types[n] not in _SHAPE_OPS]
+                if near:
+                    attached[side][name] = control_name_of(min(near, key=graph.order.__getitem__))
+    return Alignment(pairs=pairs, groups=groups, attached=attached)
+
+
+# Variable names both worlds share (tf.compat.v1.layers, tf_keras and Keras 3 alike); any
+# other variable (optimizer slots, counters) has the role "other".
+_ROLES = ("kernel", "recurrent_kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance", "embeddings")
+_WEIGHTS = ("kernel", "recurrent_kernel", "embeddings")  # the anchors whose shapes tell layers apart
+
+
+def _role(variable_name: str) -> str:
+    leaf = variable_name.split(":")[0].rsplit("/", 1)[-1]
+    return leaf if leaf in _ROLES else "other"
+
+
+def _matching_neighbours(control: Graph, names_c: list[str], test: Graph, names_t: list[str]):
+    """Neighbours of a pair that pair in turn: the same op type, and where a type repeats
+    (a variable's several reads), the same types of consumers; in graph order."""
+    out = []
+    by_type_t = _by_type(test, names_t)
+    for op_type, same_c in _by_type(control, names_c).items():
+        same_t = by_type_t.get(op_type, [])
+        if len(same_c) == len(same_t) == 1:
+            out.append((same_c[0], same_t[0]))
+            continue
+        by_use_t: dict[tuple, list[str]] = defaultdict(list)
+        for name in same_t:
+            by_use_t[_uses(test, name)].append(name)
+        by_use_c: dict[tuple, list[str]] = defaultdict(list)
+        for name in same_c:
+            by_use_c[_uses(control, name)].append(name)
+        left_c, left_t = list(same_c), list(same_t)
+        for uses, group_c in by_use_c.items():
+            group_t = by_use_t.get(uses, [])
+            if len(group_c) == len(group_t):
+                out.extend(zip(group_c, group_t))
+                left_c = [n for n in left_c if n not in group_c]
+                left_t = [n for n in left_t if n not in group_t]
+        if len(left_c) == len(left_t):  # used differently (a rewrite): creation order decides
+            out.extend(zip(left_c, left_t))
+    return out
+
+
+def _uses(graph: Graph, name: str) -> tuple[str, ...]:
+    return tuple(sorted({_kind(graph.types[n]) for n in _neighbours(graph, name, "consumers")
+                         if graph.types[n] not in _SHAPE_OPS}))
+
+
+def _nearest_paired(graph: Graph, start: str, paired: dict[str, str], control_name_of, limit: int = 8):
+    """The paired node nearest to ``start`` (edges either way, through unpaired nodes and
+    not through other variables), named by its control-side node; None within ``limit``."""
+    seen, frontier = {start}, [start]
+    variables = {v[0] for v in graph.variables}
+    for _ in range(limit):
+        following = []
+        found = []
+        for name in frontier:
+            for near in (*graph.producers.get(name, ()), *graph.consumers.get(name, ())):
+                if near in seen or near not in graph.order:
+                    continue
+                seen.add(near)
+                if near in paired and near not in variables:
+                    found.append(control_name_of(near))
+                elif near not in variables:
+                    following.append(near)
+        if found:
+            return min(found)
+        frontier = sorted(following, key=graph.order.__getitem__)
+    return None
+
+
+def _between(graph: Graph, sources: list[str], sinks: list[str], paired: dict[str, str], taken: set[str],
+             depth: int = 12) -> tuple[str, ...]:
+    """Unpaired, ungrouped nodes downstream of ``sources`` and upstream of ``sinks``
+    (through such nodes only, at most ``depth`` edges), in graph order."""
+    def reach(starts, edges):
+        seen: set[str] = set()
+        frontier = list(starts)
+        for _ in range(depth):
+            following = []
+            for name in frontier:
+                for near in edges.get(name, ()):
+                    if near not in seen and near in graph.order and near not in paired and near not in taken:
+                        seen.add(near)
+                        following.append(near)
+            frontier = following
+        return seen
+    inside = reach(sources, graph.consumers) & reach(sinks, graph.producers)
+    return tuple(sorted(inside, key=graph.order.__getitem__))
+
+
+# Ops that only move or relabel data: one side's einsum is the other's transpose, reshape
+# and matmul (Keras 3 lowers einsum so), so edges are followed through them.
+_SHAPE_OPS = {"Reshape", "Transpose", "ExpandDims", "Squeeze", "Cast", "Identity", "ConjugateTranspose",
+              "Unpack", "StridedSlice", "Slice"}  # the last three: a sequence cut into its time steps
+# Op types that compute the same thing under other names.
+_KINDS = {"Einsum": "matmul", "MatMul": "matmul", "BatchMatMul": "matmul", "BatchMatMulV2": "matmul",
+          "BatchMatMulV3": "matmul", "_FusedMatMul": "matmul", "Add": "add", "AddV2": "add",
+          "RandomUniform": "random", "StatelessRandomUniformV2": "random"}  # dropout masks
+
+
+def _kind(op_type: str) -> str:
+    return _KINDS.get(op_type, op_type)
+
+
+def _neighbours(graph: Graph, name: str, edges: str, depth: int = 3) -> list[str]:
+    """Consumers or producers of ``name``, and beyond shape-only ones, theirs."""
+    table = graph.consumers if edges == "consumers" else graph.producers
+    out, frontier = [], [name]
+    for _ in range(depth):
+        following = []
+        for node in frontier:
+            for near in table.get(node, ()):
+                if near in graph.types and near not in out:
+                    out.append(near)
+                    if graph.types[near] in _SHAPE_OPS:
+                        following.append(near)
+        frontier = following
+    return out
+
+
+def _by_type(graph: Graph, names: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for name in sorted(set(names), key=graph.order.__getitem__):
+        out[_kind(graph.types[name])].append(name)
+    return out
+
+
+__all__ = ["Alignment", "Graph", "align_graphs", "decode_graph"]
