@@ -11,11 +11,11 @@ STAMP_TEST := $(VENV)/.stamp-test
 # captures, what is read from them, round trips and compare. `make test` runs the whole
 # suite without oneDNN (or as TF_ENABLE_ONEDNN_OPTS says, when it is set), then these
 # TF-marked tests again with oneDNN (README: "TF builds").
-BUILD_TESTS := tests/test_capture_session.py tests/test_capture_tf2.py tests/test_readers.py tests/test_compare_models.py \
-	tests/test_roundtrip.py tests/test_tensorboard.py tests/test_compare.py tests/test_demo.py \
-	tests/test_cli.py tests/test_compat_session.py tests/test_compat_timeline.py \
+BUILD_TESTS := tests/test_capture_session.py tests/test_capture_tf2.py tests/test_readers.py \
+	tests/test_roundtrip.py tests/test_tensorboard.py tests/test_compare.py tests/test_compare_models.py \
+	tests/test_demo.py tests/test_cli.py tests/test_compat_session.py tests/test_compat_timeline.py \
 	tests/test_compat_tfvis.py tests/test_compat_profiler_hook.py tests/test_protos.py \
-	tests/test_bad_input.py tests/test_html.py
+	tests/test_bad_input.py tests/test_html.py tests/test_steps_formats.py
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
