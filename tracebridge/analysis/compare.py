@@ -276,20 +276,7 @@ def self_times(trace: Trace) -> np.ndarray:
     """Each row's duration less the rows nested in it on the same lane (an XSpace host
     annotation encloses the work it starts; TF op kernels on one lane do not nest)."""
     ops = trace.ops
-    start, end, lane = ops["start_ns"], ops["end_ns"], ops["lane"]
-    own = (end - start).astype(np.int64)
-    order = np.lexsort((-end, start, lane))
-    stack: list[int] = []
-    last_lane = None
-    for i in order.tolist():
-        if lane[i] != last_lane:
-            stack, last_lane = [], lane[i]
-        while stack and end[stack[-1]] <= start[i]:
-            stack.pop()
-        if stack and end[i] <= end[stack[-1]]:
-            own[stack[-1]] -= end[i] - start[i]  # a direct child: its time is not the parent's own
-        stack.append(i)
-    return np.maximum(own, 0)
+    return accelerator_self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.arange(len(trace)))
 
 
 def _device_groups(sides: dict[str, "_Side"]) -> list[dict]:
