@@ -220,7 +220,7 @@ def _keras_step(tf, model, optimizer):
 # LSTM: one LSTM layer over a short sequence, unrolled (tf.nn.static_rnn's way in TF1,
 # ``unroll=True`` in Keras), then a classifier on the last state. Keras's gate order i, f, c, o.
 # Sizes where the cell's matmuls, not per-op overheads, hold most of the time, as in real use.
-STEPS, FEATURES, UNITS, LSTM_BATCH = 6, 32, 64, 32
+STEPS, FEATURES, UNITS, LSTM_BATCH = 6, 64, 256, 64
 LSTM_LAYERS = {"lstm", "classifier"}
 
 
