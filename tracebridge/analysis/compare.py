@@ -75,7 +75,7 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
         missing = " and ".join(name for name, side in sides.items() if not side.graph)
         notes.append(f"no graph recorded in {missing}: aligned by names and position only "
                      "(captures record the graph that ran; old files have none)")
-    pairs = align_ops(sides["control"], sides["test"], bool(compiled), alignment)
+    pairs = align_ops(sides["control"], sides["test"], bool(compiled), alignment, notes)
     rows = [make_row(pair, sides, threshold, noise_ns) for pair in pairs]
     add_both_times(rows, control, test)
     rows.sort(key=lambda r: (-(r.delta_ns if r.control_names and r.test_names else

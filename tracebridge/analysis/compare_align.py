@@ -7,24 +7,13 @@ import re
 from collections import defaultdict
 
 from .compare_fusion import group_fusions
-from .compare_names import RULE_CONFIDENCE, Pair, gradient_key, pair_key, plain_name
+from .compare_names import RULE_CONFIDENCE, Pair, gradient_key, op_scope, pair_key, plain_name
+from .compare_optimizer import optimizer_groups
 from .compare_sides import Side
 from .structure import Alignment
 
-_UPDATE_TYPES = {"ResourceApplyGradientDescent", "ApplyGradientDescent", "AssignSubVariableOp",
-                 "AssignAddVariableOp", "ResourceApplyAdam", "ApplyAdam", "ResourceApplyMomentum",
-                 "ResourceApplyKerasMomentum", "AssignVariableOp"}
-_OPTIMIZER_SCOPES = re.compile(r"(?:^|/)(?:GradientDescent|SGD|sgd(?:_\d+)?|Adam|adam(?:_\d+)?|"
-                               r"Momentum|optimizer|training)(?:/|$)")
-
-
-def _is_update(side: Side, name: str) -> bool:
-    return side.plain_type[name] in _UPDATE_TYPES or (
-        bool(_OPTIMIZER_SCOPES.search(name)) and gradient_key(name) is None) or \
-        (side.plain_type[name] == "Mul" and re.fullmatch(r"mul(_\d+)?", name) is not None)
-
-
-def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment | None = None) -> list[Pair]:
+def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment | None = None,
+              notes: list[str] | None = None) -> list[Pair]:
     pairs: list[Pair] = []
     def ordered(side):  # with graphs, graph order: the same graphs give the same pairs
         return sorted(side.names, key=side.order.__getitem__) if alignment is not None else side.names
@@ -80,7 +69,7 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
             names_c = [n for n in (in_trace("control", m, left) for m in members_c) if n]
             names_t = [n for n in (in_trace("test", m, right) for m in members_t) if n]
             if names_c and names_t:
-                take(names_c, names_t, f"{pair_key(names_c[0], names_t[0])} "
+                take(names_c, names_t, f"{pair_key(_named_by(control, names_c), _named_by(test, names_t))} "
                      f"[group of {len(names_c)} ~ {len(names_t)} ops]", "group")
     match_by(lambda text: text, rule_name, same_type=False)
     match_by(plain_name, rule_name, same_type=False)
@@ -93,27 +82,67 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
         match_by(lambda text, d=depth: (gradient_key(plain_name(text)) or ())[-d:] or None
                  if gradient_key(plain_name(text)) and len(gradient_key(plain_name(text))) >= d else None, "gradient")
     group_fusions(pairs, control, test, left, right)
-    # Optimizer updates: one group per side.
-    updates_c = [n for n in left if _is_update(control, n)]
-    updates_t = [n for n in right if _is_update(test, n)]
-    if updates_c and updates_t:
-        take(updates_c, updates_t, "optimizer updates", "optimizer")
-    # What is left: same kernel type, in order of first occurrence within the step.
-    by_type_t: dict[str, list[str]] = defaultdict(list)
-    for name in sorted(right, key=lambda n: test.order[n]):
-        by_type_t[test.plain_type[name]].append(name)
-    for name in sorted(left, key=lambda n: control.order[n]):
-        candidates = by_type_t.get(control.plain_type[name])
-        if candidates:
-            choices = len(candidates)
-            other = candidates.pop(0)
-            take([name], [other], pair_key(name, other), "type+position",
-                 RULE_CONFIDENCE["type+position"] / choices)
+    for names_c, names_t, key in optimizer_groups(control, test, alignment, left, right):
+        take(names_c, names_t, key, "optimizer")
+    # What is left: same kernel type, in order of first occurrence within the step; with
+    # graphs, only within scopes the rules above matched to each other.
+    if alignment is None:
+        _pair_by_position(control, test, left, right, take, lambda name: ())
+    else:
+        scope_of = _matched_scopes(pairs, control, test)
+        before = len(pairs)
+        _pair_by_position(control, test, left, right, take, scope_of)
+        by_position = len(pairs) - before
+        if notes is not None and (by_position or (left and right)):
+            notes.append(f"type+position paired {by_position} ops, only within scopes the structure and names "
+                         f"matched; {len(left)} control and {len(right)} test ops outside them stay unmatched")
     for name in left:
         pairs.append(Pair(name, "unmatched", (name,), ()))
     for name in right:
         pairs.append(Pair(name, "unmatched", (), (name,)))
     return pairs
+
+
+def _named_by(side: Side, names: list[str]) -> str:
+    """The op a group's key names: its first (in graph order) that computes something."""
+    return next((n for n in names if side.plain_type[n] not in _INERT), names[0])
+
+
+_INERT = {"Const", "Shape", "VarHandleOp", "_Arg", "NoOp", "Placeholder", "ReadVariableOp", "Identity"}
+
+
+def _pair_by_position(control: Side, test: Side, left: dict, right: dict, take, scope_of) -> None:
+    """Pair what is left by kernel type, in order, each control op with a test op whose
+    scope ``scope_of`` (control name -> the test scopes it may pair in, or ``()`` for any)
+    allows; confidence falls with the number of candidates."""
+    by_type_t: dict[str, list[str]] = defaultdict(list)
+    for name in sorted(right, key=lambda n: test.order[n]):
+        by_type_t[test.plain_type[name]].append(name)
+    for name in sorted(left, key=lambda n: control.order[n]):
+        allowed = scope_of(name)
+        if allowed is None:
+            continue
+        candidates = [n for n in by_type_t.get(control.plain_type[name], ())
+                      if not allowed or op_scope(test.rewritten[n]) in allowed]
+        if candidates:
+            other = candidates[0]
+            by_type_t[control.plain_type[name]].remove(other)
+            take([name], [other], pair_key(name, other), "type+position",
+                 RULE_CONFIDENCE["type+position"] / len(candidates))
+
+
+def _matched_scopes(pairs: list[Pair], control: Side, test: Side):
+    """Control op name -> the test scopes matched to its scope by the pairs so far (names,
+    structure, groups), or None where its scope matched none: a scope corresponds to
+    another when some op of one paired an op of the other."""
+    matched: dict[tuple, set] = defaultdict(set)
+    for pair in pairs:
+        if pair.rule in ("optimizer", "type+position", "unmatched"):
+            continue
+        for c in pair.control:
+            for t in pair.test:
+                matched[op_scope(control.rewritten[c])].add(op_scope(test.rewritten[t]))
+    return lambda name: matched.get(op_scope(control.rewritten[name])) or None
 
 
 _GRAPPLER_RENAMED = re.compile(r"^(?P<scope>.*)/ArithmeticOptimizer/[A-Za-z]+_(?P<base>[^/]+)$")

@@ -112,7 +112,7 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
 
     # 1. Variables: kernels (shapes tell layers apart) by shape, in graph order; then the
     # others (batch-norm vectors, biases, optimizer slots), whose shapes repeat, by the
-    # paired node each is nearest to, then by shape and role alone.
+    # paired nodes around them (most in common first), then by shape and role alone.
     def anchor(variables_c, variables_t, key_c, key_t):
         by_key_t: dict[tuple, list[str]] = defaultdict(list)
         for name, shape, role in variables_t:
@@ -130,10 +130,13 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
     kernels_c = [v for v in control.variables if v[2] in _WEIGHTS]
     kernels_t = [v for v in test.variables if v[2] in _WEIGHTS]
     anchor(kernels_c, kernels_t, lambda n, shape, role: (shape, role), lambda n, shape, role: (shape, role))
-    near_c = {n: _nearest_paired(control, n, paired_c, lambda x: x) for n, _, _ in control.variables}
-    near_t = {n: _nearest_paired(test, n, paired_t, lambda x: paired_t[x]) for n, _, _ in test.variables}
-    anchor(control.variables, test.variables, lambda n, shape, role: (shape, role, near_c[n]),
-           lambda n, shape, role: (shape, role, near_t[n]))
+    around_c = {n: _paired_around(control, n, paired_c, lambda x: x) for n, _, _ in control.variables}
+    around_t = {n: _paired_around(test, n, paired_t, lambda x: paired_t[x]) for n, _, _ in test.variables}
+    candidates = sorted(((_closeness(around_c[c], around_t[t]), -control.order[c], -test.order[t], c, t)
+                         for c, shape_c, role_c in control.variables if c not in paired_c
+                         for t, shape_t, role_t in test.variables
+                         if t not in paired_t and (shape_c, role_c) == (shape_t, role_t)), reverse=True)
+    propagate([(c, t) for shared, _, _, c, t in candidates if shared and pair(c, t)])
     anchor(control.variables, test.variables, lambda n, shape, role: (shape, role),
            lambda n, shape, role: (shape, role))
 
@@ -161,6 +164,7 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
             taken_first.update(own)
             taken_second.update(other)
             groups.append((other, own) if flip else (own, other))
+    _pair_feeding_regions(control, test, paired_c, paired_t, grouped_c, grouped_t, pairs, groups)
     attached = {}
     for side, graph, paired, grouped, control_name_of in (
             ("control", control, paired_c, grouped_c, lambda n: n),
@@ -173,6 +177,101 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
                 if near:
                     attached[side][name] = control_name_of(min(near, key=graph.order.__getitem__))
     return Alignment(pairs=pairs, groups=groups, attached=attached)
+
+
+# 4. Feeding regions: what only feeds one paired op and reads nothing paired. A dropout
+# mask compares random numbers with the rate: TF1 draws them with one stateful
+# RandomUniform, Keras 3 with a seed variable it reads and advances, a key-counter op,
+# StatelessRandomUniformV2 and a scaling to [min, max). Nothing paired leads into either
+# region, so neither propagation nor step 3 reaches it; the comparison they feed pairs.
+def _pair_feeding_regions(control: Graph, test: Graph, paired_c: dict[str, str], paired_t: dict[str, str],
+                          grouped_c: set[str], grouped_t: set[str], pairs: list, groups: list) -> None:
+    for sink_c in sorted(paired_c, key=control.order.__getitem__):
+        sink_t = paired_c[sink_c]
+        region_c = _feeding_region(control, sink_c, paired_c, grouped_c)
+        region_t = _feeding_region(test, sink_t, paired_t, grouped_t)
+        work_c = [n for n in region_c if control.types[n] not in _INERT_OPS]
+        work_t = [n for n in region_t if test.types[n] not in _INERT_OPS]
+        if not work_c or not work_t:
+            continue
+        if len(work_c) == len(work_t) == 1 and _kind(control.types[work_c[0]]) == _kind(test.types[work_t[0]]):
+            paired_c[work_c[0]], paired_t[work_t[0]] = work_t[0], work_c[0]
+            pairs.append((work_c[0], work_t[0]))
+            continue
+        grouped_c.update(region_c)
+        grouped_t.update(region_t)
+        groups.append((region_c, region_t))
+
+
+def _feeding_region(graph: Graph, sink: str, paired: dict[str, str], grouped: set[str], depth: int = 12,
+                    limit: int = 40) -> tuple[str, ...]:
+    """The unpaired, ungrouped nodes upstream of ``sink`` (at most ``depth`` edges) whose
+    outputs go only to ``sink``, to each other, or to side effects of their own (a seed
+    variable's update, an op nothing consumes); empty where anything paired feeds them or the
+    region outgrows ``limit`` nodes."""
+    free = lambda n: n in graph.order and n not in paired and n not in grouped  # noqa: E731
+    region: set[str] = set()
+    frontier = [n for n in graph.producers.get(sink, ()) if free(n)]
+    for _ in range(depth):
+        following = []
+        for name in frontier:
+            if name in region:
+                continue
+            region.add(name)
+            for near in graph.producers.get(name, ()):
+                if not free(near):
+                    return ()  # it reads something paired: not a region of its own
+                following.append(near)
+        frontier = following
+        if len(region) > limit:
+            return ()
+    if frontier:
+        return ()
+    changed = True
+    while changed:  # side effects in, then out what still feeds anything else
+        changed = False
+        for name in sorted(region, key=graph.order.__getitem__):
+            for near in graph.consumers.get(name, ()):
+                if near == sink or near in region:
+                    continue
+                branch = _side_branch(graph, near, region, free)
+                if branch:
+                    region.update(branch)  # the region's own side effect (a seed's update)
+                    changed = True
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(region, key=graph.order.__getitem__):
+            if any(near != sink and near not in region for near in graph.consumers.get(name, ())):
+                region.discard(name)
+                changed = True
+    return tuple(sorted(region, key=graph.order.__getitem__))
+
+
+def _side_branch(graph: Graph, start: str, region: set[str], free, depth: int = 4) -> set[str]:
+    """``start`` and what it feeds, when all of it is free, fed only from ``region``, the
+    branch itself or constants, and ends in ops nothing consumes (an assignment); else empty."""
+    branch: set[str] = set()
+    frontier = [start]
+    for _ in range(depth):
+        following = []
+        for name in frontier:
+            if name in branch:
+                continue
+            if not free(name):
+                return set()
+            branch.add(name)
+            following += graph.consumers.get(name, ())
+        frontier = following
+    if frontier:
+        return set()
+    fed = all(p in region or p in branch or not graph.producers.get(p)
+              for name in branch for p in graph.producers.get(name, ()))
+    return branch if fed else set()
+
+
+# Ops that compute nothing worth a pair of their own: a region of only these is left alone.
+_INERT_OPS = {"Const", "Placeholder", "VarHandleOp", "VariableV2", "_Arg", "NoOp", "Shape"}
 
 
 # Variable names both worlds share (tf.compat.v1.layers, tf_keras and Keras 3 alike); any
@@ -219,27 +318,33 @@ def _uses(graph: Graph, name: str) -> tuple[str, ...]:
                          if graph.types[n] not in _SHAPE_OPS}))
 
 
-def _nearest_paired(graph: Graph, start: str, paired: dict[str, str], control_name_of, limit: int = 8):
-    """The paired node nearest to ``start`` (edges either way, through unpaired nodes and
-    not through other variables), named by its control-side node; None within ``limit``."""
-    seen, frontier = {start}, [start]
+def _paired_around(graph: Graph, start: str, paired: dict[str, str], control_name_of, limit: int = 10,
+                   hub: int = 16) -> dict[str, int]:
+    """The paired nodes around ``start`` and their distance (edges either way, through
+    unpaired nodes, not through other variables or through hubs such as a learning rate
+    every update reads, at most ``limit`` edges), named by their control-side nodes: a
+    batch norm's gamma has its conv, its ReLU and their gradients around it on both sides,
+    however differently each side computes the batch norm in between."""
+    seen, frontier, found = {start}, [start], {}
     variables = {v[0] for v in graph.variables}
-    for _ in range(limit):
+    for distance in range(1, limit + 1):
         following = []
-        found = []
         for name in frontier:
             for near in (*graph.producers.get(name, ()), *graph.consumers.get(name, ())):
-                if near in seen or near not in graph.order:
+                if near in seen or near not in graph.order or near in variables:
                     continue
                 seen.add(near)
-                if near in paired and near not in variables:
-                    found.append(control_name_of(near))
-                elif near not in variables:
+                if near in paired:
+                    found[control_name_of(near)] = distance
+                elif len(graph.producers.get(near, ())) + len(graph.consumers.get(near, ())) <= hub:
                     following.append(near)
-        if found:
-            return min(found)
-        frontier = sorted(following, key=graph.order.__getitem__)
-    return None
+        frontier = following
+    return found
+
+
+def _closeness(around_a: dict[str, int], around_b: dict[str, int]) -> float:
+    """How much two nodes' surroundings agree: shared paired nodes, the nearer the more."""
+    return sum(1.0 / (around_a[n] + around_b[n]) for n in around_a.keys() & around_b.keys())
 
 
 def _between(graph: Graph, sources: list[str], sinks: list[str], paired: dict[str, str], taken: set[str],
