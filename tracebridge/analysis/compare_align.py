@@ -84,6 +84,12 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
     group_fusions(pairs, control, test, left, right)
     for names_c, names_t, key in optimizer_groups(control, test, alignment, left, right):
         take(names_c, names_t, key, "optimizer")
+    # Constants and shape ops left over (TF1 runs its constants; a reshape whose counterpart
+    # Grappler folded away) join the row of what they feed or shape.
+    if alignment is not None:
+        for side_name, side, pool in (("control", control, left), ("test", test, right)):
+            _attach_to_neighbours(pairs, side_name, side, pool,
+                                  [n for n in pool if side.graph.types.get(n) in _ATTACHED_TYPES])
     # What is left: same kernel type, in order of first occurrence within the step; with
     # graphs, only within scopes the rules above matched to each other.
     if alignment is None:
@@ -101,6 +107,29 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
     for name in right:
         pairs.append(Pair(name, "unmatched", (), (name,)))
     return pairs
+
+
+_ATTACHED_TYPES = {"Const", "Shape", "Reshape", "Transpose", "ExpandDims", "Squeeze", "Identity", "Cast"}
+
+
+def _attach_to_neighbours(pairs: list[Pair], side_name: str, side: Side, pool: dict, names: list[str]) -> None:
+    """Each of ``names`` (still in ``pool``) joins the row of a graph neighbour that has one:
+    one in its own scope first, then what it feeds, then what feeds it; a name with no such
+    neighbour stays."""
+    row_of = {name: index for index, pair in enumerate(pairs) for name in getattr(pair, side_name)}
+    for name in names:
+        if name not in pool:
+            continue
+        near = [*side.graph.consumers.get(name, ()), *side.graph.producers.get(name, ())]
+        scope = op_scope(side.rewritten[name])
+        near = sorted((n for n in near if n in row_of), key=lambda n: op_scope(side.rewritten.get(n, n)) != scope)
+        index = row_of[near[0]] if near else None
+        if index is None:
+            continue
+        pair = pairs[index]
+        setattr(pair, side_name, (*getattr(pair, side_name), name))
+        row_of[name] = index
+        pool.pop(name)
 
 
 def _named_by(side: Side, names: list[str]) -> str:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import re
 
-from .compare_names import gradient_key
+from .compare_names import gradient_key, pair_key
 from .compare_sides import Side
 from .structure import Alignment, Graph
 
 _UPDATE_TYPES = {"ResourceApplyGradientDescent", "ApplyGradientDescent", "AssignSubVariableOp",
                  "AssignAddVariableOp", "ResourceApplyAdam", "ApplyAdam", "ResourceApplyMomentum",
                  "ResourceApplyKerasMomentum", "AssignVariableOp"}
-_OPTIMIZER_SCOPES = re.compile(r"(?:^|/)(?:GradientDescent|SGD|sgd(?:_\d+)?|Adam|adam(?:_\d+)?|"
-                               r"Momentum|optimizer|training)(?:/|$)")
+# Optimizer scopes, and TF1's slot variables (``kernel/Adam``, ``kernel/Adam_1``, ``kernel/Momentum``).
+_OPTIMIZER_SCOPES = re.compile(r"(?:^|/)(?:GradientDescent|SGD|sgd|Adam|adam|Momentum|optimizer|training)"
+                               r"(?:_\d+)?(?:/|$)")
 
 
 def is_update(side: Side, name: str) -> bool:
@@ -49,7 +50,9 @@ def optimizer_groups(control: Side, test: Side, alignment: Alignment | None, lef
             # The variable's own handle op, where a side runs one (TF1's VarHandleOp).
             names_c += [v for v in (variable_c,) if v in left and v not in names_c]
             names_t += [v for v in (variable_t,) if v in right and v not in names_t]
-            groups.append((names_c, names_t, f"updates of {variable_c} [{len(names_c)} ~ {len(names_t)} ops]"))
+            key = pair_key(names_c[0], names_t[0]) if len(names_c) == len(names_t) == 1 else \
+                f"updates of {variable_c} [{len(names_c)} ~ {len(names_t)} ops]"
+            groups.append((names_c, names_t, key))
         taken_c = {n for names, _, _ in groups for n in names}
         taken_t = {n for _, names, _ in groups for n in names}
         updates_c = [n for n in updates_c if n not in taken_c]

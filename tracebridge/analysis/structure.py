@@ -184,12 +184,18 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
 # RandomUniform, Keras 3 with a seed variable it reads and advances, a key-counter op,
 # StatelessRandomUniformV2 and a scaling to [min, max). Nothing paired leads into either
 # region, so neither propagation nor step 3 reaches it; the comparison they feed pairs.
+# And fed regions, the mirror: what only one paired op feeds, up to ops that also read
+# something else (a bias gradient: TF1's Sum and Reshape, Keras's BiasAddGrad, both read
+# by the optimizer).
 def _pair_feeding_regions(control: Graph, test: Graph, paired_c: dict[str, str], paired_t: dict[str, str],
                           grouped_c: set[str], grouped_t: set[str], pairs: list, groups: list) -> None:
-    for sink_c in sorted(paired_c, key=control.order.__getitem__):
-        sink_t = paired_c[sink_c]
-        region_c = _feeding_region(control, sink_c, paired_c, grouped_c)
-        region_t = _feeding_region(test, sink_t, paired_t, grouped_t)
+    variables = {v[0] for v in control.variables}  # what reads a variable is the propagation's
+    ends = [(region_of, end) for region_of in (_feeding_region, _fed_region)
+            for end in sorted(paired_c, key=control.order.__getitem__) if end not in variables]
+    for region_of, end_c in ends:
+        end_t = paired_c[end_c]
+        region_c = region_of(control, end_c, paired_c, grouped_c)
+        region_t = region_of(test, end_t, paired_t, grouped_t)
         work_c = [n for n in region_c if control.types[n] not in _INERT_OPS]
         work_t = [n for n in region_t if test.types[n] not in _INERT_OPS]
         if not work_c or not work_t:
@@ -245,6 +251,29 @@ def _feeding_region(graph: Graph, sink: str, paired: dict[str, str], grouped: se
             if any(near != sink and near not in region for near in graph.consumers.get(name, ())):
                 region.discard(name)
                 changed = True
+    return tuple(sorted(region, key=graph.order.__getitem__))
+
+
+def _fed_region(graph: Graph, source: str, paired: dict[str, str], grouped: set[str], depth: int = 6,
+                limit: int = 40) -> tuple[str, ...]:
+    """The unpaired, ungrouped nodes downstream of ``source`` fed only by it, by each other
+    or by constants, not variables (at most ``depth`` edges); empty when it outgrows
+    ``limit`` nodes."""
+    free = lambda n: n in graph.order and n not in paired and n not in grouped  # noqa: E731
+    variables = {v[0] for v in graph.variables}  # an op that writes one is the optimizer's
+    region: set[str] = set()
+    frontier = [n for n in graph.consumers.get(source, ()) if free(n)]
+    for _ in range(depth):
+        following = []
+        for name in frontier:
+            if name in region or not all(p == source or p in region or not (graph.producers.get(p) or p in variables)
+                                         for p in graph.producers.get(name, ())):
+                continue
+            region.add(name)
+            following += [n for n in graph.consumers.get(name, ()) if free(n)]
+        frontier = following
+        if len(region) > limit:
+            return ()
     return tuple(sorted(region, key=graph.order.__getitem__))
 
 
