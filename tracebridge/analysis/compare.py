@@ -4,6 +4,11 @@ time moved, what appeared or vanished.
 ``compare(control, test)`` aligns the op names of both runs, stage by stage; every row
 records the rule that matched it:
 
+0. ``structure`` and ``group``: where both runs recorded their graphs (captures do), the
+   graphs align first (:mod:`.structure`): variables as anchors, then along dataflow;
+   regions computed differently on each side (fused batch norm, a dropout's random
+   numbers, a bias gradient) pair as groups. Without graphs (old files) the name rules
+   below do all the work, and a note says so;
 1. ``user``: the caller's regular expressions (``pattern=replacement``) rewrite names first;
 2. ``exact``: the same name once function wrappers (``StatefulPartitionedCall/``,
    ``PartitionedCall/``, ``__inference_*``) and Keras 3 uniquifiers on scopes (``dense_1/``
@@ -16,9 +21,12 @@ records the rule that matched it:
    ``_MklNativeFusedBatchNormEx``, ...) and the ops it fused, unfused on the other side in
    the same scope, form one group; the row's key names the fusion;
 6. ``optimizer``: variable updates differ entirely between TF1 and TF2
-   (``ResourceApplyGradientDescent`` vs ``AssignSubVariableOp`` and its ``mul``), so each
-   side's updates are compared as one group;
-7. ``type+position``: what is left pairs up by kernel type and order within the step.
+   (``ResourceApplyAdam`` vs ``AssignAddVariableOp``s and their arithmetic), so they pair
+   as groups: with graphs, one per trainable variable through the paired variables, and
+   the shared rest as one (:mod:`.compare_optimizer`);
+7. ``type+position``: what is left pairs up by kernel type and order within the step; with
+   graphs only inside scopes the rules above matched to each other (a note says how many),
+   so what is left elsewhere stays unmatched rather than paired across the model.
 
 Kernel types are compared by their plain names (:mod:`.kernels`), so a oneDNN run
 (``_MklMatMul``) aligns with a run without oneDNN (``MatMul``).
@@ -28,7 +36,8 @@ Statistics are per step: each row's per-step totals give a median, p90 and minim
 noise threshold). ``coverage`` is the share of each run's op time that was matched.
 
 The work is split by concern: :mod:`.compare_sides` prepares each run,
-:mod:`.compare_align` (with :mod:`.compare_names` and :mod:`.compare_fusion`) pairs ops,
+:mod:`.compare_align` (with :mod:`.compare_names`, :mod:`.compare_fusion` and
+:mod:`.compare_optimizer`) pairs ops,
 :mod:`.compare_stats` computes the rows' statistics, :mod:`.compare_result` holds the result.
 """
 

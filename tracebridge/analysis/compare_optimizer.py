@@ -40,11 +40,10 @@ def optimizer_groups(control: Side, test: Side, alignment: Alignment | None, lef
         return []
     groups = []
     if alignment is not None and control.graph and test.graph:
-        owner_c = _owners(control.graph, updates_c)
-        owner_t = _owners(test.graph, updates_t)
+        served_c = _by_variable(_owners(control.graph, updates_c), updates_c)
+        served_t = _by_variable(_owners(test.graph, updates_t), updates_t)
         for variable_c, variable_t in alignment.pairs:
-            names_c = [n for n in updates_c if owner_c.get(n) == variable_c]
-            names_t = [n for n in updates_t if owner_t.get(n) == variable_t]
+            names_c, names_t = list(served_c.get(variable_c, ())), list(served_t.get(variable_t, ()))
             if not (names_c and names_t):
                 continue
             # The variable's own handle op, where a side runs one (TF1's VarHandleOp).
@@ -60,6 +59,15 @@ def optimizer_groups(control: Side, test: Side, alignment: Alignment | None, lef
     if updates_c and updates_t:
         groups.append((updates_c, updates_t, "optimizer updates"))
     return groups
+
+
+def _by_variable(owners: dict[str, str], updates: list[str]) -> dict[str, list[str]]:
+    """Variable -> the update ops serving it, in ``updates``' order."""
+    out: dict[str, list[str]] = {}
+    for name in updates:
+        if name in owners:
+            out.setdefault(owners[name], []).append(name)
+    return out
 
 
 def _owners(graph: Graph, updates: list[str]) -> dict[str, str]:

@@ -4,9 +4,11 @@ Names differ between TF1 and TF2 code of one model, and positions shift with eve
 rewrite; the structure does not. Both graphs read the same variables (same shapes, created
 in the same order within a shape) and wire the same computations to them. So:
 
-1. **Variables are anchors.** Variables of one shape and role (``kernel``, ``gamma``,
-   ``moving_mean``, ...: the names TF1 layers and Keras share) pair in their order in the
-   graph (creation order for TF1, first use for a ``tf.function``'s captures).
+1. **Variables are anchors.** Kernels pair by shape in their order in the graph (creation
+   order for TF1, first use for a ``tf.function``'s captures); after propagating from
+   them, variables whose shapes repeat (``gamma``, ``moving_mean``, ...: the roles TF1
+   layers and Keras share) pair with the candidate of their shape and role that has the
+   most paired nodes around it in common.
 2. **Propagation.** From every pair, the neighbours along dataflow edges (consumers, then
    producers) pair when they have the same graph op type, in creation order among
    same-typed neighbours: the conv that reads a matched kernel, its gradients, the
@@ -16,6 +18,9 @@ in the same order within a shape) and wire the same computations to them. So:
    on one side and a region on the other with the same paired neighbours compute the same
    thing another way (``FusedBatchNormV3`` against Keras's moments and arithmetic,
    ``L2Loss`` against ``Square`` + ``Sum``) and pair as one group.
+4. **Regions at one end.** What only feeds one paired node and reads nothing paired (a
+   dropout's random numbers), or what only one paired node feeds (a bias gradient before
+   the optimizer), pairs with its counterpart at the same node, as one group.
 
 Everything is ordered by graph position and names, never by time, so the same graphs give
 the same pairs whatever the warm-up or the timing.
