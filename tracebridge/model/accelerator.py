@@ -144,3 +144,42 @@ def busy_ns(start: np.ndarray, end: np.ndarray) -> int:
     starts = s[new]
     ends = np.append(reach[np.flatnonzero(new)[1:] - 1], reach[-1])
     return int((ends - starts).sum())
+
+
+def launches(trace) -> dict[int, int]:
+    """``{device row: host row that launched it}`` for the kernels and copies counted once.
+
+    An XSpace links a launch to its kernel by ``correlation_id`` (the trace's ``launch``
+    links). TF1's tracer records no such id: a stream record names its op, and that op's
+    own record on the GPU device (its dispatch, on a host thread) is the launch: the one of
+    that name, device and step that started last before the kernel did (or, for a kernel
+    whose clock runs ahead of the host's, the first one of the step)."""
+    ops = trace.ops
+    kernels = np.flatnonzero(device_rows(ops["category"], ops["flags"]))
+    if not len(kernels):
+        return {}
+    links = trace.table("links")
+    if links.rows and "launch" in trace.strings:
+        mine = links["kind"] == trace.strings.index("launch")
+        wanted = set(kernels.tolist())
+        return {int(k): int(h) for h, k in zip(links["producer"][mine].tolist(), links["consumer"][mine].tolist())
+                if k in wanted}
+    # A stream device has no job or task (``/gpu:0/stream:all``): host, type and index match.
+    gpu_of = {i: (d.host, d.type, d.index) for i, d in enumerate(trace.devices)}
+    host_rows = np.flatnonzero(ops["category"] == int(Category.OP))
+    host_rows = host_rows[np.argsort(ops["start_ns"][host_rows], kind="stable")]
+    by_key: dict[tuple, list[int]] = {}
+    for row, device, name, step in zip(host_rows.tolist(), ops["device"][host_rows].tolist(),
+                                       ops["name"][host_rows].tolist(), ops["step"][host_rows].tolist()):
+        if trace.devices[device].stream is None:
+            by_key.setdefault((gpu_of[device], name, step), []).append(row)
+    found = {}
+    starts = ops["start_ns"]
+    for row, device, name, step in zip(kernels.tolist(), ops["device"][kernels].tolist(),
+                                       ops["name"][kernels].tolist(), ops["step"][kernels].tolist()):
+        candidates = by_key.get((gpu_of[device], name, step))
+        if not candidates:
+            continue
+        at = int(np.searchsorted(starts[candidates], starts[row], side="right")) - 1
+        found[row] = candidates[max(at, 0)]
+    return found
