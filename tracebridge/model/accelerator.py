@@ -23,6 +23,7 @@ import numpy as np
 
 from .devices import Device
 from .schema import Category, OpFlag
+from .trace import Step
 
 # Lines of a device plane that xprof derives from the events of its other lines.
 DERIVED_LINES = frozenset({
@@ -183,3 +184,23 @@ def launches(trace) -> dict[int, int]:
         at = int(np.searchsorted(starts[candidates], starts[row], side="right")) - 1
         found[row] = candidates[max(at, 0)]
     return found
+
+
+def device_steps(trace) -> dict[str, tuple]:
+    """Each accelerator's own steps, ``{device name: (Step, ...)}``, from its ``Steps`` line
+    (kept as derived rows named by step number). The trace's steps are one per number; a
+    device's differ from them in where they lie: devices step on their own clocks."""
+    ops = trace.ops
+    step_lanes = [i for i, lane in enumerate(trace.lanes)
+                  if lane.name == "Steps" and trace.devices[lane.device].kind != "host"]
+    rows = np.flatnonzero(np.isin(ops["lane"], step_lanes) & (ops["category"] == int(Category.DERIVED)))
+    spans: dict[str, dict[int, list[int]]] = {}
+    for row in rows[np.argsort(ops["start_ns"][rows], kind="stable")].tolist():
+        device = trace.devices[int(ops["device"][row])].name
+        text = trace.strings[int(ops["name"][row])]
+        mine = spans.setdefault(device, {})
+        number = int(text) if text.isdigit() else len(mine)
+        span = mine.setdefault(number, [int(ops["start_ns"][row]), int(ops["end_ns"][row])])
+        span[0], span[1] = min(span[0], int(ops["start_ns"][row])), max(span[1], int(ops["end_ns"][row]))
+    return {device: tuple(Step(number, lo, hi, f"step {number}") for number, (lo, hi) in sorted(mine.items()))
+            for device, mine in sorted(spans.items())}
