@@ -568,11 +568,12 @@ def test_corpus_xspace(viewer, corpus_xspace, sites, browser):
         pytest.xfail(f"{ours.errors} (xprof's own JSON: {theirs.errors}) -- known writer issue: TPU ops last "
                      "nanoseconds and timeline.py's microseconds since the epoch are doubles 0.25 us apart in "
                      "the viewer, so neighbouring ops overlap there (none does at nanoseconds, see test)")
-    unclosed = [w for w in ours.warnings if "Tried to end" in w]
+    unclosed = [w for w in ours.warnings if "Tried to end" in w or "was still open at end of profile" in w]
     if viewer == "speedscope" and ours.loaded and not ours.errors and unclosed and len(unclosed) == len(ours.warnings):
         pytest.xfail(f"speedscope: {len(unclosed)} warnings like {unclosed[0][:160]!r} -- known writer issue: "
-                     "nested events that end together (a name scope and its last child) end a double's rounding "
-                     "apart once written as microseconds since the epoch; it cannot open xprof's JSON to compare")
+                     "speedscope turns X events into begin/end pairs and unwinds nested events that start or end "
+                     "at the same time (a name scope and its first or last child) in the wrong order, then closes "
+                     "what is left open; it cannot open xprof's JSON to compare")
     _check(ours, theirs, paths["device"])
 
 
