@@ -95,6 +95,46 @@ def test_gpu_xspace_device_time_is_the_streams(corpus):
     assert [step.number for step in trace.steps] == [0]
 
 
+def _steps_lines(path) -> dict[str, list[tuple[int, int]]]:
+    """Our own reading of each GPU plane's ``Steps`` line: its events' spans, in ns."""
+    space = protos.XSpace.FromString(path.read_bytes())
+    spans = {}
+    for plane in space.planes:
+        for line in plane.lines:
+            if plane.name.startswith("/device:") and line.name == "Steps":
+                spans[plane.name] = sorted((line.timestamp_ns + e.offset_ps // 1000,
+                                            line.timestamp_ns + (e.offset_ps + e.duration_ps) // 1000)
+                                           for e in line.events)
+    return spans
+
+
+def test_gpu_xspace_steps_are_per_device(corpus):
+    """Two GPUs of the job have a Steps line, their step 0 starts 650 ms apart: each
+    device keeps its own step, and the trace's step is not a merge of the two."""
+    from tracebridge.model.accelerator import device_steps
+    path = corpus / "xspace" / GPU
+    trace = tracebridge.load(path)
+    lines = _steps_lines(path)
+    assert len(lines) == 2
+    per_device = device_steps(trace)
+    # The same spans, on the trace's clock (shifted by one constant from the file's).
+    shift = {per_device[device][0].start_ns - spans[0][0] for device, spans in lines.items()}
+    assert len(shift) == 1
+    assert {device: [(s.start_ns, s.end_ns) for s in steps] for device, steps in per_device.items()} == \
+        {device: [(lo + min(shift), hi + min(shift)) for lo, hi in spans] for device, spans in lines.items()}
+    (step,) = trace.steps
+    # The trace's step 0 lasts as long as the longest device's (xprof's step time, 21.3 ms).
+    assert step.duration_ns == max(s.duration_ns for steps in per_device.values() for s in steps)
+    assert step.duration_ns < 25_000_000
+    # Each device's ops are in the step where its own step 0 holds them.
+    ops = trace.ops
+    for device, (own,) in per_device.items():
+        mine = np.array([trace.devices[d].name == device for d in ops["device"].tolist()])
+        in_step = mine & (ops["step"] == 0)
+        assert in_step.sum() > 3000
+        assert np.all((ops["start_ns"][in_step] >= own.start_ns) & (ops["start_ns"][in_step] <= own.end_ns))
+
+
 def test_gpu_correlation_id_links_kernels_without_annotation(corpus, tmp_path):
     """The same file with every annotation removed: kernels are linked through their
     correlation_id to the host launch and the TF op that enclosed it."""
@@ -120,6 +160,49 @@ def test_gpu_correlation_id_links_kernels_without_annotation(corpus, tmp_path):
     agree = [annotated.strings[a] == linked.strings[b] for a, b in
              zip(by_annotation[via_launch].tolist(), by_launch[via_launch].tolist())]
     assert sum(agree) / len(agree) > 0.99
+    # Per op, exactly our own reading of the stripped file's streams and host launches.
+    by_op = {row["key"]: row["device_ns"] for row in linked.summary().by_op if row["device_ns"]}
+    assert by_op == _device_time_by_launching_op(space)
+
+
+def _device_time_by_launching_op(space) -> dict[str, int]:
+    """Device time per TF op read straight from an XSpace: a stream event's host launch
+    (same correlation_id) lies inside TF op events (``name:Type``) on its host line; the
+    innermost one (latest start) is the op; a kernel without one counts as itself."""
+    launch_at, host_ops = {}, defaultdict(list)
+    for plane in space.planes:
+        if not plane.name.startswith("/host:"):
+            continue
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                start, end = event.offset_ps, event.offset_ps + event.duration_ps
+                name = plane.event_metadata[event.metadata_id].name
+                op, colon, op_type = name.rpartition(":")
+                if colon and op and op_type and "::" not in name and " " not in name:
+                    host_ops[line.id].append((start, end, op))
+                for stat in event.stats:
+                    if names.get(stat.metadata_id) == "correlation_id":
+                        launch_at[stat.int64_value or stat.uint64_value] = (line.id, start, end)
+    by_op = defaultdict(int)
+    for plane in space.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            if not line.name.startswith("Stream"):
+                continue
+            for event in line.events:
+                ids = [s.int64_value or s.uint64_value for s in event.stats
+                       if names.get(s.metadata_id) == "correlation_id"]
+                op = plane.event_metadata[event.metadata_id].name
+                if ids and ids[0] in launch_at:
+                    host_line, start, end = launch_at[ids[0]]
+                    around = [(s, o) for s, e, o in host_ops[host_line] if s <= start and end <= e]
+                    if around:
+                        op = max(around)[1]
+                by_op[op] += (event.offset_ps + event.duration_ps) // 1000 - event.offset_ps // 1000
+    return dict(by_op)
 
 
 def _tf1_records(path):

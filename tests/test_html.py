@@ -35,7 +35,7 @@ import tracebridge
 from tests.helpers.browser import browser_mark
 from tracebridge import OutputError, Trace
 from tracebridge.model.builder import TraceBuilder
-from tracebridge.model.schema import OpFlag
+from tracebridge.model.schema import Category, OpFlag
 from tracebridge.writers.html import html_document, is_network_type, notebook_html, write_html
 
 REPO = Path(__file__).resolve().parents[1]
@@ -464,6 +464,44 @@ def test_corpus_gpu_trace(pages, browser):
         opened.page.mouse.move(point["x"], point["y"])
         assert opened.js("([x, y]) => tracebridge.hitTest(x, y).pos", [point["x"], point["y"]]) == longest
         opened.shot("corpus_gpu-zoom")
+        _check_linked_clicks(opened, trace)
+
+
+def _check_linked_clicks(opened: Opened, trace: Trace) -> None:
+    """Clicking a TF op (its dispatch on /gpu:0) highlights its kernels on the streams;
+    clicking one of those kernels highlights the op."""
+    ops = trace.ops
+    device_work = np.isin(ops["category"], (Category.DEVICE, Category.MEMCPY))
+    with_host = set(ops["name"][ops["category"] == Category.OP].tolist())
+    kernels = [i for i in np.flatnonzero(device_work).tolist() if int(ops["name"][i]) in with_host]
+    longest = max(kernels, key=lambda i: int(ops["end_ns"][i] - ops["start_ns"][i]))
+    name = trace.strings[int(ops["name"][longest])]
+    expected = int((ops["name"] == ops["name"][longest]).sum())  # the op, its kernel on each stream
+    assert expected >= 3
+    for on_stream in (False, True):
+        pos = opened.js("""([name, onStream]) => { const d = tracebridge.timelines[0].data;
+            for (let i = 0; i < d.n; i++) {
+                const op = tracebridge.op(i);
+                if (op.name === name && /stream/.test(op.device) === onStream) return i;
+            }
+            return -1; }""", [name, on_stream])
+        assert pos >= 0
+        op = opened.js("(pos) => tracebridge.op(pos)", pos)
+        opened.js("() => tracebridge.clearHighlight()")
+        pad = max(op["duration_ns"], 1000)
+        opened.js("([a, b]) => tracebridge.setRange(a, b)", [op["start_ns"] - pad, op["end_ns"] + pad])
+        point = opened.js("(pos) => tracebridge.screenPoint(pos)", pos)
+        opened.page.mouse.click(point["x"], point["y"])
+        assert opened.js("() => tracebridge.selected().pos") == pos
+        assert opened.js("() => tracebridge.highlighted()") == expected
+        lit = opened.js("""() => { const d = tracebridge.timelines[0].data, out = [];
+            for (let i = 0; i < d.n; i++) if (tracebridge.isHighlighted(i)) out.push(tracebridge.op(i));
+            return out; }""")
+        assert {o["name"] for o in lit} == {name}
+        # Both sides lit: the dispatch on the GPU device and the kernels on its streams.
+        assert {"stream" in o["device"] for o in lit} == {False, True}
+        assert f"{expected:,} ops: {name}" in opened.page.locator(".tb-count").inner_text()
+    opened.js("() => tracebridge.clearHighlight()")
 
 
 @browser_mark

@@ -182,9 +182,9 @@ def test_chrome_events_follow_timeline_conventions(tf_run, tf_build, tmp_path):
         assert e["name"] == e["args"]["op"] and e["dur"] >= 0
     # One flow (s + t with one id) per data edge that crosses lanes; none within a lane.
     from tracebridge.analysis.dataflow import dataflow_edges
-    from tracebridge.writers.chrome import _pids_and_tids
+    from tracebridge.writers.chrome_threads import pids_and_tids
     consumer, producer = dataflow_edges(trace)
-    pid, tid = _pids_and_tids(trace)
+    pid, tid, _ = pids_and_tids(trace)
     crossing = int(((pid[consumer] != pid[producer]) | (tid[consumer] != tid[producer])).sum())
     flows = [e for e in events if e["ph"] in "st"]
     assert len(flows) == 2 * crossing and len({e["id"] for e in flows}) == crossing

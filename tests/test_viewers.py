@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import shutil
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -138,6 +139,26 @@ def corpus_gpu(tmp_path_factory):
     converted = tmp_path_factory.mktemp("viewer_corpus") / "corpus_gpu.tracebridge.json"
     tracebridge.load(source).save(converted, memory=True)
     return {"tracebridge": converted, "timeline_py": source}
+
+
+@pytest.fixture(scope="module", params=["tfprofiler_gpu_multi_worker", "xprof_tpu_inference_2"])
+def corpus_xspace(request, tmp_path_factory):
+    """(d) tracebridge's Chrome trace of a TF2 GPU or TPU XSpace from the corpus and (e)
+    xprof's own trace-viewer JSON of the same file (TF2's counterpart of timeline.py)."""
+    raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
+    source = CORPUS / "xspace" / f"{request.param}.xplane.pb"
+    if not source.is_file():
+        pytest.skip(f"corpus file not found: {source}")
+    folder = tmp_path_factory.mktemp(f"viewer_{request.param}")
+    copy = folder / source.name  # xprof writes cache files beside its input
+    shutil.copy(source, copy)
+    theirs = folder / f"{request.param}.xprof.json"
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "trace_viewer", {})
+    theirs.write_text(data if isinstance(data, str) else data.decode())
+    ours = folder / f"{request.param}.tracebridge.json"
+    tracebridge.load(source).save(ours)
+    return {"tracebridge": ours, "xprof": theirs, "name": request.param,
+            "device": "GPU:4" if "gpu" in request.param else "TPU:0"}
 
 
 # --------------------------------------------------------------------------- servers
@@ -516,6 +537,61 @@ def test_corpus_gpu(viewer, corpus_gpu, sites, browser):
     if viewer in ("perfetto", "catapult"):
         assert ours.flows >= theirs.flows > 0, f"{viewer} drew {ours.flows} flow arrows, {theirs.flows} for TF's"
     _check(ours, theirs, "gpu:0")
+
+
+@pytest.mark.parametrize("viewer", VIEWERS)
+def test_corpus_xspace(viewer, corpus_xspace, sites, browser):
+    """(d) tracebridge's Chrome trace of the GPU and TPU XSpaces vs (e) xprof's own JSON of
+    them: devices as processes with their lanes (derived lines labelled), launch flows."""
+    paths, name = corpus_xspace, corpus_xspace["name"]
+    events = _events(paths["tracebridge"])
+    derived = [e["args"]["name"] for e in events if e.get("name") == "thread_name" and e["args"]["name"].endswith(" (derived)")]
+    assert derived, "no lane is labelled as derived"
+    # Every device's lanes are threads of its process, each with a sort index.
+    sorted_threads = {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_sort_index"}
+    assert sorted_threads == {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name" and e["pid"] >= 2}
+    # At the written (exact decimal) times, a thread's events nest or are disjoint.
+    assert _partly_overlapping(events) == 0
+    ours = load(browser, sites, viewer, paths["tracebridge"], f"{name}-tracebridge")
+    theirs = load(browser, sites, viewer, paths["xprof"], f"{name}-xprof")
+    if viewer == "speedscope" and not theirs.loaded:
+        theirs = Report(viewer=viewer, trace=f"{name}-xprof")  # it opens no xprof JSON: ours, clean
+    assert theirs.loaded or viewer == "speedscope", f"{viewer} did not load xprof's JSON: {theirs.errors}"
+    launches = sum(1 for e in events if e.get("ph") == "s")
+    if "gpu" in name:
+        assert launches > 1000  # a flow from each launch to its kernel
+        if viewer in ("perfetto", "catapult"):
+            assert ours.flows and ours.flows > 0, f"{viewer} drew no flow arrows"
+    dropped = "slice_drop_overlapping_complete_event"
+    if viewer == "perfetto" and ours.errors and all(e.startswith(dropped) for e in ours.errors) \
+            and any(e.startswith(dropped) for e in theirs.errors):
+        pytest.xfail(f"{ours.errors} (xprof's own JSON: {theirs.errors}) -- known writer issue: TPU ops last "
+                     "nanoseconds and timeline.py's microseconds since the epoch are doubles 0.25 us apart in "
+                     "the viewer, so neighbouring ops overlap there (none does at nanoseconds, see test)")
+    unclosed = [w for w in ours.warnings if "Tried to end" in w or "was still open at end of profile" in w]
+    if viewer == "speedscope" and ours.loaded and not ours.errors and unclosed and len(unclosed) == len(ours.warnings):
+        pytest.xfail(f"speedscope: {len(unclosed)} warnings like {unclosed[0][:160]!r} -- known writer issue: "
+                     "speedscope turns X events into begin/end pairs and unwinds nested events that start or end "
+                     "at the same time (a name scope and its first or last child) in the wrong order, then closes "
+                     "what is left open; it cannot open xprof's JSON to compare")
+    _check(ours, theirs, paths["device"])
+
+
+def _partly_overlapping(events) -> int:
+    """X events that start inside an earlier event of their thread and end after it."""
+    threads: dict = {}
+    for e in events:
+        if e.get("ph") == "X":
+            threads.setdefault((e["pid"], e["tid"]), []).append((e["ts"], -e["dur"]))
+    count = 0
+    for spans in threads.values():
+        open_ends: list = []
+        for ts, minus_dur in sorted(spans):
+            while open_ends and open_ends[-1] <= ts:
+                open_ends.pop()
+            count += bool(open_ends and ts - minus_dur > open_ends[-1])
+            open_ends.append(ts - minus_dur)
+    return count
 
 
 def _step_stats_text(pairs: int, seed: int = 0) -> str:

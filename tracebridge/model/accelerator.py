@@ -23,6 +23,7 @@ import numpy as np
 
 from .devices import Device
 from .schema import Category, OpFlag
+from .trace import Step
 
 # Lines of a device plane that xprof derives from the events of its other lines.
 DERIVED_LINES = frozenset({
@@ -144,3 +145,62 @@ def busy_ns(start: np.ndarray, end: np.ndarray) -> int:
     starts = s[new]
     ends = np.append(reach[np.flatnonzero(new)[1:] - 1], reach[-1])
     return int((ends - starts).sum())
+
+
+def launches(trace) -> dict[int, int]:
+    """``{device row: host row that launched it}`` for the kernels and copies counted once.
+
+    An XSpace links a launch to its kernel by ``correlation_id`` (the trace's ``launch``
+    links). TF1's tracer records no such id: a stream record names its op, and that op's
+    own record on the GPU device (its dispatch, on a host thread) is the launch: the one of
+    that name, device and step that started last before the kernel did (or, for a kernel
+    whose clock runs ahead of the host's, the first one of the step)."""
+    ops = trace.ops
+    kernels = np.flatnonzero(device_rows(ops["category"], ops["flags"]))
+    if not len(kernels):
+        return {}
+    links = trace.table("links")
+    if links.rows and "launch" in trace.strings:
+        mine = links["kind"] == trace.strings.index("launch")
+        wanted = set(kernels.tolist())
+        return {int(k): int(h) for h, k in zip(links["producer"][mine].tolist(), links["consumer"][mine].tolist())
+                if k in wanted}
+    # A stream device has no job or task (``/gpu:0/stream:all``): host, type and index match.
+    gpu_of = {i: (d.host, d.type, d.index) for i, d in enumerate(trace.devices)}
+    host_rows = np.flatnonzero(ops["category"] == int(Category.OP))
+    host_rows = host_rows[np.argsort(ops["start_ns"][host_rows], kind="stable")]
+    by_key: dict[tuple, list[int]] = {}
+    for row, device, name, step in zip(host_rows.tolist(), ops["device"][host_rows].tolist(),
+                                       ops["name"][host_rows].tolist(), ops["step"][host_rows].tolist()):
+        if trace.devices[device].stream is None:
+            by_key.setdefault((gpu_of[device], name, step), []).append(row)
+    found = {}
+    starts = ops["start_ns"]
+    for row, device, name, step in zip(kernels.tolist(), ops["device"][kernels].tolist(),
+                                       ops["name"][kernels].tolist(), ops["step"][kernels].tolist()):
+        candidates = by_key.get((gpu_of[device], name, step))
+        if not candidates:
+            continue
+        at = int(np.searchsorted(starts[candidates], starts[row], side="right")) - 1
+        found[row] = candidates[max(at, 0)]
+    return found
+
+
+def device_steps(trace) -> dict[str, tuple]:
+    """Each accelerator's own steps, ``{device name: (Step, ...)}``, from its ``Steps`` line
+    (kept as derived rows named by step number). The trace's steps are one per number; a
+    device's differ from them in where they lie: devices step on their own clocks."""
+    ops = trace.ops
+    step_lanes = [i for i, lane in enumerate(trace.lanes)
+                  if lane.name == "Steps" and trace.devices[lane.device].kind != "host"]
+    rows = np.flatnonzero(np.isin(ops["lane"], step_lanes) & (ops["category"] == int(Category.DERIVED)))
+    spans: dict[str, dict[int, list[int]]] = {}
+    for row in rows[np.argsort(ops["start_ns"][rows], kind="stable")].tolist():
+        device = trace.devices[int(ops["device"][row])].name
+        text = trace.strings[int(ops["name"][row])]
+        mine = spans.setdefault(device, {})
+        number = int(text) if text.isdigit() else len(mine)
+        span = mine.setdefault(number, [int(ops["start_ns"][row]), int(ops["end_ns"][row])])
+        span[0], span[1] = min(span[0], int(ops["start_ns"][row])), max(span[1], int(ops["end_ns"][row]))
+    return {device: tuple(Step(number, lo, hi, f"step {number}") for number, (lo, hi) in sorted(mine.items()))
+            for device, mine in sorted(spans.items())}

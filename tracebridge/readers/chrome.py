@@ -27,6 +27,7 @@ _STEPS, _ALLOCATORS = "Steps", "Allocators"
 # Categories and flags are plain ints in the loop over events (model/schema.py says why).
 _CATEGORY_OF_CAT = {category.chrome: int(category) for category in Category}
 _OP = int(Category.OP)
+_DERIVED = int(Category.DERIVED)
 
 
 def read(source: Source, parallelism: Parallelism) -> Trace:
@@ -140,14 +141,16 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
         kernel = _text(args.get("op", event.get("name", "unknown")))
         inputs = [_text(args[k]) for k in sorted((k for k in args if _INPUT_KEY.match(k)),
                                                  key=lambda k: int(k[5:]))]
+        cat = event.get("cat")
+        category = _CATEGORY_OF_CAT.get(cat, _OP) if isinstance(cat, str) else _OP
         lane_name = thread_names.get((pid, tid)) or (f"lane {tid}" if isinstance(tid, int) else "lane 0")
+        if ours and category == _DERIVED:  # the writer labels xprof's derived lines so
+            lane_name = lane_name.removesuffix(" (derived)")
         lane = builder.lane(device, lane_name, None)
         step = -1
         if len(sorted_starts):
             position = int(np.searchsorted(sorted_starts, ts, side="right")) - 1
             step = step_ids[int(order[max(position, 0)])]
-        cat = event.get("cat")
-        category = _CATEGORY_OF_CAT.get(cat, _OP) if isinstance(cat, str) else _OP
         op = builder.add_op(name=name, op_type=kernel, kernel=kernel, start_ns=ts, end_ns=end,
                             device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
                             flags=flags if name != "RecvTensor" and category == _OP else plain)

@@ -234,7 +234,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
     memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_event >= 0))
     _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
                 event_line, op_of_event, category)
-    _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id,
+    _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id, device_of_event,
                np.flatnonzero(_step_lines(planes, line_owner, line_names)[event_line]))
     _add_links(builder, stats, op_of_event, category)
     return errors, warnings
@@ -514,11 +514,10 @@ def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, st
         builder.add_row("allocations", memory=row, time_ns=time, bytes=-size if is_free else size)
 
 
-def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns, name_id,
+def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns, name_id, device_of_event,
                step_line_events: np.ndarray) -> None:
-    """Steps from ``step_num`` markers, else from device ``Steps`` lines (one step per step
-    number, spanning every device's event of it), else from tf.function calls; ops are
-    assigned to the step whose span contains their start."""
+    """Steps from ``step_num`` markers, else from device ``Steps`` lines, else from
+    tf.function calls; ops are assigned to the step whose span contains their start."""
     names = builder.strings.as_tuple()
     markers = []
     if "step_num" in stats:
@@ -532,13 +531,8 @@ def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns
                 marker[0], marker[1] = min(marker[0], int(start_ns[event])), max(marker[1], int(end_ns[event]))
         markers = [tuple(marker) for marker in found.values()]
     elif len(step_line_events):
-        spans: dict[int, list[int]] = {}
-        for event in step_line_events.tolist():
-            text = names[int(name_id[event])]
-            number = int(text) if text.isdigit() else len(spans)
-            span = spans.setdefault(number, [int(start_ns[event]), int(end_ns[event])])
-            span[0], span[1] = min(span[0], int(start_ns[event])), max(span[1], int(end_ns[event]))
-        markers = [(lo, hi, number, f"step {number}") for number, (lo, hi) in spans.items()]
+        _add_device_steps(builder, op_of_event, start_ns, end_ns, name_id, device_of_event, step_line_events)
+        return
     elif "tf_function_call" in stats:
         for k, event in enumerate(sorted(stats["tf_function_call"][0], key=lambda e: start_ns[e])):
             markers.append((int(start_ns[event]), int(end_ns[event]), k, f"{names[int(name_id[event])]} {k}"))
@@ -546,9 +540,49 @@ def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns
         return
     markers.sort()
     step_ids = np.array([builder.step(number, name, start, end) for start, end, number, name in markers])
+    _assign_steps(builder, op_of_event, start_ns, np.flatnonzero(op_of_event >= 0), markers, step_ids)
+
+
+def _add_device_steps(builder: TraceBuilder, op_of_event, start_ns, end_ns, name_id, device_of_event,
+                      step_line_events: np.ndarray) -> None:
+    """Each device's ``Steps`` line gives that device's steps (:func:`device_steps` reads
+    them back from the kept rows). Devices step on their own clocks (a multi-GPU job's
+    step 0 starts seconds apart on two GPUs), so the trace's step N is not a merge of
+    their spans: it is the longest device's step N (xprof's step time for a number is
+    its longest core's), and an op belongs to step N when its start lies in its own
+    device's step N, or, for a device without a ``Steps`` line (the host), in any's."""
+    names = builder.strings.as_tuple()
+    spans: dict[tuple[int, int], list[int]] = {}
+    for event in step_line_events.tolist():
+        text = names[int(name_id[event])]
+        device = int(device_of_event[event])
+        number = int(text) if text.isdigit() else sum(1 for d, _ in spans if d == device)
+        span = spans.setdefault((device, number), [int(start_ns[event]), int(end_ns[event])])
+        span[0], span[1] = min(span[0], int(start_ns[event])), max(span[1], int(end_ns[event]))
+    longest: dict[int, tuple[int, int]] = {}
+    for (_, number), (lo, hi) in spans.items():
+        if number not in longest or hi - lo > longest[number][1] - longest[number][0]:
+            longest[number] = (lo, hi)
+    numbers = sorted(longest, key=lambda n: (longest[n], n))
+    step_of = {n: builder.step(n, f"step {n}", *longest[n]) for n in numbers}
+    events = np.flatnonzero(op_of_event >= 0)
+    stepping = {device for device, _ in spans}
+    on_stepping = np.isin(device_of_event[events], list(stepping))
+    for device in sorted(stepping):
+        mine = sorted((lo, hi, n, "") for (d, n), (lo, hi) in spans.items() if d == device)
+        _assign_steps(builder, op_of_event, start_ns, events[device_of_event[events] == device], mine,
+                      np.array([step_of[m[2]] for m in mine]))
+    every = sorted((lo, hi, n, "") for (_, n), (lo, hi) in spans.items())
+    _assign_steps(builder, op_of_event, start_ns, events[~on_stepping], every,
+                  np.array([step_of[m[2]] for m in every]))
+
+
+def _assign_steps(builder: TraceBuilder, op_of_event, start_ns, events: np.ndarray, markers: list,
+                  step_ids: np.ndarray) -> None:
+    """Events to the step of ``markers`` (sorted ``(start, end, ...)``) whose span holds
+    their start; with overlapping spans, the latest one that started before them."""
     starts = np.array([m[0] for m in markers], dtype=np.int64)
     ends = np.array([m[1] for m in markers], dtype=np.int64)
-    events = np.flatnonzero(op_of_event >= 0)
     position = np.searchsorted(starts, start_ns[events], side="right") - 1
     inside = (position >= 0) & (start_ns[events] <= ends[np.maximum(position, 0)])
     builder.set_steps(op_of_event[events[inside]], step_ids[position[inside]])

@@ -1,10 +1,12 @@
 """Chrome trace (Trace Event Format) for chrome://tracing, Perfetto and speedscope.
 
 Layout: pid 0 holds step markers, pid 1 the allocator counters, and every device is a
-process of its own (pid 2 + device index) with one thread per lane and a ``network``
-thread for transfers. Op events follow TF's timeline.py (``name`` = op type, args
+process of its own (pid 2 + device index, sorted by index) with one thread per lane
+(sorted in lane order; a line xprof derived from the device's streams is named
+``... (derived)``) and a ``network`` thread for transfers. Op events follow TF's timeline.py (``name`` = op type, args
 ``name``/``op``/``input<i>``) so existing habits carry over; flow arrows link a producer
-to its consumers on other lanes or devices, as timeline.py's ``show_dataflow`` does.
+to its consumers on other lanes or devices, as timeline.py's ``show_dataflow`` does, and
+a host launch to the kernel or copy it started.
 
 Timestamps are absolute microseconds since the epoch like timeline.py's, written as exact
 decimals (``1700000000000123.456``) so nanoseconds survive in the text. Counter samples
@@ -31,12 +33,15 @@ from .._files import atomic_output
 from .._fork import ChildFailed, ForkedJob
 from ..analysis.dataflow import dataflow_edges
 from ..errors import OutputError
+from ..model.accelerator import launches
 from ..model.schema import Category
 from ..model.trace import Trace
 from ..options import choose_parallelism
+from .chrome_threads import FIRST_DEVICE_PID, NETWORK_TID, local_lane_numbers, pid_tid_texts, pids_and_tids
 
-STEPS_PID, ALLOCATORS_PID, FIRST_DEVICE_PID = 0, 1, 2
-NETWORK_TID = 999_999
+STEPS_PID, ALLOCATORS_PID = 0, 1
+_SORT = 1024  # thread sort index: lane number * _SORT (+ k for its k-th sub-row)
+DERIVED_SUFFIX = " (derived)"  # thread names of lanes xprof derived from a device's streams
 _CHUNK = 20_000
 # Below this many events one process writes everything: forking and joining the
 # second half costs more than it saves.
@@ -110,8 +115,8 @@ class _Events:
         self.trace, self.dataflow, self.memory = trace, dataflow, memory
         self.quoted = np.array(list(map(_quote, trace.strings)), dtype=object)
         ops = trace.ops
-        self.pid, self.tid = _pids_and_tids(trace)
-        self.where = _pid_tid_texts(self.pid, self.tid)
+        self.pid, self.tid, self.extra_threads = pids_and_tids(trace)
+        self.where = pid_tid_texts(self.pid, self.tid)
         # The category travels as the event's "cat" ("Op" as in timeline.py for TF ops), so
         # that host annotations of a TF2 trace are still told apart after a round trip.
         # TF1's GPU tracer records (stream and memcpy devices) are "Op" events there too.
@@ -127,7 +132,7 @@ class _Events:
         self.consumer = self.producer = np.zeros(0, dtype=np.int64)
         if dataflow:
             consumer, producer = dataflow_edges(trace)
-            launcher, launched = _launch_edges(trace)  # host launch -> its kernel (XSpace)
+            launcher, launched = _launch_edges(trace)  # host launch -> its kernel or copy
             consumer, producer = np.concatenate([consumer, launched]), np.concatenate([producer, launcher])
             if len(consumer):
                 differs = (self.pid[consumer] != self.pid[producer]) | (self.tid[consumer] != self.tid[producer])
@@ -149,7 +154,7 @@ class _Events:
 
     def units(self) -> list[_Unit]:
         trace = self.trace
-        units = [_Unit(lambda lo, hi: ",\n".join(_metadata_events(trace, self.memory)), 0, 0, 0.0),
+        units = [_Unit(lambda lo, hi: ",\n".join(_metadata_events(trace, self.memory, self.extra_threads)), 0, 0, 0.0),
                  _Unit(lambda lo, hi: ",\n".join(_step_events(trace)), 0, 0, 0.0)]
         n = len(trace)
         for lo in range(0, n, _CHUNK):
@@ -315,7 +320,7 @@ def _append(source, out) -> None:
         shutil.copyfileobj(source, out, 1 << 22)
 
 
-def _metadata_events(trace: Trace, memory: bool) -> list[str]:
+def _metadata_events(trace: Trace, memory: bool, extra_threads: list = ()) -> list[str]:
     events = []
     if trace.steps:
         events.append(_process_name(STEPS_PID, "Steps", -2))
@@ -325,9 +330,15 @@ def _metadata_events(trace: Trace, memory: bool) -> list[str]:
         events.append(f'{{"ph":"M","name":"thread_name","pid":{ALLOCATORS_PID},"tid":0,'
                       f'"args":{{"name":"allocators"}}}}')
     lanes_by_device: dict[int, list[tuple[int, str]]] = {}
-    local = _local_lane_numbers(trace)
-    for index, lane in enumerate(trace.lanes):
-        lanes_by_device.setdefault(lane.device, []).append((int(local[index]), lane.name))
+    local = local_lane_numbers(trace)
+    # Lines xprof derived from a device's streams (TensorFlow Ops, Steps, ...) say so.
+    derived = set(np.unique(trace.ops["lane"][trace.ops["category"] == Category.DERIVED]).tolist())
+    labels = [f"{lane.name}{DERIVED_SUFFIX}" if index in derived else lane.name
+              for index, lane in enumerate(trace.lanes)]
+    for index, lane in enumerate(trace.lanes):  # (tid, name, sort index)
+        lanes_by_device.setdefault(lane.device, []).append((int(local[index]), labels[index], _SORT * int(local[index])))
+    for pid, tid, lane, k in extra_threads:
+        lanes_by_device[pid - FIRST_DEVICE_PID].append((tid, labels[lane], _SORT * int(local[lane]) + min(k, _SORT - 1)))
     network_devices = set(trace.ops["device"][trace.transfers["op"]].tolist()) if trace.transfers.rows else set()
     for index, device in enumerate(trace.devices):
         pid = FIRST_DEVICE_PID + index
@@ -335,9 +346,11 @@ def _metadata_events(trace: Trace, memory: bool) -> list[str]:
         if device.host:  # devices of several hosts share names: the host is a label
             events.append(f'{{"ph":"M","name":"process_labels","pid":{pid},'
                           f'"args":{{"labels":{_quote("host:" + device.host)}}}}}')
-        for tid, name in lanes_by_device.get(index, []):
+        for tid, name, sort_index in lanes_by_device.get(index, []):  # a device's lanes in their order
             events.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},'
-                          f'"args":{{"name":{_quote(name)}}}}}')
+                          f'"args":{{"name":{_quote(name)}}}}},\n'
+                          f'{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},'
+                          f'"args":{{"sort_index":{sort_index}}}}}')
         if index in network_devices:
             events.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{NETWORK_TID},'
                           f'"args":{{"name":"network"}}}}')
@@ -357,46 +370,6 @@ def _step_events(trace: Trace) -> list[str]:
         events.append(f'{{"ph":"X","cat":"Step","name":{_quote(label)},"pid":{STEPS_PID},"tid":0,'
                       f'"ts":{ts},"dur":{dur},"args":{{"step_num":{step.number}}}}}')
     return events
-
-
-def _local_lane_numbers(trace: Trace) -> np.ndarray:
-    """Lane number within its device for every lane (lanes are stored device by device)."""
-    devices = np.array([lane.device for lane in trace.lanes], dtype=np.int64)
-    if not len(devices):
-        return devices
-    first = np.r_[0, np.flatnonzero(devices[1:] != devices[:-1]) + 1]
-    counts = np.diff(np.r_[first, len(devices)])
-    return np.arange(len(devices)) - np.repeat(first, counts)
-
-
-def _pids_and_tids(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    ops = trace.ops
-    pid = ops["device"].astype(np.int64) + FIRST_DEVICE_PID
-    local = _local_lane_numbers(trace)
-    tid = local[ops["lane"]] if len(local) else np.zeros(len(trace), dtype=np.int64)
-    if trace.transfers.rows:
-        tid = tid.copy()
-        tid[trace.transfers["op"]] = NETWORK_TID
-    return pid, tid
-
-
-def _pid_tid_texts(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """``'"pid":2,"tid":0'`` for every op, made once for each of the few distinct pairs
-    (found without sorting when pids and tids are small)."""
-    if not len(pid):
-        return np.zeros(0, dtype=object)
-    tid = tid.astype(np.int64)
-    # few distinct: lane numbers and the network thread
-    tids = np.flatnonzero(np.bincount(tid)) if 0 <= tid.min() and tid.max() <= NETWORK_TID else np.unique(tid)
-    if int(pid.max()) * len(tids) < 10_000_000 and pid.min() >= 0:
-        key = pid * len(tids) + np.searchsorted(tids, tid)
-        present = np.flatnonzero(np.bincount(key))
-        table = np.empty(int(key.max()) + 1, dtype=object)
-        table[present] = [f'"pid":{k // len(tids)},"tid":{tids[k % len(tids)]}' for k in present.tolist()]
-        return table[key]
-    pairs, pair_of_op = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-    texts = np.array([f'"pid":{p},"tid":{t}' for p, t in pairs.tolist()], dtype=object)
-    return texts[pair_of_op.ravel()]
 
 
 def _transfer_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
@@ -462,10 +435,8 @@ def _json_scalar(value) -> str:
 
 
 def _launch_edges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """``(launch, kernel)`` op rows of the trace's ``launch`` links."""
-    links = trace.table("links")
-    empty = np.zeros(0, dtype=np.int64)
-    if not links.rows or "launch" not in trace.strings:
-        return empty, empty
-    mine = links["kind"] == trace.strings.index("launch")
-    return links["producer"][mine].astype(np.int64), links["consumer"][mine].astype(np.int64)
+    """``(launch, kernel)`` op rows: an XSpace's launch links, a TF1 op's dispatch record
+    and its kernels (:func:`~tracebridge.model.accelerator.launches`)."""
+    pairs = launches(trace)
+    return (np.fromiter(pairs.values(), dtype=np.int64, count=len(pairs)),
+            np.fromiter(pairs.keys(), dtype=np.int64, count=len(pairs)))

@@ -335,11 +335,21 @@ class _Payload:
             "columns": {key: {"dtype": code, "length": int(len(values))}
                         for key, (code, values) in self.columns.items()},
             "allocators": self.allocators,
+            # A click on one of these ops highlights the TF op and its kernels (their rows
+            # share the op's name: the TF op that launched each kernel or copy).
+            "linked_names": self._linked_names(),
             # On accelerator traces the top ops rank by device time (a TF op's kernels, once).
             "summary": {"counted": summary.counted, "time": summary.time, "total_ns": summary.total_ns,
                         "op_count": summary.op_count,
                         "by_op": rows(summary.by_op), "by_type": rows(summary.by_type)},
         }
+
+    def _linked_names(self) -> list[str]:
+        """Names of the page's TF ops that ran kernels or copies on an accelerator."""
+        ops = self.trace.ops
+        device_work = np.isin(ops["category"][self.rows], (Category.DEVICE, Category.MEMCPY))
+        names = np.unique(ops["name"][self.rows][device_work])
+        return [self.trace.strings[i] for i in names.tolist()]
 
     def blocks(self, prefix: str) -> Iterator[str]:
         packed = {"strings": _pack(_json(self.strings).encode("ascii"))}

@@ -22,6 +22,7 @@ import numpy as np
 from .. import protos
 from .._files import atomic_output, write_bytes
 from ..errors import OutputError
+from ..model.accelerator import launches
 from ..model.schema import GRAPH_STAT, Category, OpFlag
 from ..model.trace import Trace
 from ..tfrecord import frame
@@ -126,8 +127,35 @@ def to_xspace(trace: Trace, host: str | None = None):
     cuts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1], True])
     for a, b in zip(cuts[:-1], cuts[1:]):
         lane_rows[int(lanes[a])] = order[a:b]
+    # A launch and the kernel it started share a correlation_id, as TF2's GPU tracer writes
+    # them: xprof puts a kernel in the step whose marker encloses its launch on the host
+    # (a GPU step's device time is its kernels so grouped: without any, step time is 0).
+    # xprof takes an event named ``name:Type`` for a TF op, never for a launch, so a TF1
+    # op's dispatch gets one launch event per kernel inside it (at its start, no length:
+    # TF1 records no launch times); an XSpace's own launch events keep being the launches.
+    launched_by = launches(trace)
+    correlation = {kernel: number for number, kernel in enumerate(sorted(launched_by), start=1)}
+    kernels_of: dict[int, list[int]] = {}
+    for kernel, host_row in launched_by.items():
+        if categories[host_row] == Category.OP:
+            kernels_of.setdefault(host_row, []).append(kernel)
+        else:
+            correlation.setdefault(host_row, correlation[kernel])
     metadata_ids: dict[tuple[str, str, str], int] = {}
     last_id: dict[str, int] = {}  # per plane: event metadata ids are 1, 2, ...
+
+    def metadata_id(plane, event_name: str, display_name: str) -> int:
+        # Keyed by type too: a name with a colon is written without its type, and two
+        # ops of that name but different types need a metadata entry (display name) each.
+        key = (plane.name, event_name, display_name)
+        if key not in metadata_ids:
+            metadata_ids[key] = last_id[plane.name] = last_id.get(plane.name, 0) + 1
+            entry = plane.event_metadata[metadata_ids[key]]
+            entry.id = metadata_ids[key]
+            entry.name = event_name
+            entry.display_name = display_name
+        return metadata_ids[key]
+
     for lane_index, rows in lane_rows.items():
         lane = trace.lanes[lane_index]
         device = trace.devices[lane.device]
@@ -143,20 +171,19 @@ def to_xspace(trace: Trace, host: str | None = None):
             on_device = categories[i] in (Category.DEVICE, Category.MEMCPY)
             event_name = strings[ops["kernel"][i]] if on_device else \
                 f"{name}:{op_type}" if categories[i] == Category.OP and ":" not in name else name
-            # Keyed by type too: a name with a colon is written without its type, and two
-            # ops of that name but different types need a metadata entry (display name) each.
-            key = (plane.name, event_name, op_type)
-            if key not in metadata_ids:
-                metadata_ids[key] = last_id[plane.name] = last_id.get(plane.name, 0) + 1
-                entry = plane.event_metadata[metadata_ids[key]]
-                entry.id = metadata_ids[key]
-                entry.name = event_name
-                entry.display_name = op_type
-            event = line.events.add(metadata_id=metadata_ids[key], offset_ps=(int(starts[i]) - base) * 1000,
+            offset_ps = (int(starts[i]) - base) * 1000
+            event = line.events.add(metadata_id=metadata_id(plane, event_name, op_type), offset_ps=offset_ps,
                                     duration_ps=max(int(ends[i]) - int(starts[i]), 0) * 1000)
             if on_device:  # the TF op that launched it, as TF2's GPU tracer annotates kernels
                 for stat in ("tf_op", "annotation"):
                     event.stats.add(metadata_id=stat_id(plane, stat), str_value=f"{name}:{op_type}")
+            if i in correlation:
+                event.stats.add(metadata_id=stat_id(plane, "correlation_id"), int64_value=correlation[i])
+            for kernel in kernels_of.get(i, ()):
+                kernel_name = strings[ops["kernel"][kernel]]
+                launch = line.events.add(metadata_id=metadata_id(plane, kernel_name, kernel_name),
+                                         offset_ps=offset_ps, duration_ps=0)
+                launch.stats.add(metadata_id=stat_id(plane, "correlation_id"), int64_value=correlation[kernel])
     if trace.steps:
         _add_step_markers(trace, plane_for(_HOST_PLANE), base, metadata_ids, last_id, stat_id)
     return space

@@ -52,6 +52,7 @@ class Input {
       const r = target.getBoundingClientRect();
       const pos = timeline.opAt(panel, e.clientX - r.left, e.clientY - r.top);
       page.select(pos >= 0 ? timeline : null, pos);
+      page.highlightLinked(timeline, pos);
     };
     target.addEventListener('pointerup', finish);
     target.addEventListener('pointercancel', () => { drag = null; });

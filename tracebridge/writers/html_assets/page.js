@@ -182,6 +182,17 @@ class Page {
     return total;
   }
 
+  /** A click on a TF op that ran kernels or copies, or on one of them: highlight the op
+   *  and all its kernels (a device row carries the name of the TF op that launched it). */
+  highlightLinked(timeline, pos) {
+    const op = timeline && pos >= 0 ? timeline.data.op(pos) : null;
+    if (!op || !timeline.data.linked.has(op.name)) return 0;
+    this.toolbar.searchBox.value = '';
+    return this.highlight({name: op.name}, (count) => {
+      this.toolbar.say(`${count.toLocaleString('en-US')} ops: ${op.name} and its kernels`);
+    });
+  }
+
   clearHighlight() {
     this.highlightSpec = null;
     for (const t of this.timelines) t.setHighlight(null);

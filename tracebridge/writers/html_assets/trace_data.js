@@ -13,6 +13,7 @@ class TraceData {
     this.lanes = meta.lanes;
     this.steps = meta.steps;
     this.types = meta.types;
+    this.linked = new Set(meta.linked_names || []);  // TF ops with kernels (by name)
     this.colors = meta.types.map(typeColors);
     this.laneFirst = new Float64Array(this.lanes.length + 1);
     this.lanes.forEach((lane, i) => { this.laneFirst[i] = lane.first; });
