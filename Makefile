@@ -26,7 +26,7 @@ $(STAMP_TF): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(STAMP_TEST): pyproject.toml $(STAMP_TF)
-	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate]'
+	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask]'
 	touch $@
 
 demo: $(STAMP_TF)
