@@ -213,3 +213,24 @@ def test_host_file_urls_are_read_through_fsspec(corpus, tmp_path):
     assert read_host(HostFile("tpu", f"file://{path}")) == path.read_bytes()
     with pytest.raises(tracebridge.TraceFormatError):
         read_host(HostFile("x", "nosuchprotocol://bucket/x.xplane.pb"))
+
+
+def test_overview_page_escapes_host_names_and_writes_timelines_on_demand(corpus, tmp_path):
+    evil = '<img src=x onerror="alert(1)">'
+    logdir = _logdir(tmp_path / "logdir", {evil: corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU})
+    out = tmp_path / "out" / "hosts.html"
+    out.parent.mkdir()
+    result = run_cli("summary", logdir, "--by-host", "--html", out, "--timeline", "tpu")
+    assert result.returncode == 0, result.stderr
+    page = out.read_text()
+    assert "<img" not in page and "<script" not in page and "&lt;img src=x" in page
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    parts = host_parts(host_files(logdir))
+    assert page.count('<tr><td class="h">') == len(parts)  # one heat-map row per host
+    steps = {s["number"] for p in parts for s in p["summary"]["steps"]}
+    assert page.count('<td class="c ') == len(parts) * len(steps)
+    pages = sorted(p.name for p in (tmp_path / "out" / "hosts_hosts").iterdir())
+    assert "tpu.html" in pages  # asked for; the others are written when asked (or straggling)
+    assert 'href="hosts_hosts/tpu.html"' in page
+    missing = run_cli("summary", logdir, "--by-host", "--html", out, "--timeline", "nohost")
+    assert missing.returncode == 2 and "no such host" in missing.stderr

@@ -75,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="--by-host: a straggler's median step exceeds all hosts' median by more than "
                               "this share (default 0.1)")
     summary.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the hosts on this Dask cluster")
+    summary.add_argument("--html", metavar="OUT", help="--by-host: also write the overview page (host x step heat "
+                                                       "map, stragglers) and the stragglers' timeline pages")
+    summary.add_argument("--timeline", action="append", default=[], metavar="HOST",
+                         help="--html: also write this host's timeline page (repeatable)")
     summary.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     _add_filters(summary)
     summary.set_defaults(handler=_summary)
@@ -265,6 +269,8 @@ def _summary_by_host(args) -> int:
     from .analysis.hosts import host_files
     if args.csv and args.by_host:
         raise _UsageError("--by-host prints text or --json, not --csv")
+    if (args.html or args.timeline) and not args.by_host:
+        raise _UsageError("--html and --timeline go with --by-host")
     parts = host_parts(host_files(args.input, args.input_run), filters=_filters(args), workers=args.workers,
                        scheduler=args.scheduler, progress=sys.stderr.isatty())
     summary = merge_parts(parts, top=args.top)
@@ -282,7 +288,26 @@ def _summary_by_host(args) -> int:
         if report:
             print()
             print(report.to_text())
+    if args.html:
+        _hosts_html(args, report, parts)
     return 0
+
+
+def _hosts_html(args, report, parts) -> None:
+    from .analysis.host_summary import load_full_host
+    from .analysis.hosts import HostFile
+    from .writers.hosts_html import write_host_timelines, write_hosts_html
+    known = {part["host"]: part for part in parts}
+    unknown = [host for host in args.timeline if host not in known]
+    if unknown:
+        raise _UsageError(f"--timeline {unknown[0]}: no such host (hosts: {', '.join(known)})")
+    folder = write_hosts_html(report, parts, args.html)
+    print(f"wrote {args.html}", file=sys.stderr)
+    wanted = list(dict.fromkeys([s["host"] for s in report.stragglers] + args.timeline))
+    pages = write_host_timelines(((host, load_full_host(HostFile(host, known[host]["path"]))) for host in wanted),
+                                 folder)
+    for page in pages:
+        print(f"wrote {page}", file=sys.stderr)
 
 
 def _compare(args) -> int:

@@ -44,18 +44,23 @@ def host_part(file: HostFile, mode: str | None = None, filters: dict | None = No
                       for lane, t in zip(trace.lanes, lane_time.tolist())]}
 
 
-def load_host(file: HostFile):
-    """One host's trace: an XSpace's op rows only (all a summary needs); another format
-    (a TF1 task's RunMetadata or Chrome trace) in full."""
+def load_host(file: HostFile, ops_only: bool = True):
+    """One host's trace: an XSpace's op rows only (all a summary needs) unless not
+    ``ops_only``; another format (a TF1 task's RunMetadata or Chrome trace) in full."""
     data = read_host(file)
     if file.path.endswith(".xplane.pb"):
         from ..readers.xspace import read_xspace_files
-        return read_xspace_files([(file.path, data, file.host)], ops_only=True)
+        return read_xspace_files([(file.path, data, file.host)], ops_only=ops_only)
     from ..formats import BY_NAME, sniff
     from ..options import choose_parallelism
     from ..readers.sources import InputFile, Source
     return BY_NAME[sniff(file.path, data)].read(Source(file.path, (InputFile(file.path, data, file.host),)),
                                                   choose_parallelism(1))
+
+
+def load_full_host(file: HostFile):
+    """One host's whole trace (for its timeline page)."""
+    return load_host(file, ops_only=False)
 
 
 def host_parts(files: Sequence[HostFile], *, filters: dict | None = None, workers: int | None = None,
