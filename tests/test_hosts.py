@@ -234,3 +234,27 @@ def test_overview_page_escapes_host_names_and_writes_timelines_on_demand(corpus,
     assert 'href="hosts_hosts/tpu.html"' in page
     missing = run_cli("summary", logdir, "--by-host", "--html", out, "--timeline", "nohost")
     assert missing.returncode == 2 and "no such host" in missing.stderr
+
+
+def test_two_multi_host_runs_compared_group_by_group(corpus, tmp_path):
+    from tracebridge.analysis.compare import compare
+    from tracebridge.analysis.host_groups import host_group
+    from tracebridge.model.merge import merge_traces
+    gpu, tpu = corpus / "xspace" / GPU, corpus / "xspace" / TPU
+    control = _logdir(tmp_path / "a", {"worker-0": gpu, "worker-1": gpu})
+    test = _logdir(tmp_path / "b", {"worker-0": gpu, "worker-1": gpu, "worker-2": gpu, "ps-0": tpu})
+    assert [host_group(h) for h in ("worker-12", "ps0", "10.0.0.5_6009", "7")] == ["worker", "ps", "10.0.0.5", "7"]
+    result = run_cli("compare", control, test, "--by-host-group", "--json")
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    (pair,) = found["groups"]
+    assert (pair["control_group"], pair["test_group"]) == ("worker", "worker")
+    assert pair["test_hosts"] == ["worker-0", "worker-1", "worker-2"]
+    assert found["unmatched_groups"] == {"control": [], "test": ["ps"]}
+
+    def merged(logdir, hosts):  # each host's devices under its own name, as in a logdir
+        from tracebridge.analysis.host_summary import load_full_host
+        run = logdir / "plugins" / "profile" / "2026_01_01_00_00_00"
+        return merge_traces([load_full_host(HostFile(h, str(run / f"{h}.xplane.pb"))) for h in hosts])
+    direct = compare(merged(control, pair["control_hosts"]), merged(test, pair["test_hosts"]))
+    assert json.loads(json.dumps(direct.to_dict())) == pair["comparison"]

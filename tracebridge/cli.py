@@ -98,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--time", choices=("auto", "device", "host"), default="auto",
                       help="compare device time per TF op (kernels, copies) or the TF ops' host time; "
                            "auto: device time when both runs have device activity")
+    diff.add_argument("--by-host-group", action="store_true",
+                      help="CONTROL and TEST are multi-host runs (profile logdirs, or FILE,FILE,... one host "
+                           "each): compare host group by host group (worker-3 is in group worker)")
+    diff.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="--by-host-group: on this Dask cluster")
     _add_workers(diff)
     diff.set_defaults(handler=_compare)
 
@@ -322,6 +326,10 @@ def _compare(args) -> int:
             re.compile(pattern)
         except re.error as error:
             raise _UsageError(f"--rule {rule!r}: bad regular expression ({error})")
+    if args.by_host_group:
+        return _compare_host_groups(args)
+    if args.scheduler:
+        raise _UsageError("--scheduler goes with --by-host-group")
     comparison = compare(_load(args, args.control), _load(args, args.test), rules=args.rule,
                          warmup=args.warmup, threshold=args.threshold, time=args.time)
     if args.json:
@@ -334,6 +342,18 @@ def _compare(args) -> int:
         from .writers.compare_html import write_compare_html
         write_compare_html(comparison, args.html)
         print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+def _compare_host_groups(args) -> int:
+    from .analysis.host_groups import compare_host_groups
+    from .analysis.hosts import host_files
+    if args.csv or args.html:
+        raise _UsageError("--by-host-group prints text or --json")
+    sides = [host_files(path.split(",") if "," in path else path) for path in (args.control, args.test)]
+    result = compare_host_groups(*sides, workers=args.workers, scheduler=args.scheduler, top=args.top,
+                                 rules=args.rule, warmup=args.warmup, threshold=args.threshold, time=args.time)
+    print(result.to_json() if args.json else result.to_text())
     return 0
 
 

@@ -236,7 +236,8 @@ def decode(raw: bytes, starts, ends) -> Fields:
     pieces: dict[int, list[dict[str, np.ndarray]]] = {}
     while len(pos):
         if len(pos) < _LOCKSTEP_MIN:
-            _group(pieces, _scan(raw, pos, end, owner))
+            for rows in _scan(raw, pos, end, owner):
+                _group(pieces, rows)
             break
         tags, tag_len = _varints(buf, pos, end)
         if tag_len.max() > 5:  # a tag is a 32-bit varint
@@ -267,9 +268,13 @@ def decode(raw: bytes, starts, ends) -> Fields:
         more = pos < end
         if not more.all():
             pos, end, owner = pos[more], end[more], owner[more]
-    parts = {number: {k: np.concatenate([p[k] for p in chunks]) if len(chunks) > 1 else chunks[0][k]
-                      for k in _COLUMNS}
-             for number, chunks in pieces.items()}
+    parts = {}
+    for number in list(pieces):
+        chunks = pieces.pop(number)
+        # A column at a time, each piece's column dropped once joined: a field of 3M rows
+        # is never held twice over.
+        parts[number] = {k: np.concatenate([chunk.pop(k) for chunk in chunks]) if len(chunks) > 1 else chunks[0][k]
+                         for k in _COLUMNS}
     return Fields(parts)
 
 
@@ -324,8 +329,9 @@ def _group(pieces: dict[int, list], rows: dict[str, np.ndarray]) -> None:
         pieces.setdefault(int(sorted_numbers[a]), []).append({k: v[take] for k, v in rows.items()})
 
 
-def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> dict[str, np.ndarray]:
-    """The sequential twin of the lockstep loop, for a few messages with many fields.
+def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """The sequential twin of the lockstep loop, for a few messages with many fields;
+    returns the rows found as pieces, in wire order.
 
     The loop body is kept to the bone (it runs once per field: a million times for the
     node_stats of a big DeviceStepStats): one-byte tags and lengths of up to two bytes
@@ -338,7 +344,8 @@ def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> d
     counts: list[int] = []
     add_tag, add_value, add_offset = tags.append, values.append, offsets.append
     array_view = None
-    for p, e in zip(pos.tolist(), end.tolist()):
+    bulk: list[tuple[int, dict]] = []  # (row of the arrays above it goes before, its rows)
+    for message, p, e in zip(owner.tolist(), pos.tolist(), end.tolist()):
         before = len(tags)
         while p < e:
             field_start = p
@@ -351,10 +358,13 @@ def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> d
                     if array_view is None:
                         array_view = np.frombuffer(data, dtype=np.uint8)
                     found_offsets, found_lengths, p = _run_of(array_view, p, e, tag)
-                    offsets.frombytes(found_offsets.astype(np.int64).tobytes())
-                    values.frombytes(found_lengths.astype(np.uint64).tobytes())
+                    found = len(found_offsets)
+                    bulk.append((len(tags), {
+                        "number": np.full(found, tag >> 3, dtype=np.int64),
+                        "message": np.full(found, message, dtype=np.int64),
+                        "wire_type": np.full(found, LENGTH, dtype=np.int8),
+                        "value": found_lengths.astype(np.uint64), "offset": found_offsets.astype(np.int64)}))
                     if p >= e or data[p] != tag:
-                        tags.extend(repeat(tag, len(values) - run))
                         continue
                     # What is left (a malformed field) goes through the loop below.
                 while True:
@@ -417,13 +427,21 @@ def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> d
             add_value(value)
         counts.append(len(tags) - before)
     tag_array = np.frombuffer(tags, dtype=np.uint64) if len(tags) else np.zeros(0, np.uint64)
-    return {
+    rows = {
         "number": (tag_array >> np.uint64(3)).astype(np.int64),
         "message": np.repeat(owner, counts),
         "wire_type": (tag_array & np.uint64(7)).astype(np.int8),
-        "value": np.frombuffer(values, dtype=np.uint64).copy() if len(values) else np.zeros(0, np.uint64),
-        "offset": np.frombuffer(offsets, dtype=np.int64).copy() if len(offsets) else np.zeros(0, np.int64),
+        "value": np.frombuffer(values, dtype=np.uint64) if len(values) else np.zeros(0, np.uint64),
+        "offset": np.frombuffer(offsets, dtype=np.int64) if len(offsets) else np.zeros(0, np.int64),
     }
+    # Runs split in bulk go between the rows read one by one, in wire order (no copies).
+    pieces, done = [], 0
+    for at, run_rows in bulk:
+        pieces.append({k: v[done:at] for k, v in rows.items()})
+        pieces.append(run_rows)
+        done = at
+    pieces.append({k: v[done:] for k, v in rows.items()})
+    return pieces
 
 
 # Runs of one field longer than this many bytes are split into fields in bulk (_run_of),

@@ -38,7 +38,7 @@ from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
 _MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _TASK_ENVIRONMENT = "Task Environment"
-_EVENT_CHUNK = 500_000
+_EVENT_CHUNK = 200_000
 _SPACE = protos.field_numbers("tensorflow.profiler.XSpace")
 _PLANE = protos.field_numbers("tensorflow.profiler.XPlane")
 _LINE = protos.field_numbers("tensorflow.profiler.XLine")
@@ -173,6 +173,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
             into[0].extend(events)
             into[1].extend(values)
         del events_f
+    del event_starts, event_ends, lines_f
 
     # Devices and lanes: one device per plane (and host), one lane per line.
     plane_device = {p: -1 for p, plane in enumerate(planes) if plane.name != _TASK_ENVIRONMENT}
