@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..model.schema import Category
-from .hosts import HostFile, map_hosts, read_host
+from .hosts import HostFile, host_runner, read_host
 from .summary import MODES, Summary, summarize, summary_mode
 
 
@@ -66,14 +66,14 @@ def load_full_host(file: HostFile):
 def host_parts(files: Sequence[HostFile], *, filters: dict | None = None, workers: int | None = None,
                scheduler: str | None = None, progress: bool = False) -> list[dict]:
     """Every host's part, all counting the same rows."""
-    run = functools.partial(map_hosts, workers=workers, scheduler=scheduler, progress=progress)
-    parts = run(functools.partial(host_part, filters=filters), files)
-    mode = common_mode(parts)
-    redo = [i for i, part in enumerate(parts) if part["mode"] != mode]
-    if redo:
-        again = run(functools.partial(host_part, mode=mode, filters=filters), [files[i] for i in redo])
-        for i, part in zip(redo, again):
-            parts[i] = part
+    with host_runner(workers=workers, scheduler=scheduler, progress=progress) as run:
+        parts = run(functools.partial(host_part, filters=filters), files)
+        mode = common_mode(parts)
+        redo = [i for i, part in enumerate(parts) if part["mode"] != mode]
+        if redo:
+            again = run(functools.partial(host_part, mode=mode, filters=filters), [files[i] for i in redo])
+            for i, part in zip(redo, again):
+                parts[i] = part
     return parts
 
 

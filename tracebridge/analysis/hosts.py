@@ -19,7 +19,10 @@ Dask is the optional extra ``tracebridge[dask]``; progress is Dask's own
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,47 +90,61 @@ def map_hosts(function: Callable[[HostFile], Any], files: Sequence[HostFile], *,
               scheduler: str | None = None, progress: bool = False) -> list:
     """``[function(file) for file in files]``, in this process (``workers`` None or 1 and
     no ``scheduler``) or on Dask. Each call holds one host; results come back in order."""
+    with host_runner(workers=workers, scheduler=scheduler, progress=progress) as run:
+        return run(function, files)
+
+
+@contextlib.contextmanager
+def host_runner(*, workers: int | None = None, scheduler: str | None = None, progress: bool = False):
+    """``run(function, items)`` as :func:`map_hosts` does it, on one cluster for the whole
+    ``with`` block (a local cluster is started once, however many maps run on it)."""
     if workers is not None and workers < 1:
         raise OptionError(f"workers must be 1 or more, not {workers}")
     if scheduler is None and (workers is None or workers == 1):
-        return _in_process(function, files, progress)
+        yield functools.partial(_in_process, progress=progress)
+        return
     try:
         from distributed import Client, LocalCluster
-        from distributed import progress as dask_progress
     except ImportError:
         what = f"--scheduler {scheduler}" if scheduler else f"{workers} workers"
         raise MissingDependencyError(what, "dask") from None
+    cluster = None
     if scheduler is not None:
         try:
             client = Client(scheduler, timeout="10s")
         except (OSError, TimeoutError) as error:
             raise TraceFormatError(f"no Dask scheduler answers ({error})", path=scheduler) from None
-        cluster = None
     else:
         # Processes, one thread each: a worker holds one host's trace at a time.
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(cluster)
     try:
-        futures = client.map(function, list(files), pure=False)
-        if progress:
-            dask_progress(futures)
-        return client.gather(futures)
+        yield functools.partial(_on_dask, client, progress=progress)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
 
 
-def _in_process(function, files: Sequence[HostFile], progress: bool) -> list:
+def _on_dask(client, function, items: Sequence, progress: bool) -> list:
+    futures = client.map(function, list(items), pure=False)
+    if progress:  # Dask's text bar writes to stdout: keep stdout for the results
+        from distributed import progress as dask_progress
+        with contextlib.redirect_stdout(sys.stderr):
+            dask_progress(futures)
+    return client.gather(futures)
+
+
+def _in_process(function, files: Sequence, progress: bool) -> list:
     try:
+        from rich.console import Console
         from rich.progress import Progress
     except ImportError:  # rich is optional: no bar then
         progress = False
     if not progress:
         return [function(file) for file in files]
     results = []
-    with Progress(transient=True) as bar:
+    with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("hosts", total=len(files))
         for file in files:
             results.append(function(file))
