@@ -258,3 +258,15 @@ def test_two_multi_host_runs_compared_group_by_group(corpus, tmp_path):
         return merge_traces([load_full_host(HostFile(h, str(run / f"{h}.xplane.pb"))) for h in hosts])
     direct = compare(merged(control, pair["control_hosts"]), merged(test, pair["test_hosts"]))
     assert json.loads(json.dumps(direct.to_dict())) == pair["comparison"]
+
+
+def test_filters_apply_host_by_host_as_to_the_merged_trace(corpus, tmp_path):
+    logdir = _logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
+                                "gpu-b": corpus / "xspace" / GPU})
+    for flag, value, key in (("--name", "Memcpy|copy", "name"), ("--device", "GPU:6|TPU:1", "device")):
+        result = run_cli("summary", logdir, flag, value, "--json")
+        assert result.returncode == 0, result.stderr
+        expected = tracebridge.load(logdir).filter(**{key: value}).summary(top=20).to_dict()
+        assert json.loads(result.stdout) == json.loads(json.dumps(expected))
+    missing = run_cli("summary", logdir, "--step", "12345")
+    assert missing.returncode == 2 and "no host has such a step" in missing.stderr

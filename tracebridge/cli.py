@@ -275,8 +275,11 @@ def _summary_by_host(args) -> int:
         raise _UsageError("--by-host prints text or --json, not --csv")
     if (args.html or args.timeline) and not args.by_host:
         raise _UsageError("--html and --timeline go with --by-host")
-    parts = host_parts(host_files(args.input, args.input_run), filters=_filters(args), workers=args.workers,
+    filters = _filters(args)
+    parts = host_parts(host_files(args.input, args.input_run), filters=filters, workers=args.workers,
                        scheduler=args.scheduler, progress=sys.stderr.isatty())
+    if "step" in filters and not any(s["number"] == filters["step"] for p in parts for s in p["summary"]["steps"]):
+        raise _UsageError(f"--step {filters['step']}: no host has such a step")
     summary = merge_parts(parts, top=args.top)
     report = None
     if args.by_host:
