@@ -55,6 +55,7 @@ def test_corpus_hosts_merge_like_one_trace(corpus, tmp_path):
                                 "gpu-b": corpus / "xspace" / GPU})
     for top in (None, 7):
         parts = _equal_by_host(logdir, top)
+    assert tracebridge.summarize_hosts(logdir, top=7).to_dict() == tracebridge.load(logdir).summary(top=7).to_dict()
     assert [p["host"] for p in parts] == ["gpu-a", "gpu-b", "tpu"]
     summary = merge_parts(parts)
     # busy time is per host's device: the two GPU hosts' /device:GPU:6 rows are both there

@@ -19,8 +19,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..model.schema import Category
-from .hosts import HostFile, host_runner, read_host
+from .hosts import HostFile, host_files, host_runner, read_host
 from .summary import MODES, Summary, summarize, summary_mode
+
+
+def summarize_hosts(inputs, *, run: str | None = None, top: int | None = None, filters: dict | None = None,
+                    workers: int | None = None, scheduler: str | None = None, progress: bool = False) -> Summary:
+    """The summary of a multi-host profile (a logdir, a run folder, or one XSpace file or
+    fsspec URL per host), computed host by host: in this process, on a local Dask cluster
+    (``workers``) or on an existing one (``scheduler="tcp://HOST:PORT"``)."""
+    parts = host_parts(host_files(inputs, run), filters=filters, workers=workers, scheduler=scheduler,
+                       progress=progress)
+    return merge_parts(parts, top)
 
 
 def host_part(file: HostFile, mode: str | None = None, filters: dict | None = None) -> dict:
