@@ -126,9 +126,11 @@ def test_real_dask_cluster_gives_the_same_summary(corpus, tmp_path):
     scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     address = f"tcp://127.0.0.1:{port}"
-    worker = subprocess.Popen([dask, "worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    processes = [scheduler]
     try:
+        processes.append(subprocess.Popen([dask, "worker", address, "--nworkers", "2", "--nthreads", "1",
+                                           "--no-dashboard"], stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, env=env))
         expected = run_cli("summary", logdir, "--json", "--by-host")
         assert expected.returncode == 0, expected.stderr
         deadline = time.time() + 60
@@ -146,7 +148,7 @@ def test_real_dask_cluster_gives_the_same_summary(corpus, tmp_path):
         assert local.returncode == 0, local.stderr
         assert json.loads(local.stdout) == tracebridge.load(logdir).summary(top=20).to_dict()
     finally:
-        for process in (worker, scheduler):
+        for process in reversed(processes):  # workers first, then the scheduler
             process.terminate()
             process.wait(timeout=60)
 
