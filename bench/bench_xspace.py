@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from measure import machine, median_of, python, run_once  # noqa: E402
+from measure import machine, median_of, python, run_once, xspace_profile  # noqa: E402
 from targets import result_row, verdict, write_rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,13 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", help="also write the result row here (bench/targets.py)")
     args = parser.parse_args(argv)
     out_dir = os.path.join(HERE, "out")
-    os.makedirs(out_dir, exist_ok=True)
-    source = os.path.join(out_dir, f"xspace_{args.ops}x{args.steps}.xplane.pb")
-    if not os.path.exists(source):
-        print(f"generating {source} ...", flush=True)
-        generated = run_once(python(os.path.join(HERE, "gen_xspace.py"), source, str(args.ops), str(args.steps)))
-        if generated.returncode:
-            raise SystemExit(generated.output)
+    source = xspace_profile(out_dir, args.ops, args.steps)
     size_mb = os.path.getsize(source) / 1e6
     work = tempfile.mkdtemp(prefix="bench-xspace-")
     try:

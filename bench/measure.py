@@ -87,3 +87,17 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def xspace_profile(out_dir: str, ops: int, steps: int) -> str:
+    """The real TF profile of bench/gen_xspace.py (``ops`` x ``steps``) in ``out_dir``,
+    generated on first use (it takes a TF run)."""
+    os.makedirs(out_dir, exist_ok=True)
+    source = os.path.join(out_dir, f"xspace_{ops}x{steps}.xplane.pb")
+    if not os.path.exists(source):
+        print(f"generating {source} ...", flush=True)
+        here = os.path.dirname(os.path.abspath(__file__))
+        generated = run_once(python(os.path.join(here, "gen_xspace.py"), source, str(ops), str(steps)))
+        if generated.returncode:
+            raise SystemExit(generated.output)
+    return source

@@ -8,6 +8,8 @@ in the same run on the same input:
 * bench_compat_timeline.py: compat.timeline vs TF's timeline.py (issue 6, no target);
 * bench_xspace.py: XSpace -> Chrome JSON vs xprof's trace_viewer converter (issue 3);
 * bench_capture.py: capture overhead vs bare tf.profiler start/stop and vs no tracing (issue 3);
+* bench_hosts.py: one host's summary vs xprof's framework_op_stats, and a 16-host logdir
+  summarized host by host in process and on 2 Dask workers (issue 18);
 * bench_html.py: the HTML view's first draw in headless Chromium, redraws and file size
   vs timeline.py's JSON (issue 4).
 
@@ -73,6 +75,8 @@ BENCHMARKS = [
               ("--ops", "30", "--steps", "20", "--repeat", "1")),
     Benchmark("capture", "bench_capture.py", ("--steps", "100", "--rounds", "9", "--processes", "3"),
               ("--steps", "10", "--rounds", "1", "--processes", "1")),
+    Benchmark("hosts", "bench_hosts.py", ("--repeat", "3", "--hosts", "16"),
+              ("--ops", "30", "--steps", "20", "--repeat", "1", "--hosts", "2")),
     Benchmark("html", "bench_html.py", ("--sizes", "10000,100000,1000000", "--repeat", "3", "--tf-max", "100000"),
               ("--sizes", "1000,5000", "--repeat", "1", "--tf-max", "1000")),
 ]

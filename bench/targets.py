@@ -54,6 +54,10 @@ TARGETS = [
     Target("T6", 4, "A trace of 1M ops must open and draw its first full view within 2 s of load in headless "
            "Chromium on these machines", "bench_html.py", "1,000,000 ops"),
     Target("T7", 4, "stay interactive while zooming and panning", "bench_html.py", "1,000,000 ops"),
+    Target("T8", 18, "Target: ≤ 0.15× xprof's time and ≤ 0.25× its memory, measured side by side in one run",
+           "bench_hosts.py", "the 2,000 ops × 1,500 steps XSpace"),
+    Target("T9", 18, "a logdir of 16 hosts × the 3M-event profile (about 780 MB, 48M events) summarized with "
+           "peak client RSS ≤ 1.5 GB and worker RSS ≤ 1.5 GB each", "bench_hosts.py", "16 × the 3M-event XSpace"),
 ]
 BY_ID = {target.id: target for target in TARGETS}
 

@@ -34,6 +34,8 @@ QUICK_ROWS = {
     "XSpace → Chrome JSON (issue 3)": 1,
     "Capture overhead (issue 3)": 2,
     "HTML view (issue 4)": 6,
+    "XSpace summary, one host (issue 18)": 1,
+    "XSpace summary, 2 hosts (issue 18)": 1,
 }
 COLUMNS = ["#", "benchmark", "input", "unit", "tracebridge", "peak MiB", "anchor", "anchor value",
            "anchor peak MiB", "anchor / tracebridge", "target", "met?"]
@@ -141,7 +143,7 @@ def test_quick_run_reports_every_benchmark(tmp_path):
     compat = [row for row in data if row["issue"] == 6]
     assert all("output identical to TF's: yes" in row["notes"] for row in compat)
     assert all("TensorFlow imported: no" in row["notes"] for row in compat)
-    for name in ("stepstats", "compat_timeline", "xspace", "capture", "html"):
+    for name in ("stepstats", "compat_timeline", "xspace", "capture", "html", "hosts"):
         assert (tmp_path / "work" / f"{name}.log").stat().st_size > 0
 
 

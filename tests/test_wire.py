@@ -239,6 +239,39 @@ def test_decode_one_by_one_equals_all_at_once(nodes):
         assert decoded_fields(data, alone) == together.get(i, {})
 
 
+def _long_run(seed: int) -> bytes:
+    """A run of length-delimited field 4 (an XSpace line's events) long enough to be split
+    in bulk: payloads of 0 to 300 bytes full of the run's own tag byte, a few with two- and
+    three-byte lengths, one with a four-byte length, between other fields."""
+    rng = np.random.default_rng(seed)
+    payloads = [bytes(rng.choice([0x22, 0x08, 0x80, 0x01, 0xFF], size=int(n)).astype(np.uint8))
+                for n in rng.integers(0, 300, size=4000)]
+    payloads[100] = b"\x22" * 20_000           # a three-byte length
+    payloads[2000] = b"\x22\x81" * (1 << 20)  # a four-byte length: the loop reads it
+    head = encode_field(1, VARINT, 7) + encode_field(2, LENGTH, b"name")
+    run = b"".join(encode_field(4, LENGTH, payload) for payload in payloads)
+    return head + run + encode_field(9, VARINT, 300) + encode_field(4, LENGTH, b"\x22\x22")
+
+
+@pytest.mark.parametrize("block", [4096, 1 << 22])
+def test_long_runs_split_in_bulk_match_protobuf(monkeypatch, block):
+    monkeypatch.setattr(wire, "_RUN_BLOCK", block)
+    data = _long_run(block)
+    assert decoded_fields(data, decode(data, [0], [len(data)])) == reference_fields(data)
+
+
+def test_long_run_with_a_bad_length_fails_where_the_loop_does(monkeypatch):
+    data = _long_run(3)
+    bad = bytearray(data[:-40])  # the last field of the run claims more than remains
+    errors = []
+    for threshold in (1 << 16, 1 << 62):  # in bulk, then the plain loop
+        monkeypatch.setattr(wire, "_VECTOR_RUN_MIN", threshold)
+        with pytest.raises(WireError) as caught:
+            decode(bytes(bad), [0], [len(bad)])
+        errors.append((caught.value.reason, caught.value.offset))
+    assert errors[0] == errors[1]
+
+
 def test_varint_lengths_and_extremes():
     values = [0, 1, 127, 128, 300, 16383, 16384, (1 << 35) + 5, 1 << 49, (1 << 56) - 1, 1 << 56,
               (1 << 63) - 1, 1 << 63, U64, -1, -(1 << 63), 1_700_000_000_123_456_789]

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CaptureError", "Device", "Lane", "MigrationError", "MissingDependencyError", "Op",
     "OutputError", "Step", "Trace", "TraceFormatError", "TracebridgeError", "UnsafePickleError",
-    "__version__", "capture_remote", "compare", "load", "trace",
+    "__version__", "capture_remote", "compare", "load", "summarize_hosts", "trace",
 ]
 
 
@@ -48,6 +48,14 @@ def capture_remote(addresses, duration_ms, **options):
     trace with a device per plane and host; see :mod:`tracebridge.capture.remote`."""
     from .capture.remote import capture_remote as _capture_remote
     return _capture_remote(addresses, duration_ms, **options)
+
+
+def summarize_hosts(inputs, **options):
+    """The summary of a multi-host profile (logdir, or one XSpace per host), host by host,
+    in this process or on Dask (``workers=N``, ``scheduler="tcp://HOST:PORT"``); see
+    :mod:`tracebridge.analysis.host_summary`."""
+    from .analysis.host_summary import summarize_hosts as _summarize_hosts
+    return _summarize_hosts(inputs, **options)
 
 
 def compare(control, test, **options):

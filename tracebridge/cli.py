@@ -59,12 +59,27 @@ def _parser() -> argparse.ArgumentParser:
     _add_filters(convert)
     convert.set_defaults(handler=_convert)
 
-    summary = commands.add_parser("summary", help="top ops by total time, by op type and by device")
-    summary.add_argument("input")
+    summary = commands.add_parser(
+        "summary", help="top ops by total time, by op type and by device",
+        description="A profile logdir with several hosts (or several XSpace files) is summarized host by "
+                    "host and merged: in this process, on a local Dask cluster (--workers N) or on an "
+                    "existing one (--scheduler); Dask needs tracebridge[dask].")
+    summary.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host")
     summary.add_argument("--top", type=int, default=20, help="rows per table (default 20)")
     output = summary.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true")
     output.add_argument("--csv", action="store_true")
+    summary.add_argument("--by-host", action="store_true",
+                         help="also per-host step times, stragglers, step skew and collective time")
+    summary.add_argument("--threshold", type=float, default=0.1,
+                         help="--by-host: a straggler's median step exceeds all hosts' median by more than "
+                              "this share (default 0.1)")
+    summary.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the hosts on this Dask cluster")
+    summary.add_argument("--html", metavar="OUT", help="--by-host: also write the overview page (host x step heat "
+                                                       "map, stragglers) and the stragglers' timeline pages")
+    summary.add_argument("--timeline", action="append", default=[], metavar="HOST",
+                         help="--html: also write this host's timeline page (repeatable)")
+    summary.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     _add_filters(summary)
     summary.set_defaults(handler=_summary)
 
@@ -83,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--time", choices=("auto", "device", "host"), default="auto",
                       help="compare device time per TF op (kernels, copies) or the TF ops' host time; "
                            "auto: device time when both runs have device activity")
+    diff.add_argument("--by-host-group", action="store_true",
+                      help="CONTROL and TEST are multi-host runs (profile logdirs, or FILE,FILE,... one host "
+                           "each): compare host group by host group (worker-3 is in group worker)")
+    diff.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="--by-host-group: on this Dask cluster")
     _add_workers(diff)
     diff.set_defaults(handler=_compare)
 
@@ -145,24 +164,30 @@ def _add_workers(parser: argparse.ArgumentParser) -> None:
                              f"forking is safe, for large inputs; {WORKERS_VARIABLE} if set)")
 
 
-def _load(args, path: str | None = None):
+def _load(args, path: str | None = None, ops_only: bool = False):
     from .formats import load
-    trace = load(path or args.input, workers=args.workers)
-    filters = {k: getattr(args, k, None) for k in ("step", "device", "name", "op_type")}
-    filters = {k: v for k, v in filters.items() if v is not None}
+    trace = load(path or args.input, workers=args.workers, run=getattr(args, "input_run", None), ops_only=ops_only)
+    filters = _filters(args)
     if filters:
-        import re
-        for key in ("device", "name", "op_type"):
-            if key in filters:
-                try:
-                    re.compile(filters[key])
-                except re.error as error:
-                    raise _UsageError(f"--{key.replace('_', '-')}: bad regular expression ({error})")
         if "step" in filters and filters["step"] not in [s.number for s in trace.steps]:
             numbers = ", ".join(str(s.number) for s in trace.steps) or "none"
             raise _UsageError(f"--step {filters['step']}: no such step (steps: {numbers})")
         trace = trace.filter(**filters)
     return trace
+
+
+def _filters(args) -> dict:
+    """The --step/--device/--name/--op-type filters given, their expressions checked."""
+    filters = {k: getattr(args, k, None) for k in ("step", "device", "name", "op_type")}
+    filters = {k: v for k, v in filters.items() if v is not None}
+    import re
+    for key in ("device", "name", "op_type"):
+        if key in filters:
+            try:
+                re.compile(filters[key])
+            except re.error as error:
+                raise _UsageError(f"--{key.replace('_', '-')}: bad regular expression ({error})")
+    return filters
 
 
 class _UsageError(TracebridgeError):
@@ -221,7 +246,10 @@ def _convert(args) -> int:
 
 
 def _summary(args) -> int:
-    summary = _load(args).summary(top=args.top)
+    if len(args.input) > 1 or args.scheduler or args.by_host or _hosts(args.input[0], args.input_run) > 1:
+        return _summary_by_host(args)
+    # Only the op rows of an XSpace (a summary needs no more): the same result, sooner.
+    summary = _load(args, args.input[0], ops_only=True).summary(top=args.top)
     if args.json:
         print(summary.to_json())
     elif args.csv:
@@ -229,6 +257,64 @@ def _summary(args) -> int:
     else:
         print(summary.to_text())
     return 0
+
+
+def _hosts(path: str, run: str | None) -> int:
+    """Hosts in a profile logdir or run folder (1 for anything else)."""
+    import os
+
+    from .readers.sources import profile_run_hosts
+    found = profile_run_hosts(path, run) if os.path.isdir(path) else None
+    return len(found[1]) if found else 1
+
+
+def _summary_by_host(args) -> int:
+    from .analysis.host_summary import host_parts, merge_parts
+    from .analysis.hosts import host_files
+    if args.csv and args.by_host:
+        raise _UsageError("--by-host prints text or --json, not --csv")
+    if (args.html or args.timeline) and not args.by_host:
+        raise _UsageError("--html and --timeline go with --by-host")
+    filters = _filters(args)
+    parts = host_parts(host_files(args.input, args.input_run), filters=filters, workers=args.workers,
+                       scheduler=args.scheduler, progress=sys.stderr.isatty())
+    if "step" in filters and not any(s["number"] == filters["step"] for p in parts for s in p["summary"]["steps"]):
+        raise _UsageError(f"--step {filters['step']}: no host has such a step")
+    summary = merge_parts(parts, top=args.top)
+    report = None
+    if args.by_host:
+        from .analysis.stragglers import host_report
+        report = host_report(parts, threshold=args.threshold)
+    if args.json:
+        print(json.dumps({**summary.to_dict(), "by_host": report.to_dict()}, indent=2) if report else
+              summary.to_json())
+    elif args.csv:
+        sys.stdout.write(summary.to_csv())
+    else:
+        print(summary.to_text())
+        if report:
+            print()
+            print(report.to_text())
+    if args.html:
+        _hosts_html(args, report, parts)
+    return 0
+
+
+def _hosts_html(args, report, parts) -> None:
+    from .analysis.host_summary import load_full_host
+    from .analysis.hosts import HostFile
+    from .writers.hosts_html import write_host_timelines, write_hosts_html
+    known = {part["host"]: part for part in parts}
+    unknown = [host for host in args.timeline if host not in known]
+    if unknown:
+        raise _UsageError(f"--timeline {unknown[0]}: no such host (hosts: {', '.join(known)})")
+    folder = write_hosts_html(report, parts, args.html)
+    print(f"wrote {args.html}", file=sys.stderr)
+    wanted = list(dict.fromkeys([s["host"] for s in report.stragglers] + args.timeline))
+    pages = write_host_timelines(((host, load_full_host(HostFile(host, known[host]["path"]))) for host in wanted),
+                                 folder)
+    for page in pages:
+        print(f"wrote {page}", file=sys.stderr)
 
 
 def _compare(args) -> int:
@@ -243,6 +329,10 @@ def _compare(args) -> int:
             re.compile(pattern)
         except re.error as error:
             raise _UsageError(f"--rule {rule!r}: bad regular expression ({error})")
+    if args.by_host_group:
+        return _compare_host_groups(args)
+    if args.scheduler:
+        raise _UsageError("--scheduler goes with --by-host-group")
     comparison = compare(_load(args, args.control), _load(args, args.test), rules=args.rule,
                          warmup=args.warmup, threshold=args.threshold, time=args.time)
     if args.json:
@@ -255,6 +345,18 @@ def _compare(args) -> int:
         from .writers.compare_html import write_compare_html
         write_compare_html(comparison, args.html)
         print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+def _compare_host_groups(args) -> int:
+    from .analysis.host_groups import compare_host_groups
+    from .analysis.hosts import host_files
+    if args.csv or args.html:
+        raise _UsageError("--by-host-group prints text or --json")
+    sides = [host_files(path.split(",") if "," in path else path) for path in (args.control, args.test)]
+    result = compare_host_groups(*sides, workers=args.workers, scheduler=args.scheduler, top=args.top,
+                                 rules=args.rule, warmup=args.warmup, threshold=args.threshold, time=args.time)
+    print(result.to_json() if args.json else result.to_text())
     return 0
 
 

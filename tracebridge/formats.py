@@ -56,6 +56,7 @@ class Format:
     suffixes: tuple[str, ...] = ()
     write_options: tuple[str, ...] = ()
     keeps_steps: bool = True
+    read_ops: Callable[..., Trace] | None = None  # op rows and steps only, for a summary
 
 
 # Order matters twice: where two sniffers are equally sure, the earlier format wins, and
@@ -79,7 +80,7 @@ FORMATS: tuple[Format, ...] = (
            "the suffix, GPU and TPU planes included; a logdir folder: its newest run "
            "(`load(logdir, run=...)` for another), all hosts merged",
            sniff=sources.sniff_xspace, find_in_folder=sources.find_profile_run,
-           read=_lazy("tracebridge.readers.xspace:read"),
+           read=_lazy("tracebridge.readers.xspace:read"), read_ops=_lazy("tracebridge.readers.xspace:read_ops"),
            write=_lazy("tracebridge.writers.tensorboard:write_xplane"), suffixes=(".xplane.pb",)),
     Format("events", "TensorBoard event files (`add_run_metadata`, `ProfilerHook`)",
            "`tfevents` in the name, or a folder of them; one step per `tagged_run_metadata`; "
@@ -99,13 +100,15 @@ WRITABLE = tuple(fmt.name for fmt in FORMATS if fmt.write)
 
 
 def load(path: str | os.PathLike, *, format: str | None = None, run: str | None = None,
-         workers: int | None = None) -> Trace:
+         workers: int | None = None, ops_only: bool = False) -> Trace:
     """Read a trace file or folder into a :class:`Trace`.
 
     The format is told apart by the file's name and content unless ``format`` names one
     (see :data:`FORMATS`). Folders: a TF2 profile logdir (``plugins/profile/<run>/``; the
     newest run unless ``run`` names one, all hosts merged) or a folder of event files.
-    ``workers``: processes for large inputs (see :mod:`tracebridge.options`). Raises
+    ``workers``: processes for large inputs (see :mod:`tracebridge.options`).
+    ``ops_only``: a format that can (XSpace) reads only the op rows and steps, with the
+    values a full read gives them: all a summary uses, in less time and memory. Raises
     :class:`~tracebridge.errors.TraceFormatError`.
     """
     parallelism = choose_parallelism(workers)
@@ -118,6 +121,8 @@ def load(path: str | os.PathLike, *, format: str | None = None, run: str | None 
         if fmt is None or fmt.read is None:
             raise TraceFormatError(f"unknown format {format!r} (one of {', '.join(READABLE)})", path=name)
         source = Source(name, (InputFile(name, data),))
+    if ops_only and fmt.read_ops is not None:
+        return fmt.read_ops(source, parallelism)
     return fmt.read(source, parallelism)
 
 

@@ -93,7 +93,20 @@ def counted_rows(trace: Trace) -> tuple[np.ndarray, str]:
     return np.ones(len(trace), dtype=bool), "all"
 
 
-def summarize(trace: Trace, top: int | None = None) -> Summary:
+# What a summary counts, most telling first: device time, TF ops' host time, every row.
+MODES = ("device+memcpy", "op", "all")
+
+
+def summary_mode(trace: Trace) -> str:
+    """The rows :func:`summarize` counts in ``trace`` (one of :data:`MODES`)."""
+    if device_rows(trace.ops["category"], trace.ops["flags"]).any():
+        return "device+memcpy"
+    return counted_rows(trace)[1]
+
+
+def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> Summary:
+    """``mode`` (one of :data:`MODES`, default :func:`summary_mode`): count these rows,
+    as a summary of several traces together does where another trace decides the mode."""
     ops = trace.ops
     device = device_rows(ops["category"], ops["flags"])
     host = ops["category"] == Category.OP
@@ -101,22 +114,32 @@ def summarize(trace: Trace, top: int | None = None) -> Summary:
     device_time = np.zeros(len(trace), dtype=np.int64)
     device_time[device] = self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(device))
     host_time = np.where(host, duration, 0)
-    if device.any():
+    mode = mode or summary_mode(trace)
+    if mode == "device+memcpy":
         time, mask, counted, basis = "device", device, "device+memcpy", device_time
     else:
-        mask, counted = counted_rows(trace)
+        mask, counted = (host, "op") if mode == "op" else (np.ones(len(trace), dtype=bool), "all")
         time, basis = "host", np.where(mask, duration, 0)
     either = mask | host
     total = int(basis[mask].sum())
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
     span = trace.end_ns - trace.start_ns
+    # The rows grouped, taken once for every grouping (3M rows make each column 24 MB);
+    # without device rows, device time is zeros that stay unwritten (and cost no memory).
+    everything = bool(either.all())
+    kept = (lambda column: column) if everything else (lambda column: column[either])
+    grouped_counted, grouped_basis, grouped_host = kept(mask), kept(basis), kept(host_time)
+    grouped_device = kept(device_time) if device.any() else np.zeros(len(grouped_basis), dtype=np.int64)
+    del duration, host_time, basis
 
     def group(keys: np.ndarray, labels) -> list[dict]:
-        return _group(keys[either], mask[either], basis[either], device_time[either], host_time[either],
-                      labels, total, top)
+        return _group(kept(keys), grouped_counted, grouped_basis, grouped_device, grouped_host, labels, total, top)
 
-    by_device = group(ops["device"], devices)
-    for row, index in zip(by_device, _device_order(by_device, trace)):
+    # Grouped by device number, not name: hosts of a merged trace have devices of one name.
+    by_device = group(ops["device"], range(len(devices)))
+    for row in by_device:
+        index = int(row["key"])
+        row["key"] = str(devices[index])
         rows = either & (ops["device"] == index)
         row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows])
         row["idle_ns"] = span - row["busy_ns"]
@@ -131,27 +154,23 @@ def summarize(trace: Trace, top: int | None = None) -> Summary:
     )
 
 
-def _device_order(rows: list[dict], trace: Trace) -> list[int]:
-    index = {d.name: i for i, d in enumerate(trace.devices)}
-    return [index[row["key"]] for row in rows]
-
-
 def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray,
            host_ns: np.ndarray, labels, total: int, top: int | None) -> list[dict]:
     """Rows per key: count, total, mean, min and max over the counted rows (on the basis
     time), and device and host time over all of the key's rows."""
     if not len(keys):
         return []
-    unique, inverse = np.unique(keys, return_inverse=True)
-    inverse = inverse.ravel()
+    unique, inverse = _distinct(keys)
     count = np.bincount(inverse, weights=counted, minlength=len(unique)).astype(np.int64)
     sums = np.bincount(inverse, weights=basis, minlength=len(unique)).astype(np.int64)
     devices = np.bincount(inverse, weights=device_ns, minlength=len(unique)).astype(np.int64)
     hosts = np.bincount(inverse, weights=host_ns, minlength=len(unique)).astype(np.int64)
     lows = np.full(len(unique), np.iinfo(np.int64).max)
     highs = np.zeros(len(unique), dtype=np.int64)
-    np.minimum.at(lows, inverse[counted], basis[counted])
-    np.maximum.at(highs, inverse[counted], basis[counted])
+    if not counted.all():
+        inverse, basis = inverse[counted], basis[counted]
+    np.minimum.at(lows, inverse, basis)
+    np.maximum.at(highs, inverse, basis)
     lows[count == 0] = 0
     order = np.lexsort((unique, -hosts, -sums))
     if top is not None:
@@ -162,14 +181,27 @@ def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: 
              "device_ns": int(devices[i]), "host_ns": int(hosts[i])} for i in order.tolist()]
 
 
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)``; keys that are small non-negative ids
+    (string ids, device numbers) are counted instead of sorted, in one pass."""
+    if keys.dtype.kind in "iu" and int(keys.min()) >= 0 and int(keys.max()) < 4 * len(keys) + 1024:
+        present = np.flatnonzero(np.bincount(keys))
+        rank = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+        rank[present] = np.arange(len(present))
+        return present, rank[keys]
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return unique, inverse.ravel()
+
+
 def _kernels(trace: Trace, device: np.ndarray, device_time: np.ndarray, top: int | None) -> list[dict]:
     """Device time per kernel (or XLA op) and the TF op it ran for."""
     ops = trace.ops
     rows = np.flatnonzero(device)
-    pairs = ops["kernel"][rows].astype(np.int64) * (1 << 32) + ops["name"][rows].astype(np.int64)
+    width = max(len(trace.strings), 1)  # pair keys sort as (kernel, op) pairs do
+    pairs = ops["kernel"][rows].astype(np.int64) * width + ops["name"][rows].astype(np.int64)
     total = int(device_time[rows].sum())
     found = _group(pairs, np.ones(len(rows), dtype=bool), device_time[rows], device_time[rows],
-                   np.zeros(len(rows), dtype=np.int64), _KernelLabels(trace.strings), total, top)
+                   np.zeros(len(rows), dtype=np.int64), _KernelLabels(trace.strings, width), total, top)
     for row in found:
         row["key"], row["op"] = row["key"].split("\0", 1)
         del row["host_ns"]
@@ -179,12 +211,12 @@ def _kernels(trace: Trace, device: np.ndarray, device_time: np.ndarray, top: int
 class _KernelLabels:
     """Labels of (kernel, op) pair keys: ``"kernel\0op"``, split again by the caller."""
 
-    def __init__(self, strings):
-        self.strings = strings
+    def __init__(self, strings, width: int):
+        self.strings, self.width = strings, width
 
     def __getitem__(self, key) -> str:
-        key = int(key)
-        return f"{self.strings[key >> 32]}\0{self.strings[key & 0xFFFFFFFF]}"
+        kernel, op = divmod(int(key), self.width)
+        return f"{self.strings[kernel]}\0{self.strings[op]}"
 
 
 def describe(trace: Trace) -> dict:

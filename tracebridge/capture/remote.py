@@ -36,6 +36,7 @@ def capture_remote(addresses: list[str] | str, duration_ms: int, *, host_tracer_
     if duration_ms <= 0:
         raise CaptureError("duration_ms must be positive")
     root = logdir or tempfile.mkdtemp(prefix="tracebridge-remote-")
+    os.makedirs(root, exist_ok=True)  # a logdir given may not exist yet
     options = {"host_tracer_level": host_tracer_level, "python_tracer_level": python_tracer_level,
                "device_tracer_level": device_tracer_level}
     errors: dict[str, str] = {}

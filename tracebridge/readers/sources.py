@@ -146,6 +146,18 @@ def looks_like_text(data: bytes) -> bool:
 def find_profile_run(folder: str, run: str | None) -> Source | None:
     """All hosts' XSpace files of one run of a TF2 profile logdir (the newest unless ``run``
     names one), or of a run folder itself; None when ``folder`` is neither."""
+    found = profile_run_hosts(folder, run)
+    if found is None:
+        return None
+    run_folder, hosts = found
+    return Source(folder, tuple(InputFile(path, read_file(path), host if len(hosts) > 1 else None)
+                                for host, path in hosts),
+                  {"profile_run": os.path.basename(run_folder)})
+
+
+def profile_run_hosts(folder: str, run: str | None) -> tuple[str, list[tuple[str, str]]] | None:
+    """``(run folder, [(host, path), ...])`` of one run of a TF2 profile logdir (see
+    :func:`find_profile_run`), without reading the files; None when ``folder`` is neither."""
     profile_root = os.path.join(folder, "plugins", "profile")
     if not os.path.isdir(profile_root) and os.path.basename(os.path.normpath(folder)) == "profile":
         profile_root = folder
@@ -159,11 +171,7 @@ def find_profile_run(folder: str, run: str | None) -> Source | None:
         if run is not None and run not in runs:
             raise TraceFormatError(f"no run {run!r} (runs: {', '.join(runs)})", path=folder)
         run_folder = os.path.join(profile_root, run or runs[-1])
-    files = _xplanes(run_folder)
-    hosts = [f[:-len(".xplane.pb")] for f in files]
-    return Source(folder, tuple(InputFile(path, read_file(path), host if len(files) > 1 else None)
-                                for path, host in zip((os.path.join(run_folder, f) for f in files), hosts)),
-                  {"profile_run": os.path.basename(run_folder)})
+    return run_folder, [(f[:-len(".xplane.pb")], os.path.join(run_folder, f)) for f in _xplanes(run_folder)]
 
 
 def find_event_files(folder: str, run: str | None) -> Source | None:

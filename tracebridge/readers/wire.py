@@ -236,7 +236,8 @@ def decode(raw: bytes, starts, ends) -> Fields:
     pieces: dict[int, list[dict[str, np.ndarray]]] = {}
     while len(pos):
         if len(pos) < _LOCKSTEP_MIN:
-            _group(pieces, _scan(raw, pos, end, owner))
+            for rows in _scan(raw, pos, end, owner):
+                _group(pieces, rows)
             break
         tags, tag_len = _varints(buf, pos, end)
         if tag_len.max() > 5:  # a tag is a 32-bit varint
@@ -267,9 +268,13 @@ def decode(raw: bytes, starts, ends) -> Fields:
         more = pos < end
         if not more.all():
             pos, end, owner = pos[more], end[more], owner[more]
-    parts = {number: {k: np.concatenate([p[k] for p in chunks]) if len(chunks) > 1 else chunks[0][k]
-                      for k in _COLUMNS}
-             for number, chunks in pieces.items()}
+    parts = {}
+    for number in list(pieces):
+        chunks = pieces.pop(number)
+        # A column at a time, each piece's column dropped once joined: a field of 3M rows
+        # is never held twice over.
+        parts[number] = {k: np.concatenate([chunk.pop(k) for chunk in chunks]) if len(chunks) > 1 else chunks[0][k]
+                         for k in _COLUMNS}
     return Fields(parts)
 
 
@@ -324,8 +329,9 @@ def _group(pieces: dict[int, list], rows: dict[str, np.ndarray]) -> None:
         pieces.setdefault(int(sorted_numbers[a]), []).append({k: v[take] for k, v in rows.items()})
 
 
-def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> dict[str, np.ndarray]:
-    """The sequential twin of the lockstep loop, for a few messages with many fields.
+def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """The sequential twin of the lockstep loop, for a few messages with many fields;
+    returns the rows found as pieces, in wire order.
 
     The loop body is kept to the bone (it runs once per field: a million times for the
     node_stats of a big DeviceStepStats): one-byte tags and lengths of up to two bytes
@@ -337,7 +343,9 @@ def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> d
     offsets = array("q")
     counts: list[int] = []
     add_tag, add_value, add_offset = tags.append, values.append, offsets.append
-    for p, e in zip(pos.tolist(), end.tolist()):
+    array_view = None
+    bulk: list[tuple[int, dict]] = []  # (row of the arrays above it goes before, its rows)
+    for message, p, e in zip(owner.tolist(), pos.tolist(), end.tolist()):
         before = len(tags)
         while p < e:
             field_start = p
@@ -346,6 +354,19 @@ def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> d
                 # A run of one length-delimited field (the node_stats of a device, say):
                 # the tightest loop, tags are added after the run.
                 run = len(values)
+                if e - p >= _VECTOR_RUN_MIN:  # a long run (an XSpace line's events): in bulk
+                    if array_view is None:
+                        array_view = np.frombuffer(data, dtype=np.uint8)
+                    found_offsets, found_lengths, p = _run_of(array_view, p, e, tag)
+                    found = len(found_offsets)
+                    bulk.append((len(tags), {
+                        "number": np.full(found, tag >> 3, dtype=np.int64),
+                        "message": np.full(found, message, dtype=np.int64),
+                        "wire_type": np.full(found, LENGTH, dtype=np.int8),
+                        "value": found_lengths.astype(np.uint64), "offset": found_offsets.astype(np.int64)}))
+                    if p >= e or data[p] != tag:
+                        continue
+                    # What is left (a malformed field) goes through the loop below.
                 while True:
                     q = p + 1
                     if q >= e:
@@ -406,13 +427,93 @@ def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> d
             add_value(value)
         counts.append(len(tags) - before)
     tag_array = np.frombuffer(tags, dtype=np.uint64) if len(tags) else np.zeros(0, np.uint64)
-    return {
+    rows = {
         "number": (tag_array >> np.uint64(3)).astype(np.int64),
         "message": np.repeat(owner, counts),
         "wire_type": (tag_array & np.uint64(7)).astype(np.int8),
-        "value": np.frombuffer(values, dtype=np.uint64).copy() if len(values) else np.zeros(0, np.uint64),
-        "offset": np.frombuffer(offsets, dtype=np.int64).copy() if len(offsets) else np.zeros(0, np.int64),
+        "value": np.frombuffer(values, dtype=np.uint64) if len(values) else np.zeros(0, np.uint64),
+        "offset": np.frombuffer(offsets, dtype=np.int64) if len(offsets) else np.zeros(0, np.int64),
     }
+    # Runs split in bulk go between the rows read one by one, in wire order (no copies).
+    pieces, done = [], 0
+    for at, run_rows in bulk:
+        pieces.append({k: v[done:at] for k, v in rows.items()})
+        pieces.append(run_rows)
+        done = at
+    pieces.append({k: v[done:] for k, v in rows.items()})
+    return pieces
+
+
+# Runs of one field longer than this many bytes are split into fields in bulk (_run_of),
+# a block of _RUN_BLOCK bytes at a time (the block's candidates cost ~30 bytes each).
+_VECTOR_RUN_MIN = 1 << 16
+_RUN_BLOCK = 4 << 20
+_JUMP_LEVELS = 6  # the serial walk takes 2**6 fields a step
+
+
+def _run_of(data: np.ndarray, p: int, e: int, tag: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The payloads ``(offsets, lengths)`` of the run of length-delimited fields with
+    one-byte ``tag`` that starts at ``p``, and the position after the run.
+
+    Why not a loop: a line of 3M events is one run, and a Python loop over it costs a
+    microsecond a field. Every byte equal to ``tag`` in a block is a candidate field
+    start; each candidate's length prefix gives the candidate after it, and the run is
+    the chain of successors from ``p``, found by pointer doubling (a serial walk over
+    every 64th field, then six gathers fill in the fields between). Candidates inside
+    payloads form chains of their own that the walk never enters. The run stops early,
+    at the field's start, where a length is malformed or longer than three bytes: the
+    caller's loop reads (or rejects) what is left."""
+    found_offsets, found_lengths = [], []
+    last = e - 1
+    while p < e and data[p] == tag:
+        hi = min(e, p + _RUN_BLOCK)
+        cand = np.flatnonzero(data[p:hi] == tag) + p
+        bytes_ = [data[np.minimum(cand + k, last)].astype(np.int64) for k in (1, 2, 3)]
+        one = bytes_[0] < 0x80
+        two = ~one & (bytes_[1] < 0x80)
+        three = ~one & ~two & (bytes_[2] < 0x80)
+        header = np.where(one, 2, np.where(two, 3, 4))
+        length = np.where(one, bytes_[0], (bytes_[0] & 0x7F) | ((bytes_[1] & 0x7F) << 7))
+        length = np.where(three, length | (bytes_[2] << 14), length)
+        del bytes_
+        after = cand + header + length
+        valid = (one | two | three) & (cand + header <= e) & (after <= e)
+        n = len(cand)
+        # Candidate number of every byte position of the block (n where none starts).
+        index_of = np.full(hi - p + 1, n, dtype=np.int32)
+        index_of[cand - p] = np.arange(n)
+        successor = np.full(n + 1, n, dtype=np.int64)  # n: the chain leaves the block (or ends)
+        inside = np.flatnonzero(valid & (after < hi))
+        successor[inside] = index_of[after[inside] - p]
+        del index_of
+        jumps = [successor]
+        for _ in range(_JUMP_LEVELS):
+            jumps.append(jumps[-1][jumps[-1]])
+        far = jumps[-1].tolist()
+        hops, x = [], 0
+        while x != n:
+            hops.append(x)
+            x = far[x]
+        on_run = np.zeros(n + 1, dtype=bool)
+        on_run[hops] = True
+        for level in reversed(jumps[:-1]):
+            on_run[level[np.flatnonzero(on_run)]] = True
+        del jumps, far
+        on_run[n] = False
+        path = np.flatnonzero(on_run)
+        end_node = int(path[-1])
+        if not valid[end_node]:  # malformed: the caller's loop reports it
+            path = path[:-1]
+            found_offsets.append(cand[path] + header[path])
+            found_lengths.append(length[path])
+            p = int(cand[end_node])
+            break
+        found_offsets.append(cand[path] + header[path])
+        found_lengths.append(length[path])
+        p = int(after[end_node])
+    if not found_offsets:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), p
+    return np.concatenate(found_offsets), np.concatenate(found_lengths), p
 
 
 def _read_varint(data, p: int, end: int) -> tuple[int, int]:
@@ -427,6 +528,11 @@ def _read_varint(data, p: int, end: int) -> tuple[int, int]:
             return result & 0xFFFF_FFFF_FFFF_FFFF, p + i + 1
         shift += 7
     raise WireError("varint longer than 10 bytes", p)
+
+
+def varints_at(raw: bytes, pos: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """The varint at each position of ``raw`` (each ending before its ``limit``)."""
+    return _varints(Buffer(raw), np.asarray(pos, dtype=np.int64), np.asarray(limit, dtype=np.int64))[0]
 
 
 def as_signed(values: np.ndarray) -> np.ndarray:

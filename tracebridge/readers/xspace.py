@@ -32,12 +32,13 @@ from ..model.schema import GRAPH_STAT, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .sources import Source
-from .wire import FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings, strings_per_message
+from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings, strings_per_message,
+                   varints_at)
 
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
 _MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _TASK_ENVIRONMENT = "Task Environment"
-_EVENT_CHUNK = 500_000
+_EVENT_CHUNK = 200_000
 _SPACE = protos.field_numbers("tensorflow.profiler.XSpace")
 _PLANE = protos.field_numbers("tensorflow.profiler.XPlane")
 _LINE = protos.field_numbers("tensorflow.profiler.XLine")
@@ -57,14 +58,22 @@ def read(source: Source, parallelism: Parallelism) -> Trace:
     return read_xspace_files([(file.path, file.data, file.host) for file in source.files], dict(source.metadata))
 
 
-def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict | None = None) -> Trace:
+def read_ops(source: Source, parallelism: Parallelism) -> Trace:
+    """The op rows and steps of :func:`read`'s trace, without its stats, memory and links."""
+    return read_xspace_files([(file.path, file.data, file.host) for file in source.files], dict(source.metadata),
+                             ops_only=True)
+
+
+def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict | None = None,
+                      ops_only: bool = False) -> Trace:
     """XSpace files ``(path, data, host)``, merged into one trace with a device per plane
-    and host (``host`` None: the file's own hostname)."""
+    and host (``host`` None: the file's own hostname). ``ops_only``: op rows and steps
+    only (see :func:`add_xspace`), enough for a summary."""
     builder = TraceBuilder({"source_format": "xspace", **(metadata or {})})
     errors, warnings = [], []
     for path, data, host in files:
         try:
-            file_errors, file_warnings = add_xspace(builder, data, host=host)
+            file_errors, file_warnings = add_xspace(builder, data, host=host, ops_only=ops_only)
         except WireError as error:
             raise error.to_format_error(path, "XSpace") from None
         errors += file_errors
@@ -89,8 +98,18 @@ class _Plane:
         self.stats: dict[str, object] = {}
 
 
-def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) -> tuple[list, list]:
-    """Decode one serialized XSpace into ``builder``; returns its errors and warnings."""
+# The event stats that decide an op row's name, type, time or step: all a summary needs.
+SUMMARY_STATS = frozenset({"tf_op", "annotation", "correlation_id", "device_duration_ps", "step_num",
+                           "tf_function_call"})
+
+
+def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
+               ops_only: bool = False) -> tuple[list, list]:
+    """Decode one serialized XSpace into ``builder``; returns its errors and warnings.
+
+    ``ops_only``: only the op rows and steps, with the same values as a full read; event
+    stats other than :data:`SUMMARY_STATS` are skipped undecoded, and no stats, memory or
+    link rows are added (what a summary needs, at a fraction of the time and memory)."""
     top = decode(raw, [0], [len(raw)])
     _, plane_starts, plane_ends = top.spans(_SPACE.planes)
     errors = _all_strings(raw, top, _SPACE.errors)
@@ -147,11 +166,14 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
         offset_ps[lo:hi] = as_signed(events_f.scalar(_EVENT.offset_ps, count, np.uint64))
         duration_ps[lo:hi] = as_signed(events_f.scalar(_EVENT.duration_ps, count, np.uint64))
         aggregated[lo:hi] = events_f.has(_EVENT.num_occurrences, count)
-        for key, (events, values) in _event_stats(raw, events_f, planes, plane_of_event[lo:hi], lo).items():
+        wanted = SUMMARY_STATS if ops_only else None
+        for key, (events, values) in _event_stats(raw, events_f, planes, plane_of_event[lo:hi], lo,
+                                                  wanted).items():
             into = stats.setdefault(key, ([], []))
             into[0].extend(events)
             into[1].extend(values)
         del events_f
+    del event_starts, event_ends, lines_f
 
     # Devices and lanes: one device per plane (and host), one lane per line.
     plane_device = {p: -1 for p, plane in enumerate(planes) if plane.name != _TASK_ENVIRONMENT}
@@ -230,13 +252,15 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None) ->
     del flags, device_column, type_column, start_column, end_column
     op_of_event = np.full(n_events, -1, dtype=np.int64)
     op_of_event[rows] = first_op + np.arange(len(rows))
-    _add_event_stats(builder, stats, op_of_event)
-    memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_event >= 0))
-    _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
-                event_line, op_of_event, category)
+    if not ops_only:
+        _add_event_stats(builder, stats, op_of_event)
+        memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_event >= 0))
+        _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
+                    event_line, op_of_event, category)
     _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id, device_of_event,
                np.flatnonzero(_step_lines(planes, line_owner, line_names)[event_line]))
-    _add_links(builder, stats, op_of_event, category)
+    if not ops_only:
+        _add_links(builder, stats, op_of_event, category)
     return errors, warnings
 
 
@@ -315,10 +339,14 @@ def _stat_values(raw: bytes, stats_f: Fields, count: int, planes: list[_Plane], 
             yield index, plane.stat_names.get(int(ids[index]), f"stat {int(ids[index])}"), payload
 
 
-def _event_stats(raw: bytes, events_f: Fields, planes, plane_of_event, first_event: int) -> dict:
+def _event_stats(raw: bytes, events_f: Fields, planes, plane_of_event, first_event: int,
+                 wanted: frozenset | None = None) -> dict:
     """Stats of a chunk of events: ``{stat name: (event indices, values)}``; indices count
-    from ``first_event``."""
+    from ``first_event``. ``wanted``: only stats of these names (others are not decoded)."""
     owner, starts, ends = events_f.spans(_EVENT.stats)
+    if wanted is not None and len(owner):
+        keep = _stats_named(raw, starts, ends, planes, plane_of_event[owner], wanted)
+        owner, starts, ends = owner[keep], starts[keep], ends[keep]
     if not len(owner):
         return {}
     stats_f = decode(raw, starts, ends)
@@ -328,6 +356,23 @@ def _event_stats(raw: bytes, events_f: Fields, planes, plane_of_event, first_eve
         events.append(first_event + int(owner[index]))
         values.append(value)
     return grouped
+
+
+def _stats_named(raw: bytes, starts, ends, planes, plane_of_stat, wanted: frozenset) -> np.ndarray:
+    """Which XStat messages may have a name in ``wanted``, read from their first field
+    alone: the metadata id, which serializers write first. A stat that starts otherwise
+    is kept (decoded in full) rather than guessed at."""
+    wanted_keys = np.array(sorted((p << 40) + stat_id for p, plane in enumerate(planes)
+                                  for stat_id, name in plane.stat_names.items()
+                                  if name in wanted and 0 <= stat_id < 1 << 40), dtype=np.int64)
+    first_tag = np.frombuffer(raw, dtype=np.uint8)[np.minimum(starts, len(raw) - 1)]
+    id_first = (first_tag == (_STAT.metadata_id << 3 | VARINT)) & (starts + 1 < ends)
+    keep = ~id_first
+    rows = np.flatnonzero(id_first)
+    ids = as_signed(varints_at(raw, starts[rows] + 1, ends[rows]))
+    keys = plane_of_stat[rows].astype(np.int64) * (1 << 40) + np.clip(ids, 0, (1 << 40) - 1)
+    keep[rows] = np.isin(keys, wanted_keys) & (ids >= 0) & (ids < 1 << 40)
+    return keep
 
 
 def _pair_keys(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tuple[int, int]]):

@@ -1,0 +1,96 @@
+"""Two multi-host runs compared host group by host group.
+
+A TF1 ps/worker run has one trace per task; a TF2 MultiWorkerMirroredStrategy or TPU run
+one XSpace per host. Hosts fall into groups by name (``worker-3`` and ``worker-12`` are
+``worker``; ``ps0`` is ``ps``); groups of the same name are compared with
+:func:`tracebridge.analysis.compare.compare`, each group's hosts merged into one trace
+(memory: one group of one run at a time, not every host). Where each run has one group
+only, those two are compared whatever their names (a TF1 ``worker`` group against TF2
+hosts named by address). Groups are compared one after the other, or on Dask like the
+per-host summaries (:func:`tracebridge.analysis.hosts.map_hosts`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .hosts import HostFile, map_hosts
+
+_TASK_NUMBER = re.compile(r"[-_.:]*\d+$")
+
+
+def host_group(host: str) -> str:
+    """A host's group: its name less a trailing task or port number (``worker-3`` ->
+    ``worker``); a name that is all number (an address) is its own group's name."""
+    group = _TASK_NUMBER.sub("", host)
+    return group or host
+
+
+def grouped(files: Sequence[HostFile]) -> dict[str, list[HostFile]]:
+    groups: dict[str, list[HostFile]] = {}
+    for file in files:
+        groups.setdefault(host_group(file.host), []).append(file)
+    return groups
+
+
+@dataclass(frozen=True)
+class GroupComparison:
+    """Per matched group pair: the comparison (as ``Comparison.to_dict``) and its text."""
+
+    pairs: list[dict]
+    unmatched: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"groups": [{k: v for k, v in pair.items() if k != "text"} for pair in self.pairs],
+                "unmatched_groups": self.unmatched}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_text(self) -> str:
+        lines = []
+        for pair in self.pairs:
+            lines += [f"== group {pair['control_group']} ({len(pair['control_hosts'])} hosts) vs "
+                      f"{pair['test_group']} ({len(pair['test_hosts'])} hosts)", pair["text"], ""]
+        for side, names in self.unmatched.items():
+            if names:
+                lines.append(f"{side} groups without a counterpart: {', '.join(names)}")
+        return "\n".join(lines).rstrip()
+
+
+def compare_host_groups(control: Sequence[HostFile], test: Sequence[HostFile], *, workers: int | None = None,
+                        scheduler: str | None = None, top: int = 25, **options) -> GroupComparison:
+    """Compare the groups of ``control`` and ``test`` (see the module's doc); ``options``
+    go to :func:`~tracebridge.analysis.compare.compare`."""
+    left, right = grouped(control), grouped(test)
+    if len(left) == 1 and len(right) == 1:
+        matched = [(next(iter(left)), next(iter(right)))]
+    else:
+        matched = [(name, name) for name in left if name in right]
+    jobs = [(a, left[a], b, right[b]) for a, b in matched]
+    pairs = map_hosts(functools.partial(_compare_group, top=top, options=options), jobs, workers=workers,
+                      scheduler=scheduler)
+    paired_left, paired_right = {a for a, _ in matched}, {b for _, b in matched}
+    return GroupComparison(pairs=pairs, unmatched={"control": [g for g in left if g not in paired_left],
+                                                   "test": [g for g in right if g not in paired_right]})
+
+
+def _compare_group(job, *, top: int, options: dict) -> dict:
+    """One group pair, compared where it runs; only plain data goes back."""
+    from ..model.merge import merge_traces
+    from .compare import compare
+    from .host_summary import load_full_host
+    control_group, control_files, test_group, test_files = job
+    traces = []
+    for files in (control_files, test_files):
+        loaded = [load_full_host(file) for file in files]
+        traces.append(loaded[0] if len(loaded) == 1 else merge_traces(loaded))
+        del loaded
+    comparison = compare(traces[0], traces[1], **options)
+    return {"control_group": control_group, "test_group": test_group,
+            "control_hosts": [f.host for f in control_files], "test_hosts": [f.host for f in test_files],
+            "comparison": comparison.to_dict(), "text": comparison.to_text(top=top)}

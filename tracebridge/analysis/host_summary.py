@@ -1,0 +1,154 @@
+"""A summary of many hosts, computed host by host and merged.
+
+Each host's part is its own full summary (every row, no ``top`` cut) plus what the merge
+needs to order rows as one trace of all hosts would: the host's string table (ties are
+broken by string id, and a merged trace numbers strings host after host) and its number
+of devices. Counts, sums, minima and maxima merge exactly; step lists are concatenated,
+so medians of step times are exact too. The result equals ``summarize`` of the merged
+trace (tests/test_hosts.py checks it).
+
+Which rows are counted depends on all hosts (device time when any host has device
+activity): a host whose own choice differs is summarized again with the common one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..model.schema import Category
+from .hosts import HostFile, host_files, host_runner, read_host
+from .summary import MODES, Summary, summarize, summary_mode
+
+
+def summarize_hosts(inputs, *, run: str | None = None, top: int | None = None, filters: dict | None = None,
+                    workers: int | None = None, scheduler: str | None = None, progress: bool = False) -> Summary:
+    """The summary of a multi-host profile (a logdir, a run folder, or one XSpace file or
+    fsspec URL per host), computed host by host: in this process, on a local Dask cluster
+    (``workers``) or on an existing one (``scheduler="tcp://HOST:PORT"``)."""
+    parts = host_parts(host_files(inputs, run), filters=filters, workers=workers, scheduler=scheduler,
+                       progress=progress)
+    return merge_parts(parts, top)
+
+
+def host_part(file: HostFile, mode: str | None = None, filters: dict | None = None) -> dict:
+    """One host's summary part (plain data, small: rows per op, not per event)."""
+    trace = load_host(file)
+    if filters:
+        trace = trace.filter(**filters)
+    natural = summary_mode(trace)
+    summary = summarize(trace, top=None, mode=mode or natural)
+    ops = trace.ops
+    counted = np.isin(ops["category"], (Category.DEVICE, Category.MEMCPY) if summary.time == "device"
+                      else (Category.OP,))
+    lane_time = np.bincount(ops["lane"][counted], weights=(ops["end_ns"] - ops["start_ns"])[counted],
+                            minlength=len(trace.lanes)) if len(trace.lanes) else np.zeros(0)
+    return {"host": file.host, "path": file.path, "natural_mode": natural, "mode": mode or natural,
+            "summary": summary.to_dict(), "strings": trace.strings, "devices": len(trace.devices),
+            "device_index": {d.name: i for i, d in enumerate(trace.devices)},
+            "start_ns": trace.start_ns, "end_ns": trace.end_ns, "ops": len(trace),
+            "profile_start_ns": trace.metadata.get("profile_start_ns"),
+            "lanes": [{"lane": lane.name, "device": trace.devices[lane.device].name, "time_ns": int(t)}
+                      for lane, t in zip(trace.lanes, lane_time.tolist())]}
+
+
+def load_host(file: HostFile, ops_only: bool = True):
+    """One host's trace: an XSpace's op rows only (all a summary needs) unless not
+    ``ops_only``; another format (a TF1 task's RunMetadata or Chrome trace) in full."""
+    data = read_host(file)
+    if file.path.endswith(".xplane.pb"):
+        from ..readers.xspace import read_xspace_files
+        return read_xspace_files([(file.path, data, file.host)], ops_only=ops_only)
+    from ..formats import BY_NAME, sniff
+    from ..options import choose_parallelism
+    from ..readers.sources import InputFile, Source
+    return BY_NAME[sniff(file.path, data)].read(Source(file.path, (InputFile(file.path, data, file.host),)),
+                                                  choose_parallelism(1))
+
+
+def load_full_host(file: HostFile):
+    """One host's whole trace (for its timeline page)."""
+    return load_host(file, ops_only=False)
+
+
+def host_parts(files: Sequence[HostFile], *, filters: dict | None = None, workers: int | None = None,
+               scheduler: str | None = None, progress: bool = False) -> list[dict]:
+    """Every host's part, all counting the same rows."""
+    with host_runner(workers=workers, scheduler=scheduler, progress=progress) as run:
+        parts = run(functools.partial(host_part, filters=filters), files)
+        mode = common_mode(parts)
+        redo = [i for i, part in enumerate(parts) if part["mode"] != mode]
+        if redo:
+            again = run(functools.partial(host_part, mode=mode, filters=filters), [files[i] for i in redo])
+            for i, part in zip(redo, again):
+                parts[i] = part
+    return parts
+
+
+def common_mode(parts: Sequence[dict]) -> str:
+    """The rows a summary of all hosts counts: device time if any host has it, else TF
+    ops if any host has them, else every row."""
+    return min((part["natural_mode"] for part in parts), key=MODES.index, default="all")
+
+
+def merge_parts(parts: Sequence[dict], top: int | None = None) -> Summary:
+    """The summary of all hosts together, from their parts (in host order)."""
+    if not parts:
+        raise ValueError("no hosts to merge")
+    order: dict[str, int] = {}  # string -> id in a trace of all hosts, read host after host
+    for part in parts:
+        for text in part["strings"]:
+            order.setdefault(text, len(order))
+    summaries = [part["summary"] for part in parts]
+    total = sum(s["total_ns"] for s in summaries)
+    spans = [(p["start_ns"], p["end_ns"]) for p in parts if p["ops"]]
+    span = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0
+    devices, offset = [], 0
+    for part, summary in zip(parts, summaries):
+        for row in summary["by_device"]:
+            devices.append((offset + part["device_index"][row["key"]], row))
+        offset += part["devices"]
+    by_device = _rows([((index,), [row]) for index, row in devices], total, top, lambda key: key[0])
+    for row in by_device:
+        row["idle_ns"] = span - row["busy_ns"]
+    first = summaries[0]
+    return Summary(
+        total_ns=total, op_count=sum(s["op_count"] for s in summaries), counted=first["counted"],
+        time=first["time"], total_span_ns=span, steps=[step for s in summaries for step in s["steps"]],
+        by_op=_rows(_by_key(summaries, "by_op"), total, top, lambda key: order[key[0]]),
+        by_type=_rows(_by_key(summaries, "by_type"), total, top, lambda key: order[key[0]]),
+        by_device=by_device,
+        by_kernel=_rows(_by_key(summaries, "by_kernel", ("key", "op")), total, top,
+                        lambda key: (order[key[0]], order[key[1]])),
+    )
+
+
+def _by_key(summaries, table: str, fields=("key",)) -> list[tuple[tuple, list[dict]]]:
+    grouped: dict[tuple, list[dict]] = {}
+    for summary in summaries:
+        for row in summary[table]:
+            grouped.setdefault(tuple(row[f] for f in fields), []).append(row)
+    return list(grouped.items())
+
+
+def _rows(groups, total: int, top: int | None, tie) -> list[dict]:
+    """Rows of one table merged across hosts, in ``summarize``'s order: total time, then
+    host time, then the key's id in a trace of all hosts."""
+    merged = []
+    for key, rows in groups:
+        count = sum(r["count"] for r in rows)
+        sums = sum(r["total_ns"] for r in rows)
+        row = {**rows[0], "count": count, "total_ns": sums, "mean_ns": sums // count if count else 0,
+               "min_ns": min((r["min_ns"] for r in rows if r["count"]), default=0),
+               "max_ns": max(r["max_ns"] for r in rows), "share": sums / total if total else 0.0,
+               "device_ns": sum(r.get("device_ns", 0) for r in rows)}
+        if "host_ns" in rows[0]:
+            row["host_ns"] = sum(r["host_ns"] for r in rows)
+        if "busy_ns" in rows[0]:
+            row["busy_ns"] = sum(r["busy_ns"] for r in rows)
+        merged.append((key, row))
+    merged.sort(key=lambda item: (-item[1]["total_ns"], -item[1].get("host_ns", 0), tie(item[0])))
+    rows = [row for _, row in merged]
+    return rows if top is None else rows[:top]

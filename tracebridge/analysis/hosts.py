@@ -1,0 +1,152 @@
+"""The per-host engine: a function run on each host's profile, one host at a time per
+worker, and its results handed back in host order for a merge.
+
+A TF2 multi-host profile is one XSpace per host (``LOGDIR/plugins/profile/<run>/<host>.xplane.pb``);
+all hosts in one trace need the memory of all of them. Here an analysis is split in two:
+``function(host_file)`` reads one host and returns a small, picklable result, and the
+caller merges the results (see :mod:`tracebridge.analysis.host_summary`). Where the
+functions run:
+
+* in this process, one host after the other (the default; no extra needed);
+* ``workers=N``: a local Dask cluster of N single-threaded worker processes;
+* ``scheduler="tcp://HOST:PORT"``: an existing Dask cluster, whose workers read the files
+  from paths they can see (shared storage, or fsspec URLs such as ``gs://`` or ``s3://``
+  where fsspec has the backend).
+
+Dask is the optional extra ``tracebridge[dask]``; progress is Dask's own
+(``distributed.progress``), or rich's bar in this process where rich is installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MissingDependencyError, OptionError, TraceFormatError
+from ..readers.sources import profile_run_hosts, read_file
+
+
+@dataclass(frozen=True)
+class HostFile:
+    """One host's profile: a local path or an fsspec URL (``gs://bucket/run/h.xplane.pb``)."""
+
+    host: str
+    path: str
+
+
+def host_files(inputs: str | os.PathLike | Sequence[str | os.PathLike], run: str | None = None) -> list[HostFile]:
+    """The hosts of a profile logdir or run folder (the newest run unless ``run`` names
+    one), or of a list of XSpace files or URLs (one host each, named by the file)."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    paths = [os.fspath(path) for path in inputs]
+    if len(paths) == 1 and not _is_url(paths[0]) and os.path.isdir(paths[0]):
+        found = profile_run_hosts(paths[0], run)
+        if found is None or not found[1]:
+            raise TraceFormatError("is a directory without plugins/profile runs (give a profile logdir, "
+                                   "a run folder or .xplane.pb files)", path=paths[0])
+        return [HostFile(host, path) for host, path in found[1]]
+    names = [_host_name(path) for path in paths]
+    if len(set(names)) < len(names):  # the same file name in two folders: tell them apart
+        names = [f"{name}#{i}" for i, name in enumerate(names)]
+    return [HostFile(name, path) for name, path in zip(names, paths)]
+
+
+def _host_name(path: str) -> str:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name[:-len(".xplane.pb")] if name.endswith(".xplane.pb") else name
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def read_host(file: HostFile) -> bytes:
+    """A host's bytes, from a local path or through fsspec."""
+    if not _is_url(file.path):
+        return read_file(file.path)
+    try:
+        import fsspec
+    except ImportError:
+        raise MissingDependencyError(f"reading {file.path}", "dask") from None
+    try:
+        with fsspec.open(file.path, "rb") as handle:
+            data = handle.read()
+    except (ImportError, ValueError) as error:  # fsspec without the protocol's backend
+        raise TraceFormatError(f"cannot read through fsspec ({error})", path=file.path) from None
+    except OSError as error:
+        raise TraceFormatError(f"cannot read ({error})", path=file.path) from None
+    if not data:
+        raise TraceFormatError("empty file", path=file.path)
+    return data
+
+
+def map_hosts(function: Callable[[HostFile], Any], files: Sequence[HostFile], *, workers: int | None = None,
+              scheduler: str | None = None, progress: bool = False) -> list:
+    """``[function(file) for file in files]``, in this process (``workers`` None or 1 and
+    no ``scheduler``) or on Dask. Each call holds one host; results come back in order."""
+    with host_runner(workers=workers, scheduler=scheduler, progress=progress) as run:
+        return run(function, files)
+
+
+@contextlib.contextmanager
+def host_runner(*, workers: int | None = None, scheduler: str | None = None, progress: bool = False):
+    """``run(function, items)`` as :func:`map_hosts` does it, on one cluster for the whole
+    ``with`` block (a local cluster is started once, however many maps run on it)."""
+    if workers is not None and workers < 1:
+        raise OptionError(f"workers must be 1 or more, not {workers}")
+    if scheduler is None and (workers is None or workers == 1):
+        yield functools.partial(_in_process, progress=progress)
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        what = f"--scheduler {scheduler}" if scheduler else f"{workers} workers"
+        raise MissingDependencyError(what, "dask") from None
+    cluster = None
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as error:
+            raise TraceFormatError(f"no Dask scheduler answers ({error})", path=scheduler) from None
+    else:
+        # Processes, one thread each: a worker holds one host's trace at a time.
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+        client = Client(cluster)
+    try:
+        yield functools.partial(_on_dask, client, progress=progress)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _on_dask(client, function, items: Sequence, progress: bool) -> list:
+    futures = client.map(function, list(items), pure=False)
+    if progress:  # Dask's text bar writes to stdout: keep stdout for the results
+        from distributed import progress as dask_progress
+        with contextlib.redirect_stdout(sys.stderr):
+            dask_progress(futures)
+    return client.gather(futures)
+
+
+def _in_process(function, files: Sequence, progress: bool) -> list:
+    try:
+        from rich.console import Console
+        from rich.progress import Progress
+    except ImportError:  # rich is optional: no bar then
+        progress = False
+    if not progress:
+        return [function(file) for file in files]
+    results = []
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("hosts", total=len(files))
+        for file in files:
+            results.append(function(file))
+            bar.advance(task)
+    return results
