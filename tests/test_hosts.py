@@ -189,7 +189,9 @@ def test_captured_hosts_merge_like_one_trace_and_name_the_straggler(four_hosts):
     logdir, straggler = four_hosts
     parts = _equal_by_host(logdir)
     assert len(parts) == 4 and all(p["summary"]["steps"] for p in parts)
-    report = host_report(parts, threshold=0.1)
+    # A step here is about 1.5 ms; with 4 workers on 2 cores a healthy worker's median moves by
+    # more than 10% between runs, so the straggler (30 ms more per step) is looked for at 100%.
+    report = host_report(parts, threshold=1.0)
     assert [s["host"] for s in report.stragglers] == [straggler]
     found = report.stragglers[0]
     # its extra time is the sleep (within the noise of a loaded machine)
