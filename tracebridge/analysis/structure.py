@@ -30,6 +30,7 @@ the same pairs whatever the warm-up or the timing.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -78,6 +79,16 @@ def decode_graph(metadata) -> Graph | None:
     graph.variables = sorted(((name, tuple(shape or ()), _role(variable)) for name, (variable, shape)
                               in variables.items() if name in graph.order), key=lambda item: graph.order[item[0]])
     return graph
+
+
+# An op inside a functional loop runs as ``<loop>/body/_<runtime id>/<body node>`` (or
+# ``cond``); the recorded graph has it as ``<loop>/body/<body node>`` (capture/graph_record.py).
+_IN_LOOP = re.compile(r"/(?P<part>body|cond)/_\d+/")
+
+
+def graph_node_name(trace_name: str) -> str:
+    """The recorded graph's name for an op a trace names: without a loop's runtime ids."""
+    return _IN_LOOP.sub(lambda m: f"/{m.group('part')}/", trace_name)
 
 
 @dataclass
@@ -266,4 +277,4 @@ def _by_type(graph: Graph, names: list[str]) -> dict[str, list[str]]:
     return out
 
 
-__all__ = ["Alignment", "Graph", "align_graphs", "decode_graph"]
+__all__ = ["Alignment", "Graph", "align_graphs", "decode_graph", "graph_node_name"]

@@ -194,7 +194,8 @@ def _between(graph: Graph, sources: list[str], sinks: list[str], paired: dict[st
 # Op types that compute the same thing under other names.
 _KINDS = {"Einsum": "matmul", "MatMul": "matmul", "BatchMatMul": "matmul", "BatchMatMulV2": "matmul",
           "BatchMatMulV3": "matmul", "_FusedMatMul": "matmul", "Add": "add", "AddV2": "add",
-          "RandomUniform": "random", "StatelessRandomUniformV2": "random"}  # dropout masks
+          "RandomUniform": "random", "StatelessRandomUniformV2": "random",  # dropout masks
+          "While": "while", "StatelessWhile": "while"}  # a loop that reads a variable or not
 
 
 def op_kind(op_type: str) -> str:
