@@ -190,8 +190,9 @@ def lstm_while_runs(tf):
 
 
 def not_run_shares(result) -> dict[str, float]:
-    """Per side, the share of op time left unmatched because its structural counterpart in
-    the other graph never ran there: found from the graphs, not from the comparison's notes."""
+    """Per side, the share of op time (totals, as coverage counts it) left unmatched because
+    its structural counterpart in the other graph never ran there: found from the graphs,
+    not from the comparison's notes."""
     graph_c, graph_t = decode_graph(result.control.metadata), decode_graph(result.test.metadata)
     partner = dict(align_graphs(graph_c, graph_t).pairs)
     ran = {"control": {graph_node_name(n) for n in result.control.column_strings("ops", "name")},
@@ -199,9 +200,9 @@ def not_run_shares(result) -> dict[str, float]:
     shares = {}
     for side, other, lookup in (("control", "test", partner), ("test", "control", {t: c for c, t in partner.items()})):
         rows = [r for r in result.rows if r.rule == "unmatched" and bool(r.control_names) == (side == "control")]
-        total = sum(r.control_median_ns + r.test_median_ns for r in result.rows
-                    if (r.control_names if side == "control" else r.test_names))
-        lonely = sum(r.control_median_ns + r.test_median_ns for r in rows
+        time = (lambda r: r.control_total_ns) if side == "control" else (lambda r: r.test_total_ns)
+        total = sum(time(r) for r in result.rows)
+        lonely = sum(time(r) for r in rows
                      if lookup.get(graph_node_name((r.control_names or r.test_names)[0])) not in (None, *ran[other]))
         shares[side] = lonely / (total or 1.0)
     return shares
