@@ -221,6 +221,11 @@ def test_lstm_while_loop_pair_aligns_by_structure(lstm_while_runs):
     # input sequence, a matmul TF2's tape never asks for; Grappler prunes it there)
     assert len(in_loops) >= 5 and all(r.rule == "structure" for r in in_loops), report
     assert {layer for r in in_loops for layer in layers_of(r.control_names, LSTM_LAYERS)} == {"lstm"}
+    # and the same matmul of the cell: both build inputs x kernel (MatMul) before h x recurrent
+    # kernel (MatMul_1), so their names and their gradients' names end alike
+    which = re.compile(r"(MatMul(_\d+)?_grad/)?MatMul(_\d+)?$")
+    assert all(which.search(r.control_names[0]).group(0) == which.search(r.test_names[0]).group(0)
+               for r in in_loops), report
     unmatched_loop_matmuls = [r for r in result.rows if not r.test_names and "MatMul" in r.op_type
                               and any("/body/_" in n for n in r.control_names)]
     if unmatched_loop_matmuls:
