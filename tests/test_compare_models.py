@@ -212,6 +212,12 @@ def test_lstm_while_loop_pair_aligns_by_structure(lstm_while_runs):
     """The cell runs inside a functional While's body on both sides: its ops pair through
     the loop bodies the capture recorded, from the variables the loop carries in."""
     result, figures, report = measured(lstm_while_runs, LSTM_LAYERS, "LSTM while loop")
+    for trace in (result.control, result.test):  # the loops' bodies are recorded, wired in
+        graph = decode_graph(trace.metadata)
+        loops = [n for n, op_type in graph.types.items() if op_type in ("While", "StatelessWhile")]
+        assert len(loops) == 2 and all(any(n.startswith(loop + "/body/") for n in graph.order) for loop in loops)
+        kernel = next(n for n, _, role in graph.variables if role == "recurrent_kernel")
+        assert any("/body/" in n for n in graph.consumers[kernel]), graph.consumers[kernel]
     not_run = not_run_shares(result)
     print(f"LSTM while loop, op time whose counterpart did not run: {not_run}")
     compute_rows = assert_done(result, figures, report + f"\nnot run: {not_run}", LSTM_LAYERS, not_run)

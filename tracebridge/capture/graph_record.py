@@ -39,7 +39,7 @@ _LOOPS = ("While", "StatelessWhile")
 
 
 def _nodes(graph) -> list[list]:
-    library = {f.signature.name: f for f in graph.as_graph_def().library.function}
+    library = None  # the graph's functions, serialized only when a loop needs them
     nodes = []
     for op in graph.get_operations():
         inputs = [t.op.name for t in op.inputs]
@@ -47,6 +47,8 @@ def _nodes(graph) -> list[list]:
         node = [op.name, op.type, inputs, shape]
         nodes.append(node)
         if op.type in _LOOPS:
+            if library is None:
+                library = {f.signature.name: f for f in graph.as_graph_def().library.function}
             nodes += _loop_nodes(node, {part: op.get_attr(part).name for part in ("cond", "body")}, library, 0)
     return nodes
 
