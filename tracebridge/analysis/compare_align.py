@@ -183,7 +183,7 @@ def _matched_scopes(pairs: list[Pair], control: Side, test: Side):
 
 
 # ``AddOpsRewrite`` also names the partial sums it adds ``..._Leaf_<n>_<node>``.
-_GRAPPLER_RENAMED = re.compile(r"^(?P<scope>.*)/ArithmeticOptimizer/[A-Za-z]+_(Leaf_\d+_)?(?P<base>[^/]+)$")
+_GRAPPLER_RENAMED = re.compile(r"^(?P<scope>.*)/ArithmeticOptimizer/[A-Za-z]+_(?P<leaf>Leaf_\d+_)?(?P<base>[^/]+)$")
 
 
 def _not_run_notes(control: Side, test: Side, not_run: dict[str, list[str]]) -> list[str]:
@@ -195,8 +195,9 @@ def _not_run_notes(control: Side, test: Side, not_run: dict[str, list[str]]) -> 
         names = not_run[missing]
         time = sum(side.total[n] for n in names) / (side.all_time or 1.0)
         if names and time >= 0.001:
+            example = max(names, key=lambda n: (side.total[n], n))
             out.append(f"{len(names)} {ran} ops ({time:.1%} of its op time) pair structurally with {missing} graph "
-                       f"nodes that did not run there (pruned, or renamed by a rewrite), e.g. {max(names, key=side.total.__getitem__)}")
+                       f"nodes that did not run there (pruned, or renamed by a rewrite), e.g. {example}")
     return out
 
 
@@ -205,20 +206,21 @@ def _rewritten_by_grappler(side: Side) -> dict[str, str]:
     runtime id; and where Grappler's arithmetic optimizer replaced the node by one named
     ``<scope>/ArithmeticOptimizer/<Rule>_<node>`` (as ``FoldTransposeIntoMatMul`` does to a
     transpose-fed MatMul), the replacement's."""
-    out = {}
+    renamed: dict[str, list[tuple[bool, str]]] = {}  # graph node -> (a partial sum?, trace name)
     if not side.graph:
-        return out
+        return {}
     for name in side.names:
         node = graph_node_name(name)
         if node != name and node in side.graph.order:
-            out.setdefault(node, name)
+            renamed.setdefault(node, []).append((False, name))
             continue
         match = _GRAPPLER_RENAMED.match(node)
         if match and node not in side.graph.order:
             original = f"{match.group('scope')}/{match.group('base')}"
             if original in side.graph.order and original not in side.total:
-                out.setdefault(original, name)
-    return out
+                renamed.setdefault(original, []).append((bool(match.group("leaf")), name))
+    # the rewrite itself before its partial sums, then by name: never by which ran first
+    return {original: min(names)[1] for original, names in renamed.items()}
 
 
 __all__ = ["align_ops"]
