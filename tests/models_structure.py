@@ -229,6 +229,27 @@ def lstm_data(seed: int = 0):
 
 
 def lstm_tf1(tf):
+    return _lstm_tf1(tf, _unrolled)
+
+
+def lstm_tf2(tf):
+    return _lstm_tf2(tf, unroll=True)
+
+
+# LSTM with a real loop: the same layer run by a functional ``While`` on both sides (TF1's
+# ``tf.while_loop`` over a TensorArray of time steps, as ``dynamic_rnn`` did; Keras 3's
+# ``unroll=False``). The cell's ops then live in the loop's body function, not the graph.
+def lstm_while_tf1(tf):
+    return _lstm_tf1(tf, _while_loop)
+
+
+def lstm_while_tf2(tf):
+    return _lstm_tf2(tf, unroll=False)
+
+
+def _lstm_tf1(tf, run_layer):
+    """The TF1 model; ``run_layer(tf, x, kernel, recurrent, bias)`` runs the LSTM over the
+    sequence and returns its last output."""
     v1 = tf.compat.v1
     graph = tf.Graph()
     with graph.as_default():
@@ -240,12 +261,7 @@ def lstm_tf1(tf):
                 kernel = v1.get_variable("kernel", [FEATURES, 4 * UNITS], initializer=init)
                 recurrent = v1.get_variable("recurrent_kernel", [UNITS, 4 * UNITS], initializer=init)
                 bias = v1.get_variable("bias", [4 * UNITS], initializer=v1.zeros_initializer())
-                h = c = tf.zeros([LSTM_BATCH, UNITS])
-                for t in range(STEPS):
-                    z = tf.matmul(x[:, t], kernel) + tf.matmul(h, recurrent) + bias
-                    i, f, g, o = tf.split(z, 4, axis=1)
-                    c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-                    h = tf.sigmoid(o) * tf.tanh(c)
+                h = run_layer(tf, x, kernel, recurrent, bias)
             with v1.variable_scope("classifier"):
                 w = v1.get_variable("kernel", [UNITS, CLASSES], initializer=init)
                 b = v1.get_variable("bias", [CLASSES], initializer=v1.zeros_initializer())
@@ -256,11 +272,35 @@ def lstm_tf1(tf):
     return graph, x, y, train, initializer
 
 
-def lstm_tf2(tf):
+def _cell(tf, x_t, h, c, kernel, recurrent, bias):
+    z = tf.matmul(x_t, kernel) + tf.matmul(h, recurrent) + bias
+    i, f, g, o = tf.split(z, 4, axis=1)
+    c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+    return tf.sigmoid(o) * tf.tanh(c), c
+
+
+def _unrolled(tf, x, kernel, recurrent, bias):
+    h = c = tf.zeros([LSTM_BATCH, UNITS])
+    for t in range(STEPS):
+        h, c = _cell(tf, x[:, t], h, c, kernel, recurrent, bias)
+    return h
+
+
+def _while_loop(tf, x, kernel, recurrent, bias):
+    steps = tf.TensorArray(tf.float32, STEPS).unstack(tf.transpose(x, [1, 0, 2]))
+
+    def body(t, h, c):
+        return (t + 1, *_cell(tf, steps.read(t), h, c, kernel, recurrent, bias))
+    zeros = tf.zeros([LSTM_BATCH, UNITS])
+    _, h, _ = tf.compat.v1.while_loop(lambda t, h, c: t < STEPS, body, (tf.constant(0), zeros, zeros))
+    return h
+
+
+def _lstm_tf2(tf, unroll: bool):
     import keras
     from keras import layers
 
     inputs = keras.Input((STEPS, FEATURES), batch_size=LSTM_BATCH)
-    h = layers.LSTM(UNITS, unroll=True, name="lstm")(inputs)
+    h = layers.LSTM(UNITS, unroll=unroll, name="lstm")(inputs)
     model = keras.Model(inputs, layers.Dense(CLASSES, name="classifier")(h), name="model")
     return _keras_step(tf, model, keras.optimizers.Adam(1e-3))

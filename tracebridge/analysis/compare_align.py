@@ -10,7 +10,7 @@ from .compare_fusion import group_fusions
 from .compare_names import RULE_CONFIDENCE, Pair, gradient_key, op_scope, pair_key, plain_name
 from .compare_optimizer import optimizer_groups
 from .compare_sides import Side
-from .structure import Alignment
+from .structure import Alignment, graph_node_name
 
 def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment | None = None,
               notes: list[str] | None = None) -> list[Pair]:
@@ -54,12 +54,18 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
         def in_trace(side_name, node, pool):
             node = node if node in pool else run_as[side_name].get(node, node)
             return node if node in pool else None
+        def ran(side_name, node):
+            side = control if side_name == "control" else test
+            return node in side.total or run_as[side_name].get(node) in side.total
         joined: dict[tuple[str, str], list[str]] = defaultdict(list)  # shape ops joined to a pair
         for side_name, nodes in alignment.attached.items():
             for node, control_node in nodes.items():
                 joined[side_name, control_node].append(node)
+        not_run = {"control": [], "test": []}  # paired in the graphs, run on one side only
         for node_c, node_t in alignment.pairs:
             c, t = in_trace("control", node_c, left), in_trace("test", node_t, right)
+            if c and not ran("test", node_t) or t and not ran("control", node_c):
+                not_run["test" if c else "control"].append(c or t)
             if c and t:
                 extra_c = [n for n in (in_trace("control", m, left) for m in joined["control", node_c]) if n]
                 extra_t = [n for n in (in_trace("test", m, right) for m in joined["test", node_c]) if n]
@@ -71,6 +77,8 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
             if names_c and names_t:
                 take(names_c, names_t, f"{pair_key(_named_by(control, names_c), _named_by(test, names_t))} "
                      f"[group of {len(names_c)} ~ {len(names_t)} ops]", "group")
+        if notes is not None:
+            notes += _not_run_notes(control, test, not_run)
     match_by(lambda text: text, rule_name, same_type=False)
     match_by(plain_name, rule_name, same_type=False)
     # Model scopes: the longest common tail of scope parts, same op type.
@@ -174,21 +182,45 @@ def _matched_scopes(pairs: list[Pair], control: Side, test: Side):
     return lambda name: matched.get(op_scope(control.rewritten[name])) or None
 
 
-_GRAPPLER_RENAMED = re.compile(r"^(?P<scope>.*)/ArithmeticOptimizer/[A-Za-z]+_(?P<base>[^/]+)$")
+# ``AddOpsRewrite`` also names the partial sums it adds ``..._Leaf_<n>_<node>``.
+_GRAPPLER_RENAMED = re.compile(r"^(?P<scope>.*)/ArithmeticOptimizer/[A-Za-z]+_(?P<leaf>Leaf_\d+_)?(?P<base>[^/]+)$")
+
+
+def _not_run_notes(control: Side, test: Side, not_run: dict[str, list[str]]) -> list[str]:
+    """Ops whose counterpart in the other graph never ran (Grappler pruned it: in a TF1
+    Session, ``tf.gradients`` differentiates a loop's every input, where TF2 prunes what the
+    tape did not ask for). They stay unmatched; the note says why."""
+    out = []
+    for missing, ran, side in (("test", "control", control), ("control", "test", test)):
+        names = not_run[missing]
+        time = sum(side.total[n] for n in names) / (side.all_time or 1.0)
+        if names and time >= 0.001:
+            example = max(names, key=lambda n: (side.total[n], n))
+            out.append(f"{len(names)} {ran} ops ({time:.1%} of its op time) pair structurally with {missing} graph "
+                       f"nodes that did not run there (pruned, or renamed by a rewrite), e.g. {example}")
+    return out
 
 
 def _rewritten_by_grappler(side: Side) -> dict[str, str]:
-    """Graph node -> the trace's name for it, where Grappler's arithmetic optimizer replaced
-    the node by one named ``<scope>/ArithmeticOptimizer/<Rule>_<node>`` (as
-    ``FoldTransposeIntoMatMul`` does to a transpose-fed MatMul)."""
-    out = {}
+    """Graph node -> the trace's name for it: inside a loop, the name without the loop's
+    runtime id; and where Grappler's arithmetic optimizer replaced the node by one named
+    ``<scope>/ArithmeticOptimizer/<Rule>_<node>`` (as ``FoldTransposeIntoMatMul`` does to a
+    transpose-fed MatMul), the replacement's."""
+    renamed: dict[str, list[tuple[bool, str]]] = {}  # graph node -> (a partial sum?, trace name)
+    if not side.graph:
+        return {}
     for name in side.names:
-        match = _GRAPPLER_RENAMED.match(name)
-        if match and side.graph and name not in side.graph.order:
+        node = graph_node_name(name)
+        if node != name and node in side.graph.order:
+            renamed.setdefault(node, []).append((False, name))
+            continue
+        match = _GRAPPLER_RENAMED.match(node)
+        if match and node not in side.graph.order:
             original = f"{match.group('scope')}/{match.group('base')}"
             if original in side.graph.order and original not in side.total:
-                out.setdefault(original, name)
-    return out
+                renamed.setdefault(original, []).append((bool(match.group("leaf")), name))
+    # the rewrite itself before its partial sums, then by name: never by which ran first
+    return {original: min(names)[1] for original, names in renamed.items()}
 
 
 __all__ = ["align_ops"]

@@ -12,7 +12,7 @@ from ..model.accelerator import device_rows
 from ..model.accelerator import self_times as accelerator_self_times
 from ..model.trace import Trace
 from .kernels import plain_kernel
-from .structure import decode_graph
+from .structure import decode_graph, graph_node_name
 from .summary import counted_rows
 
 
@@ -109,7 +109,7 @@ def prepare_side(trace: Trace, rules, warmup: int, time: str = "host") -> Side:
     _dataflow(side, rows, names)
     if side.graph:  # positions by the graph, not by timing: the same graphs, the same pairs
         last = len(side.graph.order)
-        side.order = {name: side.graph.order.get(name, last + side.order[name]) for name in side.names}
+        side.order = {name: side.graph.order.get(graph_node_name(name), last + side.order[name]) for name in side.names}
     if not side.producers and side.graph:  # XSpace records no inputs: the graph has them
         for name in side.names:
             side.producers[name] = side.graph.producers.get(name, ())
