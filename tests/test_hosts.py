@@ -153,6 +153,22 @@ def test_real_dask_cluster_gives_the_same_summary(corpus, tmp_path):
             process.wait(timeout=60)
 
 
+def _worker_environment(_):
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.getpid()
+
+
+def test_local_cluster_workers_keep_glibc_sliding_mmap_threshold():
+    # Dask's default MALLOC_TRIM_THRESHOLD_ tripled a host's CPU time in a worker
+    # (see host_runner); a user's own setting in this process is still passed on.
+    pytest.importorskip("distributed")
+    from tracebridge.analysis.hosts import host_runner
+    ours = os.environ.get("MALLOC_TRIM_THRESHOLD_")  # read first: Dask's nannies set it here too
+    with host_runner(workers=2) as run:
+        found = run(_worker_environment, range(4))
+    assert {value for value, _ in found} == {ours}
+    assert os.getpid() not in {pid for _, pid in found}  # run in the workers, not here
+
+
 # --- real captures: 4 workers on loopback, one of them a straggler ---------------------
 
 STRAGGLER_SLEEP = 0.03  # seconds slept inside every step of the straggler
