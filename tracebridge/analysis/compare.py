@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..model.trace import Trace
+from .eager_align import group_fusions_by_position
 from .kernels import fusion_parts, plain_kernel, trace_kernel_family
 from ..errors import OptionError
 from ..model.accelerator import device_rows
@@ -513,6 +514,7 @@ def _align(control: _Side, test: _Side, user_rules: bool, alignment: Alignment |
     updates_t = [n for n in right if _is_update(test, n)]
     if updates_c and updates_t:
         take(updates_c, updates_t, "optimizer updates", "optimizer")
+    group_fusions_by_position(control, test, left, right, take)  # eager ops: no scopes, no inputs
     # What is left: same kernel type, in order of first occurrence within the step.
     by_type_t: dict[str, list[str]] = defaultdict(list)
     for name in sorted(right, key=lambda n: test.order[n]):
