@@ -1,0 +1,132 @@
+"""The result of comparing two runs: aligned rows and what they add up to, as text, JSON
+or CSV (:func:`tracebridge.analysis.compare.compare` builds it)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, field
+
+from ..model.trace import Trace
+
+
+@dataclass
+class Row:
+    """One aligned op (or group of ops) of both runs; times in nanoseconds."""
+
+    key: str
+    rule: str
+    op_type: str
+    control_names: tuple[str, ...]
+    test_names: tuple[str, ...]
+    control_count: int = 0
+    test_count: int = 0
+    control_total_ns: int = 0
+    test_total_ns: int = 0
+    control_self_ns: int = 0
+    test_self_ns: int = 0
+    control_median_ns: float = 0.0
+    test_median_ns: float = 0.0
+    control_p90_ns: float = 0.0
+    test_p90_ns: float = 0.0
+    control_min_ns: float = 0.0
+    test_min_ns: float = 0.0
+    delta_ns: float = 0.0
+    ratio: float | None = None
+    change: str = "="
+    # Both kinds of time of the row's ops (totals), whichever the comparison aligned on.
+    control_device_ns: int = 0
+    test_device_ns: int = 0
+    control_host_ns: int = 0
+    test_host_ns: int = 0
+    confidence: float = 0.0  # how sure the pairing is, 0..1 (0 for unmatched rows): RULE_CONFIDENCE
+
+
+@dataclass
+class Comparison:
+    """``control`` against ``test``: aligned rows, coverage, steps, groupings, memory."""
+
+    control: Trace
+    test: Trace
+    rows: list[Row]
+    coverage: dict[str, float]
+    step_pairs: list[tuple[int, int]]
+    steps: dict[str, dict]
+    groups: dict[str, list[dict]] = field(default_factory=dict)
+    memory: dict[str, dict[str, int]] = field(default_factory=dict)
+    threshold: float = 0.1
+    kernels: dict[str, str] = field(default_factory=dict)  # side -> "oneDNN", "plain", "unknown"
+    time: str = "host"  # the time compared: "device" (kernels per TF op) or "host" (TF ops)
+    rule_shares: dict[str, dict[str, float]] = field(default_factory=dict)  # rule -> side -> share of op time
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def unmatched(self) -> dict[str, list[Row]]:
+        return {"control": [r for r in self.rows if not r.test_names],
+                "test": [r for r in self.rows if not r.control_names]}
+
+    def to_dict(self) -> dict:
+        return {"coverage": self.coverage, "steps": self.steps, "step_pairs": self.step_pairs,
+                "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
+                "unmatched": {side: [r.key for r in rows] for side, rows in self.unmatched.items()},
+                "groups": self.groups, "memory": self.memory, "kernels": self.kernels, "time": self.time,
+                "rule_shares": self.rule_shares, "notes": self.notes}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        columns = [f for f in Row.__dataclass_fields__]
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        for row in self.rows:
+            values = asdict(row)
+            values["control_names"] = ";".join(row.control_names)
+            values["test_names"] = ";".join(row.test_names)
+            writer.writerow([values[c] for c in columns])
+        return out.getvalue()
+
+    def to_text(self, top: int = 25) -> str:
+        c, t = self.steps["control"], self.steps["test"]
+        lines = [
+            f"control: {self.control.source_format}, {c['count']} steps, median step {_ms(c['median_ns'])}",
+            f"test:    {self.test.source_format}, {t['count']} steps, median step {_ms(t['median_ns'])}",
+            f"coverage: control {self.coverage['control']:.1%}, test {self.coverage['test']:.1%} "
+            f"of {'device' if self.time == 'device' else 'op'} time matched",
+        ]
+        if self.kernels and self.kernels["control"] != self.kernels["test"] and "unknown" not in self.kernels.values():
+            lines.append(f"kernels: control {self.kernels['control']}, test {self.kernels['test']}: "
+                         "kernels are compared by their plain names (_MklMatMul as MatMul)")
+        if self.rule_shares:
+            shares = ", ".join(f"{rule} {share['control']:.1%}/{share['test']:.1%}"
+                               for rule, share in self.rule_shares.items())
+            lines.append(f"matched by rule (control/test op time): {shares}")
+        lines += [f"note: {note}" for note in self.notes]
+        lines += [
+            "",
+            f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}{'conf':>6}  {'rule':13} op",
+        ]
+        for row in self.rows[:top]:
+            ratio = f"{row.ratio:.2f}" if row.ratio is not None else "-"
+            lines.append(f"{row.change:2}{_ms(row.control_median_ns):>11}{_ms(row.test_median_ns):>11}"
+                         f"{_ms(row.delta_ns, signed=True):>11}{ratio:>8}{row.confidence:>6.2f}  "
+                         f"{row.rule:13} {row.key}")
+        if len(self.rows) > top:
+            lines.append(f"  ... {len(self.rows) - top} more rows")
+        for side, rows in self.unmatched.items():
+            if rows:
+                shown = ", ".join(f"{r.key} ({_ms(getattr(r, side + '_total_ns'))})" for r in rows[:10])
+                lines.append(f"unmatched in {side}: {shown}{' ...' if len(rows) > 10 else ''}")
+        return "\n".join(lines)
+
+    __str__ = to_text
+
+
+def _ms(ns: float, signed: bool = False) -> str:
+    text = f"{ns / 1e6:+.3f}" if signed else f"{ns / 1e6:.3f}"
+    return text + "ms"
+
+
+__all__ = ["Comparison", "Row"]
