@@ -11,7 +11,7 @@ unmatched eager op of that type that comes after the previous part.
 
 from __future__ import annotations
 
-from ..readers.eager_ops import is_eager_name
+from ..model.schema import is_eager_name
 from .kernels import fusion_parts
 
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.schema import Category
-
-EAGER_SCOPE = "eager/"
+from ..model.schema import EAGER_SCOPE, Category
 _EAGER_EVENT = "EagerExecute"
 
 
@@ -45,7 +43,3 @@ def mark_eager_ops(strings, stats: dict, category: np.ndarray, name_id: np.ndarr
         name_id[event], type_id[event], kernel_id[event] = strings[name], strings[op_type], strings[op_type]
         category[event] = op
     return len(found)
-
-
-def is_eager_name(name: str) -> bool:
-    return name.startswith(EAGER_SCOPE)

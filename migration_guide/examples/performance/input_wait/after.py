@@ -1,0 +1,29 @@
+"""input_wait, after: the pipeline runs ahead of the step (parallel calls, prefetch)."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples' shared model
+
+from _model import *  # noqa: E402,F403
+
+w = variables()
+images, labels = batch()
+
+
+def augment(x):
+    for _ in range(40):
+        x = np.fft.irfft2(np.fft.rfft2(x, axes=(1, 2)), s=x.shape[1:3], axes=(1, 2)).astype(x.dtype)
+    return x
+
+
+def preprocess(x, y):
+    return tf.ensure_shape(tf.numpy_function(augment, [x], tf.float32), images.shape), y
+
+
+dataset = (tf.data.Dataset.from_tensors((images, labels)).repeat()
+           .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))  # AFTER
+iterator = iter(dataset)
+step = tf.function(lambda it: train_step(w, *next(it)))
+for _ in range(4):  # let the pipeline fill its buffer before the traced steps
+    step(iterator)
+report(tf2_run(lambda i: step(iterator)))

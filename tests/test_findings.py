@@ -1,0 +1,252 @@
+"""Findings: a TF1 run and TF2 ports of it, each port with one porting mistake, captured
+with real TensorFlow 2.21 (tests/helpers/porting_worker.py, one subprocess per run, all
+made once for this module). For each kind: the port with that mistake gets the finding,
+with its evidence, and the good port does not; every run compared with itself gets no
+findings at all. ``device_idle`` needs an accelerator: it is tested on the corpus' GPU
+and TPU profiles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tracebridge
+from tracebridge.analysis.compare import compare
+from tracebridge.analysis.findings import KINDS, advise
+from tracebridge.analysis.kernels import fusion_parts
+from tracebridge.model.schema import Category
+from tracebridge.writers.compare_html import compare_document
+
+from tests.conftest import run_cli
+
+WORKER = Path(__file__).parent / "helpers" / "porting_worker.py"
+VARIANTS = ("tf1", "tf1_noremap", "tf2_good", "tf2_eager", "tf2_retrace", "tf2_host", "tf2_input",
+            "tf2_noremap", "tf2_float64", "tf2_hoard")
+NOT_ON_A_GOOD_PORT = ("eager_ops", "retracing", "host_gaps")
+
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def runs(tf, tmp_path_factory) -> dict[str, Path]:
+    """Every variant captured once, one at a time (concurrent captures would load the two
+    cores and blur the timings the findings rest on). Memory events need the BFC allocator
+    set before TensorFlow starts."""
+    folder = tmp_path_factory.mktemp("porting")
+    paths = {}
+    for variant in VARIANTS:
+        out = folder / f"{variant}.json"
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_CPU_ALLOCATOR_USE_BFC": "true"}
+        done = subprocess.run([sys.executable, str(WORKER), variant, str(out)], capture_output=True, text=True,
+                              env=env, timeout=600, cwd=str(Path(__file__).parents[1]))
+        assert done.returncode == 0, (variant, done.stderr[-3000:])
+        assert json.loads(done.stdout.strip().splitlines()[-1])["steps"] == 5
+        paths[variant] = out
+    return paths
+
+
+@pytest.fixture(scope="module")
+def traces(runs) -> dict:
+    return {variant: tracebridge.load(path) for variant, path in runs.items()}
+
+
+def _findings(traces, test: str, control: str = "tf1") -> dict:
+    result = compare(traces[control], traces[test])
+    return {f.kind: f for f in result.findings}, result
+
+
+def _good_port_free_of(traces, kind: str, control: str = "tf1") -> None:
+    found, _ = _findings(traces, "tf2_good", control)
+    assert kind not in found, found[kind].to_text()
+
+
+def test_eager_ops_are_ops_and_compare_op_for_op(traces):
+    eager = traces["tf2_eager"]
+    ops = eager.ops
+    names = [eager.strings[i] for i in ops["name"].tolist()]
+    types = {eager.strings[t] for t, n, c in zip(ops["op_type"].tolist(), names, ops["category"].tolist())
+             if n.startswith("eager/") and c == Category.OP}
+    assert {"Conv2D", "MatMul", "Relu", "Conv2DBackpropFilter", "AssignSubVariableOp"} <= types
+    found, result = _findings(traces, "tf2_eager")
+    # The issue's bar: a forgotten tf.function still compares op for op.
+    assert result.coverage["control"] >= 0.5 and result.coverage["test"] >= 0.5, result.coverage
+    assert "type+position" in result.rule_shares
+    # Fused kernels of the graph run stand for their eager parts, one after another.
+    fused = [r for r in result.rows if r.rule == "fusion"]
+    assert fused and all(all(n.startswith("eager/") for n in r.test_names) for r in fused)
+    finding = found["eager_ops"]
+    assert finding.share > 0.5
+    assert min(finding.evidence["ops_per_step"]) >= 20
+    assert finding.evidence["steps"] == [s.number for s in eager.steps]
+    assert all(op.startswith("eager/") for op in finding.evidence["ops"])
+    assert "tf.function" in finding.advice and finding.link.endswith("#eager_ops")
+    _good_port_free_of(traces, "eager_ops")
+
+
+def test_retracing(traces):
+    found, result = _findings(traces, "tf2_retrace")
+    assert result.coverage["test"] >= 0.9  # the ops match: the time is elsewhere
+    finding = found["retracing"]
+    assert finding.evidence["graph_buildings_per_step"] == [1] * 5
+    # Each call ran a new function: __inference_train_on_<n>, five different n.
+    versions = finding.evidence["functions"]["train_on"]
+    assert len(versions) == 5 and all(v.startswith("__inference_train_on_") for v in versions)
+    assert finding.evidence["events"] == ["tf.function-graph_building"]
+    assert finding.share > 0.3
+    assert "eager_ops" not in found and "host_gaps" not in found  # tracing time is retracing's
+    _good_port_free_of(traces, "retracing")
+
+
+def test_host_gaps(traces):
+    found, _ = _findings(traces, "tf2_host")
+    finding = found["host_gaps"]
+    assert finding.share >= 0.15
+    assert finding.evidence["control_share"] < 0.15
+    gaps = finding.evidence["gap_ns_per_step"]
+    steps = traces["tf2_host"].steps
+    assert len(gaps) == len(steps) and all(g > 0.3 * s.duration_ns for g, s in zip(gaps, steps))
+    assert all(longest > 0 for longest in finding.evidence["longest_gap_ns_per_step"])
+    _good_port_free_of(traces, "host_gaps")
+
+
+def test_input_wait(traces):
+    found, _ = _findings(traces, "tf2_input")
+    finding = found["input_wait"]
+    assert finding.share >= 0.05
+    assert "IteratorGetNextOp::DoCompute" in finding.evidence["events"]
+    assert all(w > 0 for w in finding.evidence["wait_ns_per_step"])
+    assert finding.evidence["control_share"] < 0.05  # the TF1 run is fed from numpy
+    _good_port_free_of(traces, "input_wait")
+
+
+def _fused_kernels(trace, names) -> set[str]:
+    ops = trace.ops
+    wanted = {trace.strings.index(n) for n in names if n in trace.strings}
+    return {trace.strings[k] for n, k in zip(ops["name"].tolist(), ops["kernel"].tolist())
+            if n in wanted and fusion_parts(trace.strings[k])}
+
+
+def test_fusion_lost(traces, tf_build):
+    found, _ = _findings(traces, "tf2_noremap")
+    finding = found["fusion_lost"]
+    fused = _fused_kernels(traces["tf1"], [n for names in finding.evidence["control_ops"] for n in names])
+    # The control run's fused kernels are the build's own (_FusedConv2D, or oneDNN's).
+    assert fused and all(("_Mkl" in k) == tf_build.onednn for k in fused), fused
+    parts = {traces["tf2_noremap"].op(i).op_type for i in range(len(traces["tf2_noremap"]))
+             if traces["tf2_noremap"].op(i).name in {n for names in finding.evidence["test_ops"] for n in names}}
+    assert {"BiasAdd", "Relu"} <= parts
+    assert "fusion_gained" not in found
+    _good_port_free_of(traces, "fusion_lost")
+
+
+def test_fusion_gained(traces):
+    found, _ = _findings(traces, "tf2_good", control="tf1_noremap")
+    finding = found["fusion_gained"]
+    assert finding.evidence["ops"] and all("[" in key for key in finding.evidence["ops"])
+    assert _fused_kernels(traces["tf2_good"], [n for names in finding.evidence["test_ops"] for n in names])
+    assert "fusion_lost" not in found
+    _good_port_free_of(traces, "fusion_gained")
+
+
+def test_op_regression(traces, tf_build):
+    found, result = _findings(traces, "tf2_float64")
+    regressions = [f for f in result.findings if f.kind == "op_regression"]
+    assert regressions and regressions[0].share >= 0.05
+    slower = {f.evidence["op_type"] for f in regressions}
+    assert slower & {"Conv2DBackpropFilter", "Conv2DBackpropInput", "_FusedConv2D", "Conv2D", "MatMul"}, slower
+    for finding in regressions:
+        assert finding.evidence["test_median_ns"] > finding.evidence["control_median_ns"]
+    if tf_build.onednn:  # oneDNN has no float64 kernels: the trace shows other kernels ran
+        assert any("different kernel" in f.evidence.get("cause", "") for f in regressions)
+    _good_port_free_of(traces, "op_regression")
+
+
+def test_memory_growth(traces):
+    found, result = _findings(traces, "tf2_hoard")
+    finding = found["memory_growth"]
+    ends = finding.evidence["in_use_at_step_end"]
+    assert all(b > a for a, b in zip(ends, ends[1:])) and ends[-1] - ends[0] > 1 << 20
+    assert "memory_growth" in {f.kind for f in advise(traces["tf2_hoard"])}
+    _good_port_free_of(traces, "memory_growth")
+
+
+def test_a_good_port_and_every_self_comparison(traces):
+    found, _ = _findings(traces, "tf2_good")
+    assert not set(found) & set(NOT_ON_A_GOOD_PORT), [f.to_text() for f in found.values()]
+    assert not advise(traces["tf2_good"])
+    for variant, trace in traces.items():
+        findings = compare(trace, trace).findings
+        assert not findings, (variant, findings.to_text())
+
+
+@pytest.mark.parametrize("variant,kind", [("tf2_eager", "eager_ops"), ("tf2_retrace", "retracing"),
+                                          ("tf2_host", "host_gaps"), ("tf2_input", "input_wait")])
+def test_advise_one_run(traces, variant, kind):
+    findings = advise(traces[variant])
+    assert findings[0].kind == kind, findings.to_text()
+    assert findings == sorted(findings, key=lambda f: -f.share)
+
+
+def test_findings_in_every_output(runs, tmp_path):
+    done = run_cli("compare", runs["tf1"], runs["tf2_retrace"], "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["findings"][0]["kind"] == "retracing"
+    assert set(report["findings"][0]) == {"kind", "share", "summary", "evidence", "advice", "link"}
+    text = run_cli("compare", runs["tf1"], runs["tf2_retrace"]).stdout
+    assert "findings (share of the test run's step time):" in text and "retracing" in text
+    done = run_cli("advise", runs["tf2_eager"], "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)[0]["kind"] == "eager_ops"
+    assert run_cli("advise", runs["tf2_good"]).stdout.strip() == "findings: none"
+    page = compare_document(compare(tracebridge.load(runs["tf1"]), tracebridge.load(runs["tf2_host"])))
+    block = page.split('class="tracebridge-compare">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(block)["findings"][0]["kind"] == "host_gaps"
+    assert tracebridge.advise(runs["tf2_input"])[0].kind == "input_wait"
+
+
+def test_every_kind_has_a_guide_section():
+    guide = (Path(__file__).parents[1] / "migration_guide" / "README.md").read_text()
+    for kind in KINDS:
+        assert f"\n### {kind}\n" in guide, kind  # the anchor the findings link to: #<kind>
+        example = Path(__file__).parents[1] / "migration_guide" / "examples" / "performance" / kind
+        assert (example / "before.py").is_file() and (example / "after.py").is_file(), kind
+
+
+# --- device_idle: the corpus' accelerator profiles -----------------------------------------
+def test_device_idle_on_gpu_profiles(corpus):
+    for name in ("chrome/ikhlestov_gpu_timeline_01.json", "chrome/blackbox_attacks_timeline_01.json"):
+        trace = tracebridge.load(corpus / name)
+        found = {f.kind: f for f in advise(trace)}
+        finding = found["device_idle"]
+        assert finding.evidence["device"] == "/gpu:0/stream:all"
+        busy = trace.summary().by_device
+        stream = next(d for d in busy if d["key"] == "/gpu:0/stream:all")
+        # The idle share is the stream's own busy time against the step (the summary's too).
+        step = trace.steps[0].duration_ns
+        assert finding.evidence["idle_share"] == pytest.approx(1 - stream["busy_ns"] / step, abs=1e-6)
+        assert finding.share <= finding.evidence["idle_share"]
+        assert not compare(trace, trace).findings
+
+
+def test_device_idle_needs_the_host_working(corpus):
+    """A multi-worker GPU job whose devices idle while its host idles too is not waiting on
+    the host; a TPU busy 78% of the time waits on its host 12%: neither is a finding."""
+    for name in ("xspace/tfprofiler_gpu_multi_worker.xplane.pb", "xspace/xprof_tpu_inference_2.xplane.pb"):
+        trace = tracebridge.load(corpus / name)
+        assert "device_idle" not in {f.kind for f in advise(trace)}
+        assert not compare(trace, trace).findings
+    assert not [f for f in advise(tracebridge.load(corpus / "chrome/ikhlestov_cpu_timeline_01.json"))
+                if f.kind == "device_idle"]
+
+
+def test_advise_bad_input(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    done = run_cli("advise", bad)
+    assert done.returncode == 2 and done.stderr.startswith("error:") and "Traceback" not in done.stderr
