@@ -19,16 +19,22 @@ import pytest
 import tracebridge
 from tracebridge.analysis.compare import compare
 from tracebridge.analysis.findings import KINDS, advise
-from tracebridge.analysis.kernels import fusion_parts
+from tracebridge.analysis.kernels import fusion_parts, plain_kernel
 from tracebridge.model.schema import Category
 from tracebridge.writers.compare_html import compare_document
 
 from tests.conftest import run_cli
 
 WORKER = Path(__file__).parent / "helpers" / "porting_worker.py"
-VARIANTS = ("tf1", "tf1_noremap", "tf2_good", "tf2_eager", "tf2_retrace", "tf2_host", "tf2_input",
-            "tf2_noremap", "tf2_float64", "tf2_hoard")
+# Captured in this order: the pairs whose findings rest on op times (float64 and the good
+# port against tf1) right after one another, as the machine's load drifts over minutes.
+VARIANTS = ("tf1", "tf2_float64", "tf2_good", "tf1_noremap", "tf2_eager", "tf2_retrace", "tf2_host",
+            "tf2_input", "tf2_noremap", "tf2_hoard", "tf2_host+python")
 NOT_ON_A_GOOD_PORT = ("eager_ops", "retracing", "host_gaps")
+# What a build fuses in a tf.function but not in a TF1 session, measured with TF 2.21: oneDNN
+# fuses a convolution's filter gradient with its bias gradient in TF2 only. A true gain, so a
+# good port shows it as fusion_gained on that build.
+TF2_ONLY_FUSIONS = {True: {"_MklNativeConv2DBackpropFilterWithBias"}, False: set()}
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -115,6 +121,16 @@ def test_host_gaps(traces):
     _good_port_free_of(traces, "host_gaps")
 
 
+def test_host_gaps_name_the_python_work_with_the_python_tracer(traces):
+    trace = traces["tf2_host+python"]
+    assert (trace.ops["category"] == Category.PYTHON).any()  # the tracer's frames are in the trace
+    found, _ = _findings(traces, "tf2_host+python")
+    frames = found["host_gaps"].evidence["python_in_gaps_ns"]
+    # The worker's own numpy preparation is among the frames that ran while no op did.
+    assert any("porting_worker.py" in frame for frame in frames), frames
+    assert all(frame.startswith("$") and ns > 0 for frame, ns in frames.items())
+
+
 def test_input_wait(traces):
     found, _ = _findings(traces, "tf2_input")
     finding = found["input_wait"]
@@ -132,26 +148,38 @@ def _fused_kernels(trace, names) -> set[str]:
             if n in wanted and fusion_parts(trace.strings[k])}
 
 
+def _gained_beyond_the_build(found: dict, trace, onednn: bool) -> set[str]:
+    if "fusion_gained" not in found:
+        return set()
+    names = [n for names in found["fusion_gained"].evidence["test_ops"] for n in names]
+    return _fused_kernels(trace, names) - TF2_ONLY_FUSIONS[onednn]
+
+
 def test_fusion_lost(traces, tf_build):
     found, _ = _findings(traces, "tf2_noremap")
     finding = found["fusion_lost"]
     fused = _fused_kernels(traces["tf1"], [n for names in finding.evidence["control_ops"] for n in names])
-    # The control run's fused kernels are the build's own (_FusedConv2D, or oneDNN's).
+    # The control run's fused kernels are the build's own (_FusedMatMul, or oneDNN's).
     assert fused and all(("_Mkl" in k) == tf_build.onednn for k in fused), fused
+    assert "_FusedMatMul" in {plain_kernel(k) for k in fused}
     parts = {traces["tf2_noremap"].op(i).op_type for i in range(len(traces["tf2_noremap"]))
              if traces["tf2_noremap"].op(i).name in {n for names in finding.evidence["test_ops"] for n in names}}
-    assert {"BiasAdd", "Relu"} <= parts
-    assert "fusion_gained" not in found
+    assert {"MatMul", "BiasAdd"} <= {plain_kernel(p) for p in parts}
+    assert not _gained_beyond_the_build(found, traces["tf2_noremap"], tf_build.onednn)
     _good_port_free_of(traces, "fusion_lost")
 
 
-def test_fusion_gained(traces):
+def test_fusion_gained(traces, tf_build):
     found, _ = _findings(traces, "tf2_good", control="tf1_noremap")
     finding = found["fusion_gained"]
     assert finding.evidence["ops"] and all("[" in key for key in finding.evidence["ops"])
-    assert _fused_kernels(traces["tf2_good"], [n for names in finding.evidence["test_ops"] for n in names])
+    gained = _fused_kernels(traces["tf2_good"], [n for names in finding.evidence["test_ops"] for n in names])
+    assert "_FusedMatMul" in {plain_kernel(k) for k in gained}, gained
     assert "fusion_lost" not in found
-    _good_port_free_of(traces, "fusion_gained")
+    # The good port against the TF1 run with Grappler's defaults gains only what the build
+    # fuses in TF2 alone.
+    good, _ = _findings(traces, "tf2_good")
+    assert not _gained_beyond_the_build(good, traces["tf2_good"], tf_build.onednn)
 
 
 def test_op_regression(traces, tf_build):
@@ -171,7 +199,7 @@ def test_memory_growth(traces):
     found, result = _findings(traces, "tf2_hoard")
     finding = found["memory_growth"]
     ends = finding.evidence["in_use_at_step_end"]
-    assert all(b > a for a, b in zip(ends, ends[1:])) and ends[-1] - ends[0] > 1 << 20
+    assert sum(b > a for a, b in zip(ends, ends[1:])) >= 3 and ends[-1] - ends[0] > 1 << 20
     assert "memory_growth" in {f.kind for f in advise(traces["tf2_hoard"])}
     _good_port_free_of(traces, "memory_growth")
 
@@ -180,6 +208,7 @@ def test_a_good_port_and_every_self_comparison(traces):
     found, _ = _findings(traces, "tf2_good")
     assert not set(found) & set(NOT_ON_A_GOOD_PORT), [f.to_text() for f in found.values()]
     assert not advise(traces["tf2_good"])
+    assert set(found) <= {"fusion_gained"}, [f.to_text() for f in found.values()]  # see TF2_ONLY_FUSIONS
     for variant, trace in traces.items():
         findings = compare(trace, trace).findings
         assert not findings, (variant, findings.to_text())
@@ -200,7 +229,7 @@ def test_findings_in_every_output(runs, tmp_path):
     assert report["findings"][0]["kind"] == "retracing"
     assert set(report["findings"][0]) == {"kind", "share", "summary", "evidence", "advice", "link"}
     text = run_cli("compare", runs["tf1"], runs["tf2_retrace"]).stdout
-    assert "findings (share of the test run's step time):" in text and "retracing" in text
+    assert "findings (share of the step time they explain):" in text and "retracing" in text
     done = run_cli("advise", runs["tf2_eager"], "--json")
     assert done.returncode == 0 and json.loads(done.stdout)[0]["kind"] == "eager_ops"
     assert run_cli("advise", runs["tf2_good"]).stdout.strip() == "findings: none"

@@ -105,9 +105,12 @@ def retracing(view: StepView) -> Measure:
             spans.append((start, min(end, step.end_ns)))
     time = busy_ns(np.array([s for s, _ in spans], dtype=np.int64), np.array([e for _, e in spans], dtype=np.int64))
     retraced = {fn: sorted(names) for fn, names in functions.items() if len(names) > 1}
-    return Measure(time / view.total_ns if view.total_ns else 0.0,
-                   {"graph_buildings_per_step": counts, "functions": retraced, "steps": view.numbers(),
-                    "events": [GRAPH_BUILDING] if any(counts) else [], "sections": spans})
+    evidence = {"graph_buildings_per_step": counts, "functions": retraced, "steps": view.numbers(),
+                "events": [GRAPH_BUILDING] if any(counts) else [], "sections": spans}
+    python = _python_in(view, sorted(spans))
+    if python:  # python_tracer_level=1: the tracing's own frames (func_graph, autograph)
+        evidence["python_in_tracing_ns"] = python
+    return Measure(time / view.total_ns if view.total_ns else 0.0, evidence)
 
 
 def input_wait(view: StepView) -> Measure:
@@ -131,11 +134,11 @@ def input_wait(view: StepView) -> Measure:
 
 def host_gaps(view: StepView, explained: list[tuple[int, int]]) -> Measure:
     """Step time when no TF op, kernel or input event runs on any lane, and that no other
-    finding explains (``explained``: eager sections, retracing): Python between ops or
-    between the step's start and its first op."""
+    finding explains (``explained``: eager sections, retracing). With the Python tracer on
+    (``python_tracer_level=1``), the Python functions running in those gaps are evidence too."""
     ops = view.trace.ops
     working = np.isin(ops["category"], (Category.OP, Category.DEVICE, Category.MEMCPY, Category.DATA))
-    gaps, longest = [], []
+    gaps, longest, holes = [], [], []
     for step in view.steps:
         rows = view.rows_in(working, step)
         start, end = view.clipped(rows, step)
@@ -143,19 +146,52 @@ def host_gaps(view: StepView, explained: list[tuple[int, int]]) -> Measure:
         start = np.concatenate([start, np.array([max(s, step.start_ns) for s, _ in inside], dtype=np.int64)])
         end = np.concatenate([end, np.array([min(e, step.end_ns) for _, e in inside], dtype=np.int64)])
         gaps.append(step.duration_ns - busy_ns(start, end))
-        longest.append(_longest_gap(start, end, step))
-    return Measure(sum(gaps) / view.total_ns if view.total_ns else 0.0,
-                   {"gap_ns_per_step": gaps, "longest_gap_ns_per_step": longest, "steps": view.numbers()})
+        step_holes = _holes(start, end, step)
+        longest.append(max((e - s for s, e in step_holes), default=0))
+        holes += step_holes
+    evidence = {"gap_ns_per_step": gaps, "longest_gap_ns_per_step": longest, "steps": view.numbers()}
+    python = _python_in(view, holes)
+    if python:
+        evidence["python_in_gaps_ns"] = python
+    return Measure(sum(gaps) / view.total_ns if view.total_ns else 0.0, evidence)
 
 
-def _longest_gap(start: np.ndarray, end: np.ndarray, step) -> int:
-    if not len(start):
-        return step.duration_ns
+def _holes(start: np.ndarray, end: np.ndarray, step) -> list[tuple[int, int]]:
+    """The stretches of ``step`` that no interval covers."""
     order = np.argsort(start, kind="stable")
-    reach = np.maximum.accumulate(end[order])
-    edges = np.concatenate([[step.start_ns], reach])
-    nexts = np.concatenate([start[order], [step.end_ns]])
-    return int(max(0, (nexts - edges).max()))
+    reach = step.start_ns
+    out = []
+    for s, e in zip(start[order].tolist(), end[order].tolist()):
+        if s > reach:
+            out.append((reach, s))
+        reach = max(reach, e)
+    if reach < step.end_ns:
+        out.append((reach, step.end_ns))
+    return out
+
+
+def _python_in(view: StepView, holes: list[tuple[int, int]], top: int = 8) -> dict[str, int]:
+    """Python tracer frames (``$file.py:line function``) by the gap time they overlap, the
+    largest first. Frames nest, and each counts the time it spans: the caller and the
+    numpy call inside it both show."""
+    ops = view.trace.ops
+    rows = np.flatnonzero((ops["category"] == Category.PYTHON) & view.in_step)
+    if not len(rows) or not holes:
+        return {}
+    lo = np.array([s for s, _ in holes], dtype=np.int64)
+    hi = np.array([e for _, e in holes], dtype=np.int64)
+    before = np.concatenate([[0], np.cumsum(hi - lo)])  # gap time before each hole
+
+    def covered(t: np.ndarray) -> np.ndarray:  # gap time before each moment t
+        k = np.searchsorted(lo, t, side="right") - 1
+        inside = np.where(k >= 0, np.minimum(t, hi[np.maximum(k, 0)]) - lo[np.maximum(k, 0)], 0)
+        return np.where(k >= 0, before[np.maximum(k, 0)] + inside, 0)
+    overlap = covered(ops["end_ns"][rows]) - covered(ops["start_ns"][rows])
+    totals: dict[str, int] = {}
+    for row, time in zip(rows.tolist(), overlap.tolist()):
+        if time > 0:
+            totals[view.names[row]] = totals.get(view.names[row], 0) + int(time)
+    return dict(sorted(totals.items(), key=lambda item: -item[1])[:top])
 
 
 def device_idle(view: StepView) -> Measure | None:
@@ -196,8 +232,9 @@ def _window(ops, mask: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.nda
 
 
 def memory_in_use(trace: Trace) -> dict:
-    """Peak allocator bytes in use (over all allocators' counters), and per step the bytes
-    in use at its end, largest allocator first."""
+    """Allocator memory: the peak bytes in use of each allocator, and for the largest one,
+    per step, the bytes in use when it ends and its working set (its peak less what was in
+    use when it started: what the step's computation itself needs)."""
     counters = trace.counters
     if not counters.rows:
         return {}
@@ -208,11 +245,15 @@ def memory_in_use(trace: Trace) -> dict:
     times, values = counters["time_ns"][mine], counters["bytes_in_use"][mine]
     order = np.argsort(times, kind="stable")
     times, values = times[order], values[order]
-    at_end = []
+    at_end, working = [], []
     for step in trace.steps:
-        at = int(np.searchsorted(times, step.end_ns, side="right")) - 1
-        at_end.append(int(values[at]) if at >= 0 else 0)
-    return {"peaks": peaks, "allocator": allocator, "peak": peaks[allocator], "in_use_at_step_end": at_end}
+        before = int(np.searchsorted(times, step.start_ns, side="right")) - 1
+        base = int(values[before]) if before >= 0 else 0
+        lo, hi = np.searchsorted(times, [step.start_ns, step.end_ns], side="right")
+        at_end.append(int(values[hi - 1]) if hi > 0 else 0)
+        working.append(int(values[lo:hi].max()) - base if hi > lo else 0)
+    return {"peaks": peaks, "allocator": allocator, "peak": peaks[allocator], "in_use_at_step_end": at_end,
+            "working_set_per_step": working}
 
 
 def shared_times(trace: Trace) -> np.ndarray:

@@ -47,6 +47,18 @@ def batch(dtype=np.float32):
     return rng.random((BATCH, 32, 32, 3)).astype(dtype), rng.integers(0, 10, BATCH)
 
 
+def augment(x):
+    """Numpy preprocessing of a batch (a blur by FFT, 40 times): about half a training step."""
+    for _ in range(40):
+        x = np.fft.irfft2(np.fft.rfft2(x, axes=(1, 2)), s=x.shape[1:3], axes=(1, 2)).astype(x.dtype)
+    return x
+
+
+def preprocess(x, y):
+    """A tf.data map function that runs :func:`augment` (Python, through numpy_function)."""
+    return tf.ensure_shape(tf.numpy_function(augment, [x], tf.float32), [BATCH, 32, 32, 3]), y
+
+
 def initial(name, dtype=np.float32):
     return np.random.default_rng(list(SHAPES).index(name)).normal(0, 0.05, SHAPES[name]).astype(dtype)
 
@@ -64,8 +76,9 @@ def train_step(w, x, y, lr=0.01):
     return loss
 
 
-def tf1_run(remapping: bool = True):
-    """The TF1 original: a tf.Graph in a Session, traced for 3 steps after 2 warm-up runs."""
+def tf1_session(remapping: bool = True):
+    """The TF1 original: a tf.Graph in a Session; returns the session, its training op and
+    the feed of one batch."""
     from tensorflow.core.protobuf import rewriter_config_pb2
     v1 = tf.compat.v1
     graph = tf.Graph()
@@ -78,19 +91,26 @@ def tf1_run(remapping: bool = True):
     config = v1.ConfigProto()
     if not remapping:  # a legacy config that switched Grappler's fusions off
         config.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
+    session = v1.Session(graph=graph, config=config)
+    session.run(init)
     images, labels = batch()
-    with v1.Session(graph=graph, config=config) as session:
-        session.run(init)
-        with tracebridge.trace(session, warmup=2, steps=3) as capture:
-            for _ in range(5):
-                session.run(train, {x: images, y: labels})
+    return session, train, {x: images, y: labels}
+
+
+def tf1_run(remapping: bool = True, steps: int = 3):
+    """The TF1 original, ``steps`` traced after 2 warm-up runs."""
+    session, train, feed = tf1_session(remapping)
+    with session, tracebridge.trace(session, warmup=2, steps=steps) as capture:
+        for _ in range(2 + steps):
+            session.run(train, feed)
     return capture.trace
 
 
-def tf2_run(step) -> "tracebridge.Trace":
-    """``step(index)`` run 5 times, the last 3 traced; each call is one step."""
-    with tracebridge.trace(warmup=2, steps=3) as capture:
-        for index in range(5):
+def tf2_run(step, steps: int = 3, **options) -> "tracebridge.Trace":
+    """``step(index)`` run ``2 + steps`` times, the last ``steps`` traced; each call is one
+    step. ``options``: more options of ``tracebridge.trace`` (``python_tracer_level=1``)."""
+    with tracebridge.trace(warmup=2, steps=steps, **options) as capture:
+        for index in range(2 + steps):
             with capture.step():
                 step(index)
     return capture.trace
