@@ -21,9 +21,11 @@ from tracebridge.analysis.compare import compare
 from tracebridge.analysis.findings import KINDS, advise
 from tracebridge.analysis.kernels import fusion_parts, plain_kernel
 from tracebridge.model.schema import Category
-from tracebridge.writers.compare_html import compare_document
+from tracebridge.writers.compare_html import compare_document, write_compare_html
 
 from tests.conftest import run_cli
+from tests.helpers.browser import browser_mark
+from tests.test_html import Opened
 
 WORKER = Path(__file__).parent / "helpers" / "porting_worker.py"
 # Captured in this order: the pairs whose findings rest on op times (float64 and the good
@@ -279,3 +281,15 @@ def test_advise_bad_input(tmp_path):
     bad.write_text("{not json")
     done = run_cli("advise", bad)
     assert done.returncode == 2 and done.stderr.startswith("error:") and "Traceback" not in done.stderr
+
+
+@browser_mark
+def test_diff_view_findings_panel(traces, browser, tmp_path):
+    comparison = compare(traces["tf1"], traces["tf2_host"])
+    path = tmp_path / "diff.html"
+    write_compare_html(comparison, path)
+    with Opened(browser, path) as opened:
+        heads = opened.js("() => tracebridge.compare.findings()")
+        assert heads == [f"{f.share * 100:.1f}% \u00b7 {f.kind}" for f in comparison.findings], heads
+        advice = opened.js("() => Array.from(document.querySelectorAll('.tb-finding-advice'), e => e.textContent)")
+        assert all("migration_guide/README.md#" in text for text in advice)

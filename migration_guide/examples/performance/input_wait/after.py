@@ -15,3 +15,4 @@ step = tf.function(lambda it: train_step(w, *next(it)))
 for _ in range(4):  # let the pipeline fill its buffer before the traced steps
     step(iterator)
 report(tf2_run(lambda i: step(iterator)))
+del step, iterator, dataset  # TF 2.21 can hang at exit on a live iterator whose map calls Python

@@ -12,3 +12,4 @@ dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().map(preprocess
 iterator = iter(dataset)
 step = tf.function(lambda it: train_step(w, *next(it)))
 report(tf2_run(lambda i: step(iterator)))
+del step, iterator, dataset  # TF 2.21 can hang at exit on a live iterator whose map calls Python
