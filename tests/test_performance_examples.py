@@ -40,10 +40,13 @@ def test_every_finding_kind_has_an_example():
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_before_shows_the_finding_and_after_fixes_it(tf, kind, tmp_path):
+def test_before_shows_the_finding_and_after_fixes_it(tf_build, kind, tmp_path):
     before = _kinds(EXAMPLES / kind / "before.py", tmp_path)
     after = _kinds(EXAMPLES / kind / "after.py", tmp_path)
     if kind != "device_idle":  # no accelerator here: the CPU run shows no device to idle
         assert kind in before, before
-    assert kind not in after, after
+    if not (kind == "fusion_gained" and tf_build.onednn):
+        # (oneDNN fuses a filter gradient with its bias gradient in TF2 only: a true gain
+        # left after the fix too; tests/test_findings.py checks it is the only one)
+        assert kind not in after, after
     assert not {"eager_ops", "retracing", "host_gaps"} & set(after), after

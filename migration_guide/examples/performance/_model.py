@@ -97,7 +97,7 @@ def tf1_session(remapping: bool = True):
     return session, train, {x: images, y: labels}
 
 
-def tf1_run(remapping: bool = True, steps: int = 3):
+def tf1_run(remapping: bool = True, steps: int = 5):
     """The TF1 original, ``steps`` traced after 2 warm-up runs."""
     session, train, feed = tf1_session(remapping)
     with session, tracebridge.trace(session, warmup=2, steps=steps) as capture:
@@ -106,7 +106,7 @@ def tf1_run(remapping: bool = True, steps: int = 3):
     return capture.trace
 
 
-def tf2_run(step, steps: int = 3, **options) -> "tracebridge.Trace":
+def tf2_run(step, steps: int = 5, **options) -> "tracebridge.Trace":
     """``step(index)`` run ``2 + steps`` times, the last ``steps`` traced; each call is one
     step. ``options``: more options of ``tracebridge.trace`` (``python_tracer_level=1``)."""
     with tracebridge.trace(warmup=2, steps=steps, **options) as capture:
