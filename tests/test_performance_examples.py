@@ -43,7 +43,10 @@ def test_every_finding_kind_has_an_example():
 def test_before_shows_the_finding_and_after_fixes_it(tf_build, kind, tmp_path):
     before = _kinds(EXAMPLES / kind / "before.py", tmp_path)
     after = _kinds(EXAMPLES / kind / "after.py", tmp_path)
-    if kind != "device_idle":  # no accelerator here: the CPU run shows no device to idle
+    # device_idle: no accelerator here, the CPU run shows no device to idle. op_regression
+    # without oneDNN: float64 costs Eigen's kernels 1.2-3x with the machine's load, and the
+    # finding appears only when the ops grew beyond noise (tests/test_findings.py checks that).
+    if kind != "device_idle" and not (kind == "op_regression" and not tf_build.onednn):
         assert kind in before, before
     if not (kind == "fusion_gained" and tf_build.onednn):
         # (oneDNN fuses a filter gradient with its bias gradient in TF2 only: a true gain
