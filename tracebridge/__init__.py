@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CaptureError", "Device", "Lane", "MigrationError", "MissingDependencyError", "Op",
     "OutputError", "Step", "Trace", "TraceFormatError", "TracebridgeError", "UnsafePickleError",
-    "__version__", "capture_remote", "compare", "load", "summarize_hosts", "trace",
+    "__version__", "advise", "capture_remote", "compare", "load", "summarize_hosts", "trace",
 ]
 
 
@@ -65,3 +65,11 @@ def compare(control, test, **options):
     control = control if isinstance(control, Trace) else load(control)
     test = test if isinstance(test, Trace) else load(test)
     return _compare(control, test, **options)
+
+
+def advise(trace, *, warmup=0):
+    """Findings of one run (a trace, or a path tracebridge reads), ranked by the share of
+    the step time each explains: eager ops, retracing, host gaps, input waits, device idle
+    time, memory growing across steps; see :mod:`tracebridge.analysis.findings`."""
+    from .analysis.findings import advise as _advise
+    return _advise(trace if isinstance(trace, Trace) else load(trace), warmup=warmup)

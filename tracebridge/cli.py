@@ -105,6 +105,14 @@ def _parser() -> argparse.ArgumentParser:
     _add_workers(diff)
     diff.set_defaults(handler=_compare)
 
+    advice = commands.add_parser("advise", help="findings of one run: eager ops, retracing, host gaps, "
+                                 "input waits, device idle, memory growth")
+    advice.add_argument("input")
+    advice.add_argument("--warmup", type=int, default=0, help="steps left out first")
+    advice.add_argument("--json", action="store_true")
+    _add_workers(advice)
+    advice.set_defaults(handler=_advise)
+
     view = commands.add_parser("html", help="write the standalone HTML timeline view")
     view.add_argument("input")
     view.add_argument("output")
@@ -357,6 +365,15 @@ def _compare_host_groups(args) -> int:
     result = compare_host_groups(*sides, workers=args.workers, scheduler=args.scheduler, top=args.top,
                                  rules=args.rule, warmup=args.warmup, threshold=args.threshold, time=args.time)
     print(result.to_json() if args.json else result.to_text())
+    return 0
+
+
+def _advise(args) -> int:
+    from .analysis.findings import advise
+    if args.warmup < 0:
+        raise _UsageError("--warmup: a step count, 0 or more")
+    findings = advise(_load(args), warmup=args.warmup)
+    print(findings.to_json() if args.json else findings.to_text())
     return 0
 
 

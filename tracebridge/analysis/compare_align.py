@@ -10,7 +10,9 @@ from .compare_fusion import group_fusions
 from .compare_names import RULE_CONFIDENCE, Pair, gradient_key, op_scope, pair_key, plain_name
 from .compare_optimizer import optimizer_groups
 from .compare_sides import Side
+from .eager_align import group_fusions_by_position
 from .structure import Alignment, graph_node_name
+
 
 def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment | None = None,
               notes: list[str] | None = None) -> list[Pair]:
@@ -98,6 +100,7 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
         for side_name, side, pool in (("control", control, left), ("test", test, right)):
             _attach_to_neighbours(pairs, side_name, side, pool,
                                   [n for n in pool if side.graph.types.get(n) in _ATTACHED_TYPES])
+    group_fusions_by_position(control, test, left, right, take)  # eager ops: no scopes, no inputs
     # What is left: same kernel type, in order of first occurrence within the step; with
     # graphs, only within scopes the rules above matched to each other.
     if alignment is None:

@@ -4,6 +4,7 @@ or CSV (:func:`tracebridge.analysis.compare.compare` builds it)."""
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from dataclasses import asdict, dataclass, field
@@ -66,8 +67,15 @@ class Comparison:
         return {"control": [r for r in self.rows if not r.test_names],
                 "test": [r for r in self.rows if not r.control_names]}
 
+    @functools.cached_property
+    def findings(self):
+        """Why the test run is slower: :func:`.findings.comparison_findings` (measured once)."""
+        from .findings import comparison_findings  # it reads comparisons: imported when asked
+        return comparison_findings(self)
+
     def to_dict(self) -> dict:
-        return {"coverage": self.coverage, "steps": self.steps, "step_pairs": self.step_pairs,
+        return {"findings": [f.to_dict() for f in self.findings],
+                "coverage": self.coverage, "steps": self.steps, "step_pairs": self.step_pairs,
                 "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
                 "unmatched": {side: [r.key for r in rows] for side, rows in self.unmatched.items()},
                 "groups": self.groups, "memory": self.memory, "kernels": self.kernels, "time": self.time,
@@ -104,6 +112,7 @@ class Comparison:
                                for rule, share in self.rule_shares.items())
             lines.append(f"matched by rule (control/test op time): {shares}")
         lines += [f"note: {note}" for note in self.notes]
+        lines += ["", self.findings.to_text()]
         lines += [
             "",
             f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}{'conf':>6}  {'rule':13} op",

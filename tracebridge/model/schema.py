@@ -135,3 +135,11 @@ def is_string_column(table: str, column: str) -> bool:
 # Where a trace keeps the graph its capture recorded (capture/graph_record.py): the metadata
 # key "graph" (JSON text), written by the XSpace writer as this Task Environment stat.
 GRAPH_STAT = "tracebridge_graph"
+
+# Ops that ran eagerly have no node names: readers name them ``eager/<Type>_<n>``
+# (readers/eager_ops.py), and analyses know them by this scope.
+EAGER_SCOPE = "eager/"
+
+
+def is_eager_name(name: str) -> bool:
+    return name.startswith(EAGER_SCOPE)

@@ -31,6 +31,7 @@ from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.schema import GRAPH_STAT, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
+from .eager_ops import mark_eager_ops
 from .sources import Source
 from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings, strings_per_message,
                    varints_at)
@@ -224,6 +225,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     kernel_id = table[row_of_kind, 4].astype(np.int32)
     del row_of_kind
     device_of_event = device_of_line[event_line].astype(np.int32)
+    mark_eager_ops(builder.strings, stats, category, name_id, type_id, kernel_id, start_ns)
     _link_device_events(builder, stats, category, name_id, type_id)
     _link_by_correlation(stats, category, name_id, type_id, kernel_id, event_line, start_ns, end_ns)
     _device_clock_durations(stats, category, start_ns, end_ns)

@@ -4,7 +4,8 @@ The page of :mod:`tracebridge.writers.html` with two traces: the control run abo
 run (each with its own heading: role, source format, counts, coverage), one shared range
 (zoom and pan move both), a step selector over the comparison's aligned step pairs (picking
 one shifts the test timeline so that both steps start together and zooms to them), and
-below them the diff table of the aligned ops: change, op, how it was matched, op type,
+a findings panel in the sidebar (why the test run is slower: kind, share,
+evidence, advice; :mod:`tracebridge.analysis.findings`), and below them the diff table of the aligned ops: change, op, how it was matched, op type,
 per-step medians of both runs, delta and ratio, sortable by any column (largest regression
 first), with a filter. Clicking a row highlights the op in both timelines (the control
 names in the control run, the test names in the test run) and zooms to it.
@@ -100,9 +101,16 @@ def comparison_data(comparison: Any, *, title: str) -> dict:
         "rule_shares": {rule: {side: _number(share.get(side)) for side in ("control", "test")}
                         for rule, share in (getattr(comparison, "rule_shares", None) or {}).items()},
         "step_pairs": [[int(c), int(t)] for c, t in comparison.step_pairs],
+        "findings": [_finding(f) for f in (getattr(comparison, "findings", None) or [])],
         "fields": list(ROW_FIELDS),
         "rows": [_row(row) for row in comparison.rows],
     }
+
+
+def _finding(finding: Any) -> dict:
+    """A finding for the page's findings panel (its evidence as the JSON report has it)."""
+    return {"kind": str(finding.kind), "share": _number(finding.share), "summary": str(finding.summary),
+            "advice": str(finding.advice), "link": str(finding.link), "evidence": finding.evidence}
 
 
 def _row(row: Any) -> list:

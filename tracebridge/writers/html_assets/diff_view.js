@@ -163,6 +163,29 @@ class DiffView {
     return head;
   }
 
+  /** Why the test run is slower (analysis/findings.py): one entry per finding, ranked by
+   *  share; clicking one with ops filters the table to its first op. */
+  _findingsPanel(sidebar) {
+    const panel = el('section', 'tb-panel tb-findings');
+    const findings = this.compare.findings || [];
+    panel.appendChild(el('h2', null, `Findings (${findings.length})`));
+    if (!findings.length) panel.appendChild(el('div', 'tb-finding-none', 'none: nothing in the traces names a porting mistake'));
+    for (const finding of findings) {
+      const item = el('div', 'tb-finding');
+      item.appendChild(el('div', 'tb-finding-head', `${fmtPercent(finding.share)} \u00b7 ${finding.kind}`));
+      item.appendChild(el('div', 'tb-finding-summary', finding.summary));
+      item.appendChild(el('div', 'tb-finding-advice', `fix: ${finding.advice} (${finding.link})`));
+      const ops = (finding.evidence || {}).ops || [];
+      if (ops.length) {
+        const show = el('button', 'tb-finding-ops', `show ${plural(ops.length, 'op')} in the table`);
+        show.addEventListener('click', () => this.setFilter(String(ops[0]).split(' [')[0].split(' ~ ')[0], ''));
+        item.appendChild(show);
+      }
+      panel.appendChild(item);
+    }
+    sidebar.add(panel);
+  }
+
   /** The sidebar of a comparison: the compared op (row), the selected op, both runs. */
   sidebar(sidebar) {
     const compared = el('section', 'tb-panel tb-compared');
@@ -170,6 +193,7 @@ class DiffView {
     this.rowBody = el('div', 'tb-compared-body');
     compared.appendChild(this.rowBody);
     sidebar.add(compared);
+    this._findingsPanel(sidebar);
     this.showRow(null);
     sidebar.addDetails();
     this.datas.forEach((d, i) => sidebar.addInfo(d.meta, ['Control run', 'Test run'][i] || 'Trace'));
@@ -460,6 +484,7 @@ class DiffView {
       offsets: () => page.timelines.map((t) => t.offset),
       coverage: () => Object.assign({}, this.compare.coverage),
       ruleShares: () => JSON.parse(JSON.stringify(this.compare.rule_shares || {})),
+      findings: () => Array.from(document.querySelectorAll('.tb-finding-head'), (e) => e.textContent),
     };
   }
 }

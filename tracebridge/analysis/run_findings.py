@@ -1,0 +1,289 @@
+"""Findings one run shows by itself: eager ops, retracing, host gaps, input waits, device
+idle time, memory growing across steps.
+
+Each detector measures, per traced step, the time a porting mistake leaves its mark on,
+and returns a :class:`Measure`: that time's share of the step time, and the evidence it
+rests on. Deciding whether a share is a finding (thresholds, against a control run or
+alone) is :mod:`.findings`' job. Times are the union of intervals, so nested or
+concurrent events count once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.accelerator import busy_ns, device_rows
+from ..model.schema import Category
+from ..model.trace import Trace
+from ..model.schema import is_eager_name
+
+GRAPH_BUILDING = "tf.function-graph_building"   # TF 2.21's host event while a function is traced
+_FUNCTION = re.compile(r"^(?:EagerLocalExecute: )?__inference_(?P<fn>.+)_(?P<n>\d+)$")
+_INPUT_EVENTS = ("IteratorGetNextOp::DoCompute",)   # TF2: the time a step blocks on tf.data
+_INPUT_OP_TYPES = re.compile(r"^(?:QueueDequeue(?:Many|UpTo)?(?:V2)?|IteratorGetNext(?:Sync)?)$")
+
+
+@dataclass
+class Measure:
+    share: float                     # of the steps' time
+    evidence: dict = field(default_factory=dict)
+
+
+class StepView:
+    """A trace's steps (after ``warmup``) and its rows inside them, for the detectors."""
+
+    def __init__(self, trace: Trace, warmup: int = 0):
+        self.trace = trace
+        steps = list(trace.steps)
+        self.positions = list(range(warmup, len(steps))) if len(steps) > warmup else list(range(len(steps)))
+        self.steps = [steps[p] for p in self.positions]
+        self.total_ns = sum(s.duration_ns for s in self.steps)
+        ops = trace.ops
+        self.names = [trace.strings[i] for i in ops["name"].tolist()]
+        self.in_step = np.isin(ops["step"], self.positions) if self.positions else np.zeros(len(trace), bool)
+
+    def numbers(self) -> list[int]:
+        return [s.number for s in self.steps]
+
+    def clipped(self, rows: np.ndarray, step) -> tuple[np.ndarray, np.ndarray]:
+        ops = self.trace.ops
+        return (np.maximum(ops["start_ns"][rows], step.start_ns), np.minimum(ops["end_ns"][rows], step.end_ns))
+
+    def rows_in(self, mask: np.ndarray, step) -> np.ndarray:
+        ops = self.trace.ops
+        return np.flatnonzero(mask & (ops["end_ns"] > step.start_ns) & (ops["start_ns"] < step.end_ns))
+
+
+def eager_ops(view: StepView) -> Measure:
+    """Ops run eagerly inside steps. Their time is each step's eager section, from its first
+    eager op to its last: between eager ops Python dispatches the next one, which is the
+    cost of running without ``tf.function``."""
+    trace, ops = view.trace, view.trace.ops
+    eager = np.array([is_eager_name(n) for n in view.names], dtype=bool) & (ops["category"] == Category.OP)
+    spans, per_step, types = [], [], Counter()
+    for step in view.steps:
+        rows = view.rows_in(eager, step)
+        per_step.append(len(rows))
+        if len(rows):
+            start, end = view.clipped(rows, step)
+            spans.append((int(start.min()), int(end.max())))
+            types.update(trace.strings[t] for t in ops["op_type"][rows].tolist())
+    time = sum(end - start for start, end in spans)
+    examples = sorted({view.names[r] for r in np.flatnonzero(eager & view.in_step)})[:10]
+    return Measure(time / view.total_ns if view.total_ns else 0.0,
+                   {"ops_per_step": per_step, "op_types": dict(types.most_common(10)), "ops": examples,
+                    "steps": view.numbers(), "sections": spans})
+
+
+def retracing(view: StepView) -> Measure:
+    """A ``tf.function`` traced again inside the traced steps. TF 2.21 records each tracing
+    as a ``tf.function-graph_building`` host event, and each new trace runs as a new
+    function, ``__inference_<fn>_<n>`` with a new ``n``. The time is from each graph
+    building's start to the function's run (``FunctionRun``) that follows it: tracing,
+    then instantiating the new concrete function."""
+    ops = view.trace.ops
+    building = np.array([n == GRAPH_BUILDING for n in view.names], dtype=bool)
+    runs = np.flatnonzero(np.array([n == "FunctionRun" for n in view.names], dtype=bool))
+    run_starts = np.sort(ops["start_ns"][runs])
+    functions: dict[str, set[str]] = defaultdict(set)
+    for row in np.flatnonzero(view.in_step):
+        match = _FUNCTION.match(view.names[row])
+        if match:
+            functions[match.group("fn")].add(view.names[row].removeprefix("EagerLocalExecute: "))
+    spans, counts = [], []
+    for step in view.steps:
+        rows = view.rows_in(building, step)
+        counts.append(len(rows))
+        for row in rows.tolist():
+            start = int(ops["start_ns"][row])
+            later = run_starts[np.searchsorted(run_starts, int(ops["end_ns"][row])):]
+            end = int(later[0]) if len(later) and later[0] <= step.end_ns else int(ops["end_ns"][row])
+            spans.append((start, min(end, step.end_ns)))
+    time = busy_ns(np.array([s for s, _ in spans], dtype=np.int64), np.array([e for _, e in spans], dtype=np.int64))
+    retraced = {fn: sorted(names) for fn, names in functions.items() if len(names) > 1}
+    evidence = {"graph_buildings_per_step": counts, "functions": retraced, "steps": view.numbers(),
+                "events": [GRAPH_BUILDING] if any(counts) else [], "sections": spans}
+    python = _python_in(view, sorted(spans))
+    if python:  # python_tracer_level=1: the tracing's own frames (func_graph, autograph)
+        evidence["python_in_tracing_ns"] = python
+    return Measure(time / view.total_ns if view.total_ns else 0.0, evidence)
+
+
+def input_wait(view: StepView) -> Measure:
+    """Time a step blocks on its input: tf.data's ``IteratorGetNextOp::DoCompute`` (TF2),
+    or a dequeue or iterator op (TF1 queue runners, ``IteratorGetNext``)."""
+    trace, ops = view.trace, view.trace.ops
+    types = [trace.strings[t] for t in ops["op_type"].tolist()]
+    waiting = np.array([n in _INPUT_EVENTS or (c == Category.OP and bool(_INPUT_OP_TYPES.match(t)))
+                        for n, t, c in zip(view.names, types, ops["category"].tolist())], dtype=bool)
+    per_step, spans, found = [], [], Counter()
+    for step in view.steps:
+        rows = view.rows_in(waiting, step)
+        start, end = view.clipped(rows, step)
+        per_step.append(busy_ns(start, end))
+        spans += list(zip(start.tolist(), end.tolist()))
+        found.update(view.names[r] for r in rows.tolist())
+    return Measure(sum(per_step) / view.total_ns if view.total_ns else 0.0,
+                   {"wait_ns_per_step": per_step, "events": dict(found), "steps": view.numbers(),
+                    "sections": spans})
+
+
+def host_gaps(view: StepView, explained: list[tuple[int, int]]) -> Measure:
+    """Step time when no TF op, kernel or input event runs on any lane, and that no other
+    finding explains (``explained``: eager sections, retracing). With the Python tracer on
+    (``python_tracer_level=1``), the Python functions running in those gaps are evidence too."""
+    ops = view.trace.ops
+    working = np.isin(ops["category"], (Category.OP, Category.DEVICE, Category.MEMCPY, Category.DATA))
+    gaps, longest, holes = [], [], []
+    for step in view.steps:
+        rows = view.rows_in(working, step)
+        start, end = view.clipped(rows, step)
+        inside = [(s, e) for s, e in explained if e > step.start_ns and s < step.end_ns]
+        start = np.concatenate([start, np.array([max(s, step.start_ns) for s, _ in inside], dtype=np.int64)])
+        end = np.concatenate([end, np.array([min(e, step.end_ns) for _, e in inside], dtype=np.int64)])
+        gaps.append(step.duration_ns - busy_ns(start, end))
+        step_holes = _holes(start, end, step)
+        longest.append(max((e - s for s, e in step_holes), default=0))
+        holes += step_holes
+    evidence = {"gap_ns_per_step": gaps, "longest_gap_ns_per_step": longest, "steps": view.numbers()}
+    python = _python_in(view, holes)
+    if python:
+        evidence["python_in_gaps_ns"] = python
+    return Measure(sum(gaps) / view.total_ns if view.total_ns else 0.0, evidence)
+
+
+def _holes(start: np.ndarray, end: np.ndarray, step) -> list[tuple[int, int]]:
+    """The stretches of ``step`` that no interval covers."""
+    order = np.argsort(start, kind="stable")
+    reach = step.start_ns
+    out = []
+    for s, e in zip(start[order].tolist(), end[order].tolist()):
+        if s > reach:
+            out.append((reach, s))
+        reach = max(reach, e)
+    if reach < step.end_ns:
+        out.append((reach, step.end_ns))
+    return out
+
+
+def _python_in(view: StepView, holes: list[tuple[int, int]], top: int = 8) -> dict[str, int]:
+    """Python tracer frames (``$file.py:line function``) by the gap time they overlap, the
+    largest first. Frames nest, and each counts the time it spans: the caller and the
+    numpy call inside it both show."""
+    ops = view.trace.ops
+    rows = np.flatnonzero((ops["category"] == Category.PYTHON) & view.in_step)
+    if not len(rows) or not holes:
+        return {}
+    lo = np.array([s for s, _ in holes], dtype=np.int64)
+    hi = np.array([e for _, e in holes], dtype=np.int64)
+    before = np.concatenate([[0], np.cumsum(hi - lo)])  # gap time before each hole
+
+    def covered(t: np.ndarray) -> np.ndarray:  # gap time before each moment t
+        k = np.searchsorted(lo, t, side="right") - 1
+        inside = np.where(k >= 0, np.minimum(t, hi[np.maximum(k, 0)]) - lo[np.maximum(k, 0)], 0)
+        return np.where(k >= 0, before[np.maximum(k, 0)] + inside, 0)
+    overlap = covered(ops["end_ns"][rows]) - covered(ops["start_ns"][rows])
+    totals: dict[str, int] = {}
+    for row, time in zip(rows.tolist(), overlap.tolist()):
+        if time > 0:
+            totals[view.names[row]] = totals.get(view.names[row], 0) + int(time)
+    return dict(sorted(totals.items(), key=lambda item: -item[1])[:top])
+
+
+def device_idle(view: StepView) -> Measure | None:
+    """Accelerators only: the share of the profiled time the busiest device runs nothing
+    (busy: the union of its kernels and copies) while the host works (any host row: TF ops
+    dispatched or run on the host, launches, annotations): the device waiting on the host.
+    Windows: the steps when the trace has them, else its span."""
+    trace, ops = view.trace, view.trace.ops
+    rows = device_rows(ops["category"], ops["flags"])
+    if not rows.any():
+        return None
+    host = np.isin(ops["category"], (Category.OP, Category.HOST, Category.DATA)) & ~rows
+    windows = [(s.start_ns, s.end_ns) for s in view.steps] or [(trace.start_ns, trace.end_ns)]
+    total = sum(e - s for s, e in windows)
+    idle_by_device, waiting_by_device = {}, {}
+    for device in np.unique(ops["device"][rows]).tolist():
+        mine = rows & (ops["device"] == device)
+        busy = waiting = 0
+        for lo, hi in windows:
+            starts, ends = _window(ops, mine, lo, hi)
+            host_starts, host_ends = _window(ops, host, lo, hi)
+            own = busy_ns(starts, ends)
+            # host busy while the device is not: |host or device| - |device|
+            waiting += busy_ns(np.concatenate([starts, host_starts]), np.concatenate([ends, host_ends])) - own
+            busy += own
+        name = trace.devices[device].name
+        idle_by_device[name] = 1.0 - busy / total if total else 0.0
+        waiting_by_device[name] = waiting / total if total else 0.0
+    device = min(idle_by_device, key=idle_by_device.get)  # the busiest device
+    return Measure(waiting_by_device[device], {
+        "device": device, "idle_share": idle_by_device[device],
+        "waiting_on_host_share_by_device": waiting_by_device, "windows": len(windows), "steps": view.numbers()})
+
+
+def _window(ops, mask: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    inside = mask & (ops["end_ns"] > lo) & (ops["start_ns"] < hi)
+    return np.maximum(ops["start_ns"][inside], lo), np.minimum(ops["end_ns"][inside], hi)
+
+
+def memory_in_use(trace: Trace) -> dict:
+    """Allocator memory: the peak bytes in use of each allocator, and for the largest one,
+    per step, the bytes in use when it ends and its working set (its peak less what was in
+    use when it started: what the step's computation itself needs)."""
+    counters = trace.counters
+    if not counters.rows:
+        return {}
+    peaks = {trace.strings[a]: int(counters["bytes_in_use"][counters["allocator"] == a].max())
+             for a in np.unique(counters["allocator"]).tolist()}
+    allocator = max(peaks, key=peaks.get)
+    mine = counters["allocator"] == trace.strings.index(allocator)
+    times, values = counters["time_ns"][mine], counters["bytes_in_use"][mine]
+    order = np.argsort(times, kind="stable")
+    times, values = times[order], values[order]
+    at_end, working = [], []
+    for step in trace.steps:
+        before = int(np.searchsorted(times, step.start_ns, side="right")) - 1
+        base = int(values[before]) if before >= 0 else 0
+        lo, hi = np.searchsorted(times, [step.start_ns, step.end_ns], side="right")
+        at_end.append(int(values[hi - 1]) if hi > 0 else 0)
+        working.append(int(values[lo:hi].max()) - base if hi > lo else 0)
+    return {"peaks": peaks, "allocator": allocator, "peak": peaks[allocator], "in_use_at_step_end": at_end,
+            "working_set_per_step": working}
+
+
+def shared_times(trace: Trace) -> np.ndarray:
+    """Each TF op's time with the device shared out among the ops running with it: every
+    moment counts 1/k for each of the k ops running then on the op's device. A TF2 executor
+    runs independent gradient ops side by side where a TF1 session ran them one after the
+    other (measured: a weight gradient overlapped 99% of its time against 0-100%), so on a few
+    cores an op's wall time grows with what runs beside it; its shared time much less."""
+    ops = trace.ops
+    out = np.zeros(len(trace), dtype=np.float64)
+    counted = ops["category"] == Category.OP
+    for device in np.unique(ops["device"][counted]).tolist():
+        rows = np.flatnonzero(counted & (ops["device"] == device))
+        start, end = ops["start_ns"][rows], ops["end_ns"][rows]
+        edges = np.unique(np.concatenate([start, end]))
+        # ops running in each segment [edges[i], edges[i+1]): starts so far less ends so far
+        running = (np.searchsorted(np.sort(start), edges[:-1], side="right")
+                   - np.searchsorted(np.sort(end), edges[:-1], side="right"))
+        weight = np.where(running > 0, np.diff(edges) / np.maximum(running, 1), 0.0)
+        cumulative = np.concatenate([[0.0], np.cumsum(weight)])
+        out[rows] = cumulative[np.searchsorted(edges, end)] - cumulative[np.searchsorted(edges, start)]
+    return out
+
+
+def per_step_medians(trace: Trace, values: np.ndarray, positions: list[int]) -> dict[str, float]:
+    """Per op name: the median over ``positions`` (steps) of the per-step sum of ``values``."""
+    ops = trace.ops
+    slot = {p: k for k, p in enumerate(positions)}
+    sums: dict[int, np.ndarray] = {}
+    for row in np.flatnonzero(np.isin(ops["step"], positions) & (ops["category"] == Category.OP)).tolist():
+        name = int(ops["name"][row])
+        sums.setdefault(name, np.zeros(max(len(positions), 1)))[slot[int(ops["step"][row])]] += values[row]
+    return {trace.strings[name]: float(np.median(per_step)) for name, per_step in sums.items()}
