@@ -291,3 +291,22 @@ def test_filters_apply_host_by_host_as_to_the_merged_trace(corpus, tmp_path):
         assert json.loads(result.stdout) == json.loads(json.dumps(expected))
     missing = run_cli("summary", logdir, "--step", "12345")
     assert missing.returncode == 2 and "no host has such a step" in missing.stderr
+
+
+def test_advise_runs_host_by_host_with_each_hosts_own_findings(corpus, tmp_path):
+    from tracebridge.analysis.findings import advise
+    logdir = _logdir(tmp_path / "logdir", {"gpu-0": corpus / "xspace" / GPU, "tpu-0": corpus / "xspace" / TPU})
+    done = run_cli("advise", logdir, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [h["host"] for h in result["by_host"]] == ["gpu-0", "tpu-0"]
+    for host in result["by_host"]:  # each host's findings are advise() on that host alone
+        alone = advise(tracebridge.load(logdir / "plugins" / "profile" / "2026_01_01_00_00_00" /
+                                        f"{host['host']}.xplane.pb"))
+        assert host["findings"] == [f.to_dict() for f in alone]
+    kinds = {(f["host"], f["kind"]) for f in result["ranked"]}
+    assert ("gpu-0", "device_idle") in kinds  # GPU:6 waits on its host (see test_findings)
+    shares = [f["share"] for f in result["ranked"]]
+    assert shares == sorted(shares, reverse=True)
+    text = run_cli("advise", logdir)
+    assert text.returncode == 0 and "== gpu-0" in text.stdout and "== tpu-0" in text.stdout

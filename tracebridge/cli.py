@@ -107,9 +107,12 @@ def _parser() -> argparse.ArgumentParser:
 
     advice = commands.add_parser("advise", help="findings of one run: eager ops, retracing, host gaps, "
                                  "input waits, device idle, memory growth")
-    advice.add_argument("input")
+    advice.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host "
+                        "(several hosts: findings host by host)")
     advice.add_argument("--warmup", type=int, default=0, help="steps left out first")
     advice.add_argument("--json", action="store_true")
+    advice.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="several hosts: on this Dask cluster")
+    advice.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     _add_workers(advice)
     advice.set_defaults(handler=_advise)
 
@@ -372,7 +375,13 @@ def _advise(args) -> int:
     from .analysis.findings import advise
     if args.warmup < 0:
         raise _UsageError("--warmup: a step count, 0 or more")
-    findings = advise(_load(args), warmup=args.warmup)
+    if len(args.input) > 1 or args.scheduler or _hosts(args.input[0], args.input_run) > 1:
+        from .analysis.host_advice import advise_hosts
+        from .analysis.hosts import host_files
+        findings = advise_hosts(host_files(args.input, args.input_run), warmup=args.warmup, workers=args.workers,
+                                scheduler=args.scheduler, progress=sys.stderr.isatty())
+    else:
+        findings = advise(_load(args, args.input[0]), warmup=args.warmup)
     print(findings.to_json() if args.json else findings.to_text())
     return 0
 

@@ -1,0 +1,58 @@
+"""``advise`` on a multi-host profile, host by host.
+
+Each host's findings are computed where the host is read (:func:`.hosts.map_hosts`: in
+this process or on Dask), from that host's trace alone, so no process holds more than one
+host. A finding is about one host's steps (its share is of that host's step time), so
+findings are not summed across hosts: the result lists each host's findings, and ranks
+every (host, finding) pair by share so the worst host's worst problem comes first.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .hosts import HostFile, map_hosts
+
+
+@dataclass(frozen=True)
+class HostFindings:
+    """``hosts``: ``[{"host": name, "findings": [finding dicts]}]`` in host order."""
+
+    hosts: list[dict]
+
+    def ranked(self) -> list[dict]:
+        """Every host's findings in one list, largest share first, each naming its host."""
+        every = [{"host": host["host"], **finding} for host in self.hosts for finding in host["findings"]]
+        return sorted(every, key=lambda f: (-f["share"], f["host"], f["kind"]))
+
+    def to_dict(self) -> dict:
+        return {"by_host": self.hosts, "ranked": self.ranked()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_text(self) -> str:
+        lines = []
+        for host in self.hosts:
+            lines.append(f"== {host['host']}")
+            lines.append(host["text"])
+        return "\n".join(lines)
+
+
+def advise_hosts(files: Sequence[HostFile], *, warmup: int = 0, workers: int | None = None,
+                 scheduler: str | None = None, progress: bool = False) -> HostFindings:
+    """:func:`.findings.advise` on each host of ``files`` (see :func:`.hosts.host_files`)."""
+    parts = map_hosts(functools.partial(_host_findings, warmup=warmup), files, workers=workers,
+                      scheduler=scheduler, progress=progress)
+    return HostFindings(parts)
+
+
+def _host_findings(file: HostFile, *, warmup: int) -> dict:
+    """One host's findings, as plain data (what goes back from a Dask worker)."""
+    from .findings import advise
+    from .host_summary import load_full_host
+    findings = advise(load_full_host(file), warmup=warmup)
+    return {"host": file.host, "findings": [f.to_dict() for f in findings], "text": findings.to_text()}
