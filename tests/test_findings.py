@@ -294,11 +294,18 @@ def test_device_idle_on_gpu_profiles(corpus):
 
 
 def test_device_idle_needs_the_host_working(corpus):
-    """A multi-worker GPU job whose devices idle while its host idles too is not waiting on
-    the host; a TPU busy 78% of the time waits on its host 12%: neither is a finding."""
-    for name in ("xspace/tfprofiler_gpu_multi_worker.xplane.pb", "xspace/xprof_tpu_inference_2.xplane.pb"):
-        trace = tracebridge.load(corpus / name)
-        assert "device_idle" not in {f.kind for f in advise(trace)}
+    """A TPU busy 78% of the time waits on its host 12%: no finding. The multi-worker GPU job's
+    step (GPU:6's own Steps line, 21.3 ms as xprof's overview page reports) has 14.9 ms of device
+    compute in xprof's figures, so the device idles 30% of it; the host works during 28%: that is
+    a finding, and its idle share agrees with xprof's."""
+    tpu = tracebridge.load(corpus / "xspace/xprof_tpu_inference_2.xplane.pb")
+    assert "device_idle" not in {f.kind for f in advise(tpu)}
+    gpu = tracebridge.load(corpus / "xspace/tfprofiler_gpu_multi_worker.xplane.pb")
+    finding = {f.kind: f for f in advise(gpu)}["device_idle"]
+    assert finding.evidence["device"] == "/device:GPU:6"
+    assert finding.evidence["idle_share"] == pytest.approx(1 - 14.9 / 21.3, abs=0.01)
+    assert finding.share <= finding.evidence["idle_share"]
+    for trace in (tpu, gpu):
         assert not compare(trace, trace).findings
     assert not [f for f in advise(tracebridge.load(corpus / "chrome/ikhlestov_cpu_timeline_01.json"))
                 if f.kind == "device_idle"]
