@@ -110,16 +110,20 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     ops = trace.ops
     device = device_rows(ops["category"], ops["flags"])
     host = ops["category"] == Category.OP
-    duration = (ops["end_ns"] - ops["start_ns"]).astype(np.int64)
     device_time = np.zeros(len(trace), dtype=np.int64)
     device_time[device] = self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(device))
-    host_time = np.where(host, duration, 0)
     mode = mode or summary_mode(trace)
+    # 3M rows make every time column 24 MB: the host time is the durations zeroed in
+    # place, and is the basis itself where TF ops are what is counted.
+    duration = np.subtract(ops["end_ns"], ops["start_ns"], dtype=np.int64)
+    host_time = np.where(host, duration, 0) if mode == "all" else duration
+    if host_time is duration:
+        duration[~host] = 0
     if mode == "device+memcpy":
         time, mask, counted, basis = "device", device, "device+memcpy", device_time
     else:
         mask, counted = (host, "op") if mode == "op" else (np.ones(len(trace), dtype=bool), "all")
-        time, basis = "host", np.where(mask, duration, 0)
+        time, basis = "host", host_time if mode == "op" else duration
     either = mask | host
     total = int(basis[mask].sum())
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
@@ -128,7 +132,8 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     # without device rows, device time is zeros that stay unwritten (and cost no memory).
     everything = bool(either.all())
     kept = (lambda column: column) if everything else (lambda column: column[either])
-    grouped_counted, grouped_basis, grouped_host = kept(mask), kept(basis), kept(host_time)
+    grouped_counted, grouped_basis = kept(mask), kept(basis)
+    grouped_host = grouped_basis if host_time is basis else kept(host_time)
     grouped_device = kept(device_time) if device.any() else np.zeros(len(grouped_basis), dtype=np.int64)
     del duration, host_time, basis
 
@@ -141,7 +146,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         index = int(row["key"])
         row["key"] = str(devices[index])
         rows = either & (ops["device"] == index)
-        row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows])
+        row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows], scratch=True)
         row["idle_ns"] = span - row["busy_ns"]
     return Summary(
         total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
