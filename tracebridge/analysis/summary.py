@@ -134,7 +134,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     kept = (lambda column: column) if everything else (lambda column: column[either])
     grouped_counted, grouped_basis = kept(mask), kept(basis)
     grouped_host = grouped_basis if host_time is basis else kept(host_time)
-    grouped_device = kept(device_time) if device.any() else np.zeros(len(grouped_basis), dtype=np.int64)
+    grouped_device = kept(device_time) if device.any() else None  # None: no device time
     del duration, host_time, basis
 
     def group(keys: np.ndarray, labels) -> list[dict]:
@@ -159,20 +159,28 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     )
 
 
-def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray,
+def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray | None,
            host_ns: np.ndarray, labels, total: int, top: int | None) -> list[dict]:
     """Rows per key: count, total, mean, min and max over the counted rows (on the basis
-    time), and device and host time over all of the key's rows."""
+    time), and device and host time over all of the key's rows (``device_ns`` None: none)."""
     if not len(keys):
         return []
     unique, inverse = _distinct(keys)
-    count = np.bincount(inverse, weights=counted, minlength=len(unique)).astype(np.int64)
-    sums = np.bincount(inverse, weights=basis, minlength=len(unique)).astype(np.int64)
-    devices = np.bincount(inverse, weights=device_ns, minlength=len(unique)).astype(np.int64)
-    hosts = np.bincount(inverse, weights=host_ns, minlength=len(unique)).astype(np.int64)
+
+    def totals(weights: np.ndarray) -> np.ndarray:
+        return np.bincount(inverse, weights=weights, minlength=len(unique)).astype(np.int64)
+
+    # Each weighted bincount of 3M rows is a float copy and a pass: the ones whose
+    # answer is known (every row counted, no device rows, host time as the basis) are
+    # skipped.
+    every_row = bool(counted.all())
+    count = np.bincount(inverse, minlength=len(unique)) if every_row else totals(counted)
+    sums = totals(basis)
+    devices = totals(device_ns) if device_ns is not None else np.zeros(len(unique), dtype=np.int64)
+    hosts = sums if host_ns is basis else totals(host_ns)
     lows = np.full(len(unique), np.iinfo(np.int64).max)
     highs = np.zeros(len(unique), dtype=np.int64)
-    if not counted.all():
+    if not every_row:
         inverse, basis = inverse[counted], basis[counted]
     np.minimum.at(lows, inverse, basis)
     np.maximum.at(highs, inverse, basis)
