@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import tracebridge
 from tests.conftest import CORPUS, HYPOTHESIS_PROFILE
 from tests.helpers import malformed
+from tracebridge.model.accelerator import busy_ns
 from tracebridge.model.builder import TraceBuilder
 
 names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -106,6 +107,26 @@ def test_filters_partition_ops(trace):
     assert total == len(trace)
     devices = {d.name for d in trace.devices}
     assert sum(len(trace.filter(device=f"^{d}$")) for d in devices) == len(trace)
+
+
+@common
+@given(st.lists(st.tuples(st.integers(-10**12, 10**12), st.integers(0, 10**6)), min_size=1, max_size=60),
+       st.booleans())
+def test_busy_time_is_the_union_of_the_intervals(spans, scratch):
+    # busy_ns pairs sorted starts with sorted ends; the union walked in start order,
+    # one interval at a time, must give the same length.
+    start = np.array([s for s, _ in spans], dtype=np.int64)
+    end = start + np.array([d for _, d in spans], dtype=np.int64)
+    union, reach = 0, None
+    for s, e in sorted(zip(start.tolist(), end.tolist())):
+        if reach is None or s > reach:
+            union, reach = union + e - s, e
+        elif e > reach:
+            union, reach = union + e - reach, e
+    given_start, given_end = start.copy(), end.copy()
+    assert busy_ns(start, end, scratch=scratch) == union
+    if not scratch:  # the caller's arrays are left as they were
+        assert np.array_equal(start, given_start) and np.array_equal(end, given_end)
 
 
 @common

@@ -110,16 +110,20 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     ops = trace.ops
     device = device_rows(ops["category"], ops["flags"])
     host = ops["category"] == Category.OP
-    duration = (ops["end_ns"] - ops["start_ns"]).astype(np.int64)
     device_time = np.zeros(len(trace), dtype=np.int64)
     device_time[device] = self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(device))
-    host_time = np.where(host, duration, 0)
     mode = mode or summary_mode(trace)
+    # 3M rows make every time column 24 MB: the host time is the durations zeroed in
+    # place, and is the basis itself where TF ops are what is counted.
+    duration = np.subtract(ops["end_ns"], ops["start_ns"], dtype=np.int64)
+    host_time = np.where(host, duration, 0) if mode == "all" else duration
+    if host_time is duration:
+        duration[~host] = 0
     if mode == "device+memcpy":
         time, mask, counted, basis = "device", device, "device+memcpy", device_time
     else:
         mask, counted = (host, "op") if mode == "op" else (np.ones(len(trace), dtype=bool), "all")
-        time, basis = "host", np.where(mask, duration, 0)
+        time, basis = "host", host_time if mode == "op" else duration
     either = mask | host
     total = int(basis[mask].sum())
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
@@ -128,8 +132,9 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     # without device rows, device time is zeros that stay unwritten (and cost no memory).
     everything = bool(either.all())
     kept = (lambda column: column) if everything else (lambda column: column[either])
-    grouped_counted, grouped_basis, grouped_host = kept(mask), kept(basis), kept(host_time)
-    grouped_device = kept(device_time) if device.any() else np.zeros(len(grouped_basis), dtype=np.int64)
+    grouped_counted, grouped_basis = kept(mask), kept(basis)
+    grouped_host = grouped_basis if host_time is basis else kept(host_time)
+    grouped_device = kept(device_time) if device.any() else None  # None: no device time
     del duration, host_time, basis
 
     def group(keys: np.ndarray, labels) -> list[dict]:
@@ -141,7 +146,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         index = int(row["key"])
         row["key"] = str(devices[index])
         rows = either & (ops["device"] == index)
-        row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows])
+        row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows], scratch=True)
         row["idle_ns"] = span - row["busy_ns"]
     return Summary(
         total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
@@ -154,20 +159,28 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     )
 
 
-def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray,
+def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray | None,
            host_ns: np.ndarray, labels, total: int, top: int | None) -> list[dict]:
     """Rows per key: count, total, mean, min and max over the counted rows (on the basis
-    time), and device and host time over all of the key's rows."""
+    time), and device and host time over all of the key's rows (``device_ns`` None: none)."""
     if not len(keys):
         return []
     unique, inverse = _distinct(keys)
-    count = np.bincount(inverse, weights=counted, minlength=len(unique)).astype(np.int64)
-    sums = np.bincount(inverse, weights=basis, minlength=len(unique)).astype(np.int64)
-    devices = np.bincount(inverse, weights=device_ns, minlength=len(unique)).astype(np.int64)
-    hosts = np.bincount(inverse, weights=host_ns, minlength=len(unique)).astype(np.int64)
+
+    def totals(weights: np.ndarray) -> np.ndarray:
+        return np.bincount(inverse, weights=weights, minlength=len(unique)).astype(np.int64)
+
+    # Each weighted bincount of 3M rows is a float copy and a pass: the ones whose
+    # answer is known (every row counted, no device rows, host time as the basis) are
+    # skipped.
+    every_row = bool(counted.all())
+    count = np.bincount(inverse, minlength=len(unique)) if every_row else totals(counted)
+    sums = totals(basis)
+    devices = totals(device_ns) if device_ns is not None else np.zeros(len(unique), dtype=np.int64)
+    hosts = sums if host_ns is basis else totals(host_ns)
     lows = np.full(len(unique), np.iinfo(np.int64).max)
     highs = np.zeros(len(unique), dtype=np.int64)
-    if not counted.all():
+    if not every_row:
         inverse, basis = inverse[counted], basis[counted]
     np.minimum.at(lows, inverse, basis)
     np.maximum.at(highs, inverse, basis)

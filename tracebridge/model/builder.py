@@ -56,7 +56,6 @@ class TraceBuilder:
         self._chunks: dict[str, list[dict[str, np.ndarray]]] = {kind: [] for kind in TABLE_COLUMNS}
         self._chunk_rows = dict.fromkeys(TABLE_COLUMNS, 0)  # rows in _chunks, kept (rows() is hot)
         self._blocks = 0  # device-stats blocks handed out so far (see ops.block)
-        self._step_updates: list[tuple[np.ndarray, np.ndarray]] = []
         self._devices: dict[tuple[str, str | None], int] = {}
         self.device_list: list[Device] = []
         self._steps: list[dict[str, Any]] = []
@@ -78,11 +77,6 @@ class TraceBuilder:
         """Declare a step; extents left as None are derived from its ops."""
         self._steps.append({"number": number, "name": name, "start_ns": start_ns, "end_ns": end_ns})
         return len(self._steps) - 1
-
-    def set_steps(self, ops: np.ndarray, steps: np.ndarray) -> None:
-        """Assign ops (row numbers) to steps after they were added (XSpace steps are found
-        after the events)."""
-        self._step_updates.append((np.asarray(ops, dtype=np.int64), np.asarray(steps, dtype=np.int64)))
 
     def new_block(self) -> int:
         """A new device-stats block number (``ops.block``): a writer of StepStats writes one
@@ -195,10 +189,6 @@ class TraceBuilder:
         _clip_times(tables)
         ops = tables["ops"]
         mark_tracer_records(ops, self.device_list, self.strings.as_tuple())
-        if self._step_updates:
-            ops["step"] = ops["step"].copy()
-            for rows, steps in self._step_updates:
-                ops["step"][rows] = steps
         lanes = self._assign_lanes(ops)
         steps = self._finish_steps(ops)
         if len(tables["counters"]["time_ns"]) == 0 and len(tables["allocations"]["time_ns"]):

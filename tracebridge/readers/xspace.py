@@ -28,7 +28,7 @@ from .. import protos
 from ..errors import TraceFormatError
 from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
-from ..model.schema import GRAPH_STAT, Category, OpFlag
+from ..model.schema import GRAPH_STAT, NO_STEP, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .eager_ops import mark_eager_ops
@@ -245,24 +245,26 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     flags = np.where(kept(category) == Category.OP, nanos | canonical, nanos).astype(np.uint8)
     device_column, type_column = kept(device_of_event), kept(type_id)
     start_column, end_column = kept(start_ns), kept(end_ns)
+    # Steps are known before the rows are added: the step column goes in with them
+    # (int32, one per event), not as a later update of 3M rows and their temporaries.
+    step_of_event = _add_steps(builder, stats, keep, start_ns, end_ns, name_id, device_of_event,
+                               np.flatnonzero(_step_lines(planes, line_owner, line_names)[event_line]))
     builder.extend("ops", name=kept(name_id), op_type=type_column, kernel=kept(kernel_id),
                    start_ns=start_column, end_ns=end_column, op_start_ns=start_column,
                    op_end_ns=end_column, device=device_column,
                    lane=lane_of_line[event_line if every else event_line[rows]].astype(np.int32),
-                   step=np.full(len(rows), -1, dtype=np.int32), block=device_column, flags=flags,
+                   step=kept(step_of_event), block=device_column, flags=flags,
                    category=kept(category))
-    del flags, device_column, type_column, start_column, end_column
+    del flags, device_column, type_column, start_column, end_column, step_of_event
+    if ops_only:
+        return errors, warnings
     op_of_event = np.full(n_events, -1, dtype=np.int64)
     op_of_event[rows] = first_op + np.arange(len(rows))
-    if not ops_only:
-        _add_event_stats(builder, stats, op_of_event)
-        memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_event >= 0))
-        _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
-                    event_line, op_of_event, category)
-    _add_steps(builder, stats, op_of_event, start_ns, end_ns, name_id, device_of_event,
-               np.flatnonzero(_step_lines(planes, line_owner, line_names)[event_line]))
-    if not ops_only:
-        _add_links(builder, stats, op_of_event, category)
+    _add_event_stats(builder, stats, op_of_event)
+    memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_event >= 0))
+    _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
+                event_line, op_of_event, category)
+    _add_links(builder, stats, op_of_event, category)
     return errors, warnings
 
 
@@ -561,10 +563,12 @@ def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, st
         builder.add_row("allocations", memory=row, time_ns=time, bytes=-size if is_free else size)
 
 
-def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns, name_id, device_of_event,
-               step_line_events: np.ndarray) -> None:
+def _add_steps(builder: TraceBuilder, stats: dict, is_op: np.ndarray, start_ns, end_ns, name_id,
+               device_of_event, step_line_events: np.ndarray) -> np.ndarray:
     """Steps from ``step_num`` markers, else from device ``Steps`` lines, else from
-    tf.function calls; ops are assigned to the step whose span contains their start."""
+    tf.function calls; ops (events where ``is_op``) are assigned to the step whose span
+    contains their start. Returns the step of every event (NO_STEP where none)."""
+    step_of_event = np.full(len(start_ns), NO_STEP, dtype=np.int32)
     names = builder.strings.as_tuple()
     markers = []
     if "step_num" in stats:
@@ -578,20 +582,22 @@ def _add_steps(builder: TraceBuilder, stats: dict, op_of_event, start_ns, end_ns
                 marker[0], marker[1] = min(marker[0], int(start_ns[event])), max(marker[1], int(end_ns[event]))
         markers = [tuple(marker) for marker in found.values()]
     elif len(step_line_events):
-        _add_device_steps(builder, op_of_event, start_ns, end_ns, name_id, device_of_event, step_line_events)
-        return
+        _add_device_steps(builder, step_of_event, is_op, start_ns, end_ns, name_id, device_of_event,
+                          step_line_events)
+        return step_of_event
     elif "tf_function_call" in stats:
         for k, event in enumerate(sorted(stats["tf_function_call"][0], key=lambda e: start_ns[e])):
             markers.append((int(start_ns[event]), int(end_ns[event]), k, f"{names[int(name_id[event])]} {k}"))
     if not markers:
-        return
+        return step_of_event
     markers.sort()
     step_ids = np.array([builder.step(number, name, start, end) for start, end, number, name in markers])
-    _assign_steps(builder, op_of_event, start_ns, np.flatnonzero(op_of_event >= 0), markers, step_ids)
+    _assign_steps(step_of_event, start_ns, is_op, markers, step_ids)
+    return step_of_event
 
 
-def _add_device_steps(builder: TraceBuilder, op_of_event, start_ns, end_ns, name_id, device_of_event,
-                      step_line_events: np.ndarray) -> None:
+def _add_device_steps(builder: TraceBuilder, step_of_event: np.ndarray, is_op: np.ndarray, start_ns,
+                      end_ns, name_id, device_of_event, step_line_events: np.ndarray) -> None:
     """Each device's ``Steps`` line gives that device's steps (:func:`device_steps` reads
     them back from the kept rows). Devices step on their own clocks (a multi-GPU job's
     step 0 starts seconds apart on two GPUs), so the trace's step N is not a merge of
@@ -612,27 +618,33 @@ def _add_device_steps(builder: TraceBuilder, op_of_event, start_ns, end_ns, name
             longest[number] = (lo, hi)
     numbers = sorted(longest, key=lambda n: (longest[n], n))
     step_of = {n: builder.step(n, f"step {n}", *longest[n]) for n in numbers}
-    events = np.flatnonzero(op_of_event >= 0)
     stepping = {device for device, _ in spans}
-    on_stepping = np.isin(device_of_event[events], list(stepping))
+    on_stepping = np.isin(device_of_event, list(stepping))
     for device in sorted(stepping):
         mine = sorted((lo, hi, n, "") for (d, n), (lo, hi) in spans.items() if d == device)
-        _assign_steps(builder, op_of_event, start_ns, events[device_of_event[events] == device], mine,
+        _assign_steps(step_of_event, start_ns, is_op & (device_of_event == device), mine,
                       np.array([step_of[m[2]] for m in mine]))
     every = sorted((lo, hi, n, "") for (_, n), (lo, hi) in spans.items())
-    _assign_steps(builder, op_of_event, start_ns, events[~on_stepping], every,
+    _assign_steps(step_of_event, start_ns, is_op & ~on_stepping, every,
                   np.array([step_of[m[2]] for m in every]))
 
 
-def _assign_steps(builder: TraceBuilder, op_of_event, start_ns, events: np.ndarray, markers: list,
+def _assign_steps(step_of_event: np.ndarray, start_ns: np.ndarray, chosen: np.ndarray, markers: list,
                   step_ids: np.ndarray) -> None:
-    """Events to the step of ``markers`` (sorted ``(start, end, ...)``) whose span holds
-    their start; with overlapping spans, the latest one that started before them."""
+    """Set ``step_of_event`` of the ``chosen`` events (a mask) to the step of ``markers``
+    (sorted ``(start, end, ...)``) whose span holds their start; with overlapping spans,
+    the latest one that started before them. Done a chunk of events at a time, so that
+    the temporaries stay small (3M events made each one 24 MB)."""
+    # Index 0 is "before every marker": a span that holds nothing, and no step.
     starts = np.array([m[0] for m in markers], dtype=np.int64)
-    ends = np.array([m[1] for m in markers], dtype=np.int64)
-    position = np.searchsorted(starts, start_ns[events], side="right") - 1
-    inside = (position >= 0) & (start_ns[events] <= ends[np.maximum(position, 0)])
-    builder.set_steps(op_of_event[events[inside]], step_ids[position[inside]])
+    ends = np.r_[np.iinfo(np.int64).min, np.array([m[1] for m in markers], dtype=np.int64)]
+    ids = np.r_[NO_STEP, np.asarray(step_ids)].astype(np.int32)
+    for lo in range(0, len(start_ns), _EVENT_CHUNK):
+        hi = min(len(start_ns), lo + _EVENT_CHUNK)
+        start = start_ns[lo:hi]
+        position = np.searchsorted(starts, start, side="right")
+        inside = chosen[lo:hi] & (start <= ends[position])
+        step_of_event[lo:hi][inside] = ids[position[inside]]
 
 
 def _add_links(builder: TraceBuilder, stats: dict, op_of_event, category) -> None:
