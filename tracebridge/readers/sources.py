@@ -113,7 +113,13 @@ class Evidence(enum.IntEnum):
 def sniff_chrome(name: str, data: bytes) -> Evidence:
     if is_gzip(data) or name.endswith((".json", ".json.gz")):
         return Evidence.NAME
-    return Evidence.CONTENT if data[:64].lstrip()[:1] in (b"{", b"[") else Evidence.NONE
+    # By content only for text: a binary RunMetadata starts with step_stats' tag (0x0a, a
+    # newline) and its length, which is "{" or "[" for a 123- or 91-byte StepStats, so a
+    # ".pb" is never sniffed as JSON and a JSON head holds no control bytes but whitespace.
+    head = data[:64]
+    if name.endswith(".pb") or any(byte < 0x20 and byte not in b"\t\n\r" for byte in head):
+        return Evidence.NONE
+    return Evidence.CONTENT if head.lstrip()[:1] in (b"{", b"[") else Evidence.NONE
 
 
 def sniff_xspace(name: str, data: bytes) -> Evidence:
