@@ -422,7 +422,11 @@ def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, in
                 kinds[key] = (s[op_name], s[op_type], category, 0, s[kernel])
                 continue
             match = _OP_EVENT.match(name)
-            if match:
+            if match and shown and shown != match.group(2):
+                # tracebridge's writer: an op whose own name has a colon is written whole, its
+                # type in the display name (TF leaves host ops' display names empty).
+                kinds[key] = (s[name], s[shown], op, 0, s[shown])
+            elif match:
                 kinds[key] = (s[match.group(1)], s[match.group(2)], op, 0, s[match.group(2)])
             elif name.startswith("$"):
                 kinds[key] = (s[name], s["python"], python, 0, s["python"])
