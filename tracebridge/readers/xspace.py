@@ -33,13 +33,13 @@ from ..model.trace import Trace
 from ..options import Parallelism
 from .eager_ops import mark_eager_ops
 from .sources import Source
+from .xspace_steps import EVENT_CHUNK, add_steps
 from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings, strings_per_message,
                    varints_at)
 
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
 _MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _TASK_ENVIRONMENT = "Task Environment"
-_EVENT_CHUNK = 200_000
 _SPACE = protos.field_numbers("tensorflow.profiler.XSpace")
 _PLANE = protos.field_numbers("tensorflow.profiler.XPlane")
 _LINE = protos.field_numbers("tensorflow.profiler.XLine")
@@ -159,8 +159,8 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     plane_of_event = line_owner[event_line]
     # Events are decoded a chunk at a time: the decoder's rows (one per field, 33 bytes
     # each) for 3M events at once would be the largest allocation of the whole read.
-    for lo in range(0, n_events, _EVENT_CHUNK):
-        hi = min(n_events, lo + _EVENT_CHUNK)
+    for lo in range(0, n_events, EVENT_CHUNK):
+        hi = min(n_events, lo + EVENT_CHUNK)
         events_f = decode(raw, event_starts[lo:hi], event_ends[lo:hi])
         count = hi - lo
         metadata_id[lo:hi] = as_signed(events_f.scalar(_EVENT.metadata_id, count, np.uint64))
@@ -247,7 +247,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     start_column, end_column = kept(start_ns), kept(end_ns)
     # Steps are known before the rows are added: the step column goes in with them
     # (int32, one per event), not as a later update of 3M rows and their temporaries.
-    step_of_event = _add_steps(builder, stats, keep, start_ns, end_ns, name_id, device_of_event,
+    step_of_event = add_steps(builder, stats, keep, start_ns, end_ns, name_id, device_of_event,
                                np.flatnonzero(_step_lines(planes, line_owner, line_names)[event_line]))
     builder.extend("ops", name=kept(name_id), op_type=type_column, kernel=kept(kernel_id),
                    start_ns=start_column, end_ns=end_column, op_start_ns=start_column,
@@ -565,90 +565,6 @@ def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, st
         row = builder.add_row("memory", op=int(op_of_event[candidates[at]]), allocator=allocator,
                               total_bytes=size, peak_bytes=peak or 0, allocator_bytes_in_use=in_use or 0)
         builder.add_row("allocations", memory=row, time_ns=time, bytes=-size if is_free else size)
-
-
-def _add_steps(builder: TraceBuilder, stats: dict, is_op: np.ndarray, start_ns, end_ns, name_id,
-               device_of_event, step_line_events: np.ndarray) -> np.ndarray:
-    """Steps from ``step_num`` markers, else from device ``Steps`` lines, else from
-    tf.function calls; ops (events where ``is_op``) are assigned to the step whose span
-    contains their start. Returns the step of every event (NO_STEP where none)."""
-    step_of_event = np.full(len(start_ns), NO_STEP, dtype=np.int32)
-    names = builder.strings.as_tuple()
-    markers = []
-    if "step_num" in stats:
-        # One step per number: a marker may be repeated on several threads (tracebridge's
-        # TensorBoard output puts one on every host line) and spans all of them.
-        found: dict[int, list] = {}
-        for event, number in zip(*stats["step_num"]):
-            if isinstance(number, int):
-                marker = found.setdefault(number, [int(start_ns[event]), int(end_ns[event]), number,
-                                                   f"{names[int(name_id[event])]} {number}"])
-                marker[0], marker[1] = min(marker[0], int(start_ns[event])), max(marker[1], int(end_ns[event]))
-        markers = [tuple(marker) for marker in found.values()]
-    elif len(step_line_events):
-        _add_device_steps(builder, step_of_event, is_op, start_ns, end_ns, name_id, device_of_event,
-                          step_line_events)
-        return step_of_event
-    elif "tf_function_call" in stats:
-        for k, event in enumerate(sorted(stats["tf_function_call"][0], key=lambda e: start_ns[e])):
-            markers.append((int(start_ns[event]), int(end_ns[event]), k, f"{names[int(name_id[event])]} {k}"))
-    if not markers:
-        return step_of_event
-    markers.sort()
-    step_ids = np.array([builder.step(number, name, start, end) for start, end, number, name in markers])
-    _assign_steps(step_of_event, start_ns, is_op, markers, step_ids)
-    return step_of_event
-
-
-def _add_device_steps(builder: TraceBuilder, step_of_event: np.ndarray, is_op: np.ndarray, start_ns,
-                      end_ns, name_id, device_of_event, step_line_events: np.ndarray) -> None:
-    """Each device's ``Steps`` line gives that device's steps (:func:`device_steps` reads
-    them back from the kept rows). Devices step on their own clocks (a multi-GPU job's
-    step 0 starts seconds apart on two GPUs), so the trace's step N is not a merge of
-    their spans: it is the longest device's step N (xprof's step time for a number is
-    its longest core's), and an op belongs to step N when its start lies in its own
-    device's step N, or, for a device without a ``Steps`` line (the host), in any's."""
-    names = builder.strings.as_tuple()
-    spans: dict[tuple[int, int], list[int]] = {}
-    for event in step_line_events.tolist():
-        text = names[int(name_id[event])]
-        device = int(device_of_event[event])
-        number = int(text) if text.isdigit() else sum(1 for d, _ in spans if d == device)
-        span = spans.setdefault((device, number), [int(start_ns[event]), int(end_ns[event])])
-        span[0], span[1] = min(span[0], int(start_ns[event])), max(span[1], int(end_ns[event]))
-    longest: dict[int, tuple[int, int]] = {}
-    for (_, number), (lo, hi) in spans.items():
-        if number not in longest or hi - lo > longest[number][1] - longest[number][0]:
-            longest[number] = (lo, hi)
-    numbers = sorted(longest, key=lambda n: (longest[n], n))
-    step_of = {n: builder.step(n, f"step {n}", *longest[n]) for n in numbers}
-    stepping = {device for device, _ in spans}
-    on_stepping = np.isin(device_of_event, list(stepping))
-    for device in sorted(stepping):
-        mine = sorted((lo, hi, n, "") for (d, n), (lo, hi) in spans.items() if d == device)
-        _assign_steps(step_of_event, start_ns, is_op & (device_of_event == device), mine,
-                      np.array([step_of[m[2]] for m in mine]))
-    every = sorted((lo, hi, n, "") for (_, n), (lo, hi) in spans.items())
-    _assign_steps(step_of_event, start_ns, is_op & ~on_stepping, every,
-                  np.array([step_of[m[2]] for m in every]))
-
-
-def _assign_steps(step_of_event: np.ndarray, start_ns: np.ndarray, chosen: np.ndarray, markers: list,
-                  step_ids: np.ndarray) -> None:
-    """Set ``step_of_event`` of the ``chosen`` events (a mask) to the step of ``markers``
-    (sorted ``(start, end, ...)``) whose span holds their start; with overlapping spans,
-    the latest one that started before them. Done a chunk of events at a time, so that
-    the temporaries stay small (3M events made each one 24 MB)."""
-    # Index 0 is "before every marker": a span that holds nothing, and no step.
-    starts = np.array([m[0] for m in markers], dtype=np.int64)
-    ends = np.r_[np.iinfo(np.int64).min, np.array([m[1] for m in markers], dtype=np.int64)]
-    ids = np.r_[NO_STEP, np.asarray(step_ids)].astype(np.int32)
-    for lo in range(0, len(start_ns), _EVENT_CHUNK):
-        hi = min(len(start_ns), lo + _EVENT_CHUNK)
-        start = start_ns[lo:hi]
-        position = np.searchsorted(starts, start, side="right")
-        inside = chosen[lo:hi] & (start <= ends[position])
-        step_of_event[lo:hi][inside] = ids[position[inside]]
 
 
 def _add_links(builder: TraceBuilder, stats: dict, op_of_event, category) -> None:
