@@ -51,8 +51,9 @@ def add_steps(builder: TraceBuilder, stats: dict, is_op: np.ndarray, start_ns, e
 
 def _add_device_steps(builder: TraceBuilder, step_of_event: np.ndarray, is_op: np.ndarray, start_ns,
                       end_ns, name_id, device_of_event, step_line_events: np.ndarray) -> None:
-    """Each device's ``Steps`` line gives that device's steps (:func:`~tracebridge.model.accelerator.device_steps` reads
-    them back from the kept rows). Devices step on their own clocks (a multi-GPU job's
+    """Each device's ``Steps`` line gives that device's steps
+    (:func:`~tracebridge.model.accelerator.device_steps` reads them back from the kept
+    rows). Devices step on their own clocks (a multi-GPU job's
     step 0 starts seconds apart on two GPUs), so the trace's step N is not a merge of
     their spans: it is the longest device's step N (xprof's step time for a number is
     its longest core's), and an op belongs to step N when its start lies in its own
