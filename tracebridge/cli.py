@@ -257,7 +257,7 @@ def _convert(args) -> int:
 
 
 def _summary(args) -> int:
-    if len(args.input) > 1 or args.scheduler or args.by_host or _hosts(args.input[0], args.input_run) > 1:
+    if args.by_host or _several_hosts(args):
         return _summary_by_host(args)
     # Only the op rows of an XSpace (a summary needs no more): the same result, sooner.
     summary = _load(args, args.input[0], ops_only=True).summary(top=args.top)
@@ -270,13 +270,16 @@ def _summary(args) -> int:
     return 0
 
 
-def _hosts(path: str, run: str | None) -> int:
-    """Hosts in a profile logdir or run folder (1 for anything else)."""
+def _several_hosts(args) -> bool:
+    """Whether ``args.input`` asks for host-by-host work: several inputs, a Dask
+    scheduler, or a profile logdir (or run folder) of more than one host."""
     import os
 
     from .readers.sources import profile_run_hosts
-    found = profile_run_hosts(path, run) if os.path.isdir(path) else None
-    return len(found[1]) if found else 1
+    if len(args.input) > 1 or args.scheduler:
+        return True
+    found = profile_run_hosts(args.input[0], args.input_run) if os.path.isdir(args.input[0]) else None
+    return bool(found) and len(found[1]) > 1
 
 
 def _summary_by_host(args) -> int:
@@ -375,7 +378,7 @@ def _advise(args) -> int:
     from .analysis.findings import advise
     if args.warmup < 0:
         raise _UsageError("--warmup: a step count, 0 or more")
-    if len(args.input) > 1 or args.scheduler or _hosts(args.input[0], args.input_run) > 1:
+    if _several_hosts(args):
         from .analysis.host_advice import advise_hosts
         from .analysis.hosts import host_files
         findings = advise_hosts(host_files(args.input, args.input_run), warmup=args.warmup, workers=args.workers,
