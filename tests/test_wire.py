@@ -34,8 +34,21 @@ from tracebridge.readers import split_read, stepstats, wire
 from tracebridge.readers.wire import FIXED32, FIXED64, LENGTH, VARINT, WireError, decode
 from tracebridge.writers.chrome import write_chrome
 
-common = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# `decoder` below is function-scoped but fixed for a whole test: every example of a
+# hypothesis test runs the same decoder.
+common = settings(max_examples=150, deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 U64 = (1 << 64) - 1
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def decoder(request, monkeypatch):
+    """Every test runs with each decoder: the C loop (where it is built) and numpy alone."""
+    if request.param == "numpy":
+        monkeypatch.setattr(wire, "_wirec", None)
+    elif wire._wirec is None:
+        pytest.skip("the C wire decoder is not built here (no C compiler at install time)")
+    return request.param
 
 
 # --- encoding by hand and the reference parse ------------------------------------------
@@ -427,6 +440,64 @@ def test_spans_outside_the_buffer():
         decode(b"\x08\x01", [0], [5])
     with pytest.raises(WireError):
         decode(b"\x08\x01", [2], [1])
+
+
+# --- the C loop and the numpy decoder agree ------------------------------------------------
+
+def _columns(fields: wire.Fields) -> dict:
+    """Every field's rows as lists, in the order ``select`` gives (by message, wire order)."""
+    out = {}
+    for number in fields.numbers():
+        part = fields._parts[number]
+        order = np.argsort(part["message"], kind="stable")
+        out[number] = [part[name][order].tolist() for name in ("message", "wire_type", "value", "offset")]
+    return out
+
+
+@common
+@given(st.lists(st.one_of(raw_messages, st.binary(max_size=40)), min_size=1, max_size=60),
+       st.lists(st.binary(max_size=5), max_size=3), st.lists(st.integers(1, 6), max_size=3, unique=True))
+def test_compiled_and_numpy_decoders_agree(decoder, messages, gaps, dense):
+    """Valid or not (random bytes among the messages): the C loop accepts exactly what the
+    numpy decoder accepts, finds the same rows, and its dense columns equal ``scalar``."""
+    if decoder == "numpy":
+        return  # one comparison is enough: it runs both
+    data, starts, ends = pack(messages, gaps)
+    found = wire._wirec.decode(data, starts, ends, tuple(dense))
+    try:
+        reference = wire.decode_numpy(data, starts, ends)
+    except WireError:
+        # Malformed: the C loop declines and decode() raises the numpy decoder's error.
+        # (It may also decline valid input whose dense field is not a varint.)
+        assert found is None
+        return
+    if found is None:  # declined only for a dense field of another wire type
+        assert any(n in reference.numbers() and (reference._parts[n]["wire_type"] != VARINT).any() for n in dense)
+        return
+    compiled = decode(data, starts, ends, tuple(dense))
+    expected = {n: rows for n, rows in _columns(reference).items() if n not in dense}
+    assert _columns(compiled) == expected
+    for number in dense:
+        assert compiled.scalar(number, len(starts), np.uint64).tolist() == \
+            reference.scalar(number, len(starts), np.uint64).tolist()
+
+
+def test_compiled_decoder_is_built_where_a_compiler_is(decoder):
+    """CI machines have gcc: the benchmark figures assume the C loop, so its absence there
+    (a broken build step) must not go unnoticed."""
+    import shutil
+    if decoder == "numpy" or not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: the numpy decoder is the one in use")
+    assert wire.compiled()
+
+
+def test_dense_fields_are_read_with_scalar_only(decoder):
+    data = encode_field(1, VARINT, 5) + encode_field(2, VARINT, 300) + encode_field(2, VARINT, 301)
+    fields = decode(data, [0], [len(data)], dense=(2,))
+    assert fields.scalar(1, 1).tolist() == [5] and fields.scalar(2, 1).tolist() == [301]  # last wins
+    if decoder == "compiled":
+        with pytest.raises(ValueError, match="dense"):
+            fields.select(2)
 
 
 def test_wire_error_pickles_and_converts():

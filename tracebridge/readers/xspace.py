@@ -161,7 +161,8 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     # each) for 3M events at once would be the largest allocation of the whole read.
     for lo in range(0, n_events, EVENT_CHUNK):
         hi = min(n_events, lo + EVENT_CHUNK)
-        events_f = decode(raw, event_starts[lo:hi], event_ends[lo:hi])
+        events_f = decode(raw, event_starts[lo:hi], event_ends[lo:hi],
+                          dense=(_EVENT.metadata_id, _EVENT.offset_ps, _EVENT.duration_ps))
         count = hi - lo
         metadata_id[lo:hi] = as_signed(events_f.scalar(_EVENT.metadata_id, count, np.uint64))
         offset_ps[lo:hi] = as_signed(events_f.scalar(_EVENT.offset_ps, count, np.uint64))
