@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_TF := $(VENV)/.stamp-tf
 STAMP_TEST := $(VENV)/.stamp-test
+# What the install builds from: an edited C decoder is rebuilt by the next make.
+BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c
 
 .PHONY: demo test test-onednn test-fast bench clean fuzz
 
@@ -22,11 +24,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP_TF): pyproject.toml | $(BIN)/python
+$(STAMP_TF): $(BUILD_INPUTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[tf]'
 	touch $@
 
-$(STAMP_TEST): pyproject.toml $(STAMP_TF)
+$(STAMP_TEST): $(BUILD_INPUTS) $(STAMP_TF)
 	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask]'
 	touch $@
 
