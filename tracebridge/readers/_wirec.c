@@ -114,7 +114,7 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out, int
 
 /* Every field of every message: counted into the table (fill == 0), or written into its
  * columns (fill == 1). Returns 1, 0 on malformed input (or a dense field that is not a
- * varint), -1 out of memory. */
+ * varint), -1 out of memory, -2 when filling finds more rows than were counted. */
 static int walk(const uint8_t *data, const int64_t *starts, const int64_t *ends, Py_ssize_t n, Table *table,
                 int fill) {
     for (Py_ssize_t m = 0; m < n; m++) {
@@ -176,6 +176,8 @@ static int walk(const uint8_t *data, const int64_t *starts, const int64_t *ends,
                 group->rows++;
                 continue;
             }
+            if (group->next == group->rows)
+                return -2; /* more rows than counted: the input changed between the passes */
             Py_ssize_t row = group->next++;
             group->message[row] = m;
             group->wire_type[row] = (int8_t)kind;
@@ -311,9 +313,14 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     if (!allocate(table, n))
         goto done;
     Py_BEGIN_ALLOW_THREADS
-    status = walk(raw.buf, first, last, n, table, 1); /* the first pass accepted these bytes */
+    status = walk(raw.buf, first, last, n, table, 1);
     Py_END_ALLOW_THREADS
-    result = results(table);
+    if (status == 1)
+        result = results(table);
+    else if (status == -1)
+        PyErr_NoMemory();
+    else /* the first pass accepted these bytes: a bytearray written to by another thread */
+        PyErr_SetString(PyExc_RuntimeError, "the buffer changed while it was decoded");
 done:
     free_table(table);
     PyBuffer_Release(&ends);
