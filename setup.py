@@ -1,8 +1,8 @@
 """The one part of the build pyproject.toml cannot declare: the optional C wire decoder.
 
 ``optional=True``: where no C compiler is found the build goes on without it, and
-``tracebridge.readers.wire`` decodes with numpy alone (same results, about 2x slower
-on a large XSpace).
+``tracebridge.readers.wire`` decodes with numpy alone (same results, about 2.5x slower
+to read a large XSpace).
 """
 
 from setuptools import Extension, setup

@@ -205,10 +205,12 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     base_ns = min(max(base_ns, -TIME_LIMIT_NS), TIME_LIMIT_NS)
     line_start = base_ns + np.clip(line_ts, -TIME_LIMIT_NS // 2, TIME_LIMIT_NS // 2)
     start_ns = offset_ps // 1000
-    start_ns += line_start[event_line]
     end_ns = duration_ps // 1000  # (offset + duration) // 1000
-    end_ns += line_start[event_line]
-    del offset_ps, duration_ps, line_start
+    del offset_ps, duration_ps
+    event_line_start = line_start[event_line]
+    start_ns += event_line_start
+    end_ns += event_line_start
+    del line_start, event_line_start
     kinds = _classify(builder, planes)
     pairs = sorted(kinds)
     keys, kind_keys = _pair_keys(event_plane, metadata_id, pairs)
@@ -219,13 +221,13 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     table = np.array([kinds[k] for k in pairs] or [(0, 0, 0, 0, 0)], dtype=np.int64)
     row_of_kind = np.minimum(position, len(table) - 1)
     del position
-    name_id = table[row_of_kind, 0].astype(np.int32)
-    type_id = table[row_of_kind, 1].astype(np.int32)
-    category = table[row_of_kind, 2].astype(np.uint8)
-    is_memory = table[row_of_kind, 3].astype(np.uint8)
-    kernel_id = table[row_of_kind, 4].astype(np.int32)
+    # Each column is gathered from a table column of its own narrow type: no 3M-row
+    # int64 temporary per column.
+    name_id, type_id, category, is_memory, kernel_id = (
+        table[:, k].astype(dtype)[row_of_kind]
+        for k, dtype in enumerate((np.int32, np.int32, np.uint8, np.uint8, np.int32)))
     del row_of_kind
-    device_of_event = device_of_line[event_line].astype(np.int32)
+    device_of_event = device_of_line.astype(np.int32)[event_line]
     mark_eager_ops(builder.strings, stats, category, name_id, type_id, kernel_id, start_ns)
     _link_device_events(builder, stats, category, name_id, type_id)
     _link_by_correlation(stats, category, name_id, type_id, kernel_id, event_line, start_ns, end_ns)
@@ -243,7 +245,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
         return column if every else column[rows]
 
     nanos, canonical = int(OpFlag.HAS_NANOS), int(OpFlag.LABEL_CANONICAL)
-    flags = np.where(kept(category) == Category.OP, nanos | canonical, nanos).astype(np.uint8)
+    flags = np.where(kept(category) == Category.OP, np.uint8(nanos | canonical), np.uint8(nanos))
     device_column, type_column = kept(device_of_event), kept(type_id)
     start_column, end_column = kept(start_ns), kept(end_ns)
     # Steps are known before the rows are added: the step column goes in with them
@@ -253,7 +255,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     builder.extend("ops", name=kept(name_id), op_type=type_column, kernel=kept(kernel_id),
                    start_ns=start_column, end_ns=end_column, op_start_ns=start_column,
                    op_end_ns=end_column, device=device_column,
-                   lane=lane_of_line[event_line if every else event_line[rows]].astype(np.int32),
+                   lane=lane_of_line.astype(np.int32)[event_line if every else event_line[rows]],
                    step=kept(step_of_event), block=device_column, flags=flags,
                    category=kept(category))
     del flags, device_column, type_column, start_column, end_column, step_of_event
