@@ -136,3 +136,44 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflo
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+def test_events_find_their_metadata_whatever_the_ids(corpus, tmp_path):
+    """TF numbers event metadata from 1, and the reader looks ids up in a table; ids that
+    do not fit one (huge, or negative) are searched for instead. Both give the same rows,
+    and an event whose metadata is missing is left out by both."""
+    space = protos.XSpace.FromString((corpus / "xspace" / GPU).read_bytes())
+    plane = next(p for p in space.planes if any(line.events for line in p.lines))
+    line = next(line for line in plane.lines if line.events)
+    line.events[0].metadata_id = max(plane.event_metadata) + 1000  # no such metadata
+
+    def renumbered(shift: int) -> bytes:
+        copy = protos.XSpace()
+        copy.CopyFrom(space)
+        for plane in copy.planes:
+            metadata = {key: type(value).FromString(value.SerializeToString())
+                        for key, value in plane.event_metadata.items()}
+            plane.ClearField("event_metadata")
+            for key, value in metadata.items():
+                value.id = key + shift
+                plane.event_metadata[key + shift].CopyFrom(value)
+            for line in plane.lines:
+                for event in line.events:
+                    event.metadata_id += shift
+        return copy.SerializeToString()
+
+    traces = {}
+    for shift in (0, 1 << 50, -(1 << 40)):
+        path = tmp_path / f"shift{shift}.xplane.pb"
+        path.write_bytes(renumbered(shift))
+        traces[shift] = tracebridge.load(path)
+    _, total, memory = all_events(corpus / "xspace" / GPU)
+
+    def rows(trace) -> dict:
+        texts = {column: trace.column_strings("ops", column) for column in ("name", "op_type", "kernel")}
+        return {**texts, **{column: trace.ops[column].tolist()
+                            for column in ("category", "start_ns", "end_ns", "lane", "step")}}
+
+    for shift, trace in traces.items():
+        assert len(trace) + memory == total - 1, shift
+        assert rows(trace) == rows(traces[0]), shift

@@ -213,16 +213,12 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     del line_start, event_line_start
     kinds = _classify(builder, planes)
     pairs = sorted(kinds)
-    keys, kind_keys = _pair_keys(event_plane, metadata_id, pairs)
+    row_of_kind = _kind_rows(event_plane, metadata_id, pairs)  # -1: metadata not found
     del metadata_id
-    position = np.searchsorted(kind_keys, keys)
-    known = (position < len(kind_keys)) & (kind_keys[np.minimum(position, len(kind_keys) - 1)] == keys)
-    del keys
-    table = np.array([kinds[k] for k in pairs] or [(0, 0, 0, 0, 0)], dtype=np.int64)
-    row_of_kind = np.minimum(position, len(table) - 1)
-    del position
-    # Each column is gathered from a table column of its own narrow type: no 3M-row
-    # int64 temporary per column.
+    known = row_of_kind >= 0
+    # The last row stands for unknown metadata (-1 indexes it). Each column is gathered
+    # from a table column of its own narrow type: no 3M-row int64 temporary per column.
+    table = np.array([kinds[k] for k in pairs] + [(0, 0, 0, 0, 0)], dtype=np.int64)
     name_id, type_id, category, is_memory, kernel_id = (
         table[:, k].astype(dtype)[row_of_kind]
         for k, dtype in enumerate((np.int32, np.int32, np.uint8, np.uint8, np.int32)))
@@ -382,22 +378,31 @@ def _stats_named(raw: bytes, starts, ends, planes, plane_of_stat, wanted: frozen
     return keep
 
 
-def _pair_keys(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tuple[int, int]]):
-    """One int64 key per (plane, metadata id), for the events and for ``pairs`` (sorted),
-    so that keys sort as the pairs do. Usually ``plane * 2**40 + id``; a file whose ids do
-    not fit 40 bits (or are negative) gets its ids ranked first, as such ids would overflow
-    or collide with another plane's."""
+def _kind_rows(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tuple[int, int]]) -> np.ndarray:
+    """For each event, the index in ``pairs`` (sorted ``(plane, metadata id)``) of its
+    metadata, or -1. TF numbers metadata from 1 in each plane, so one lookup table of
+    planes x ids answers with a gather; ids beyond such a table (negative, or sparse
+    and huge) are searched for among the pairs as keys sorted like them."""
+    rows = np.arange(len(pairs), dtype=np.int32)
     kind_planes = np.array([p for p, _ in pairs], dtype=np.int64)
     kind_ids = np.array([m for _, m in pairs], dtype=np.int64)
-    ids = np.concatenate([metadata_id, kind_ids])
-    planes = np.concatenate([event_plane.astype(np.int64), kind_planes])
-    if not len(ids) or (ids.min() >= 0 and ids.max() < 1 << 40 and planes.max() < 1 << 22):
-        return event_plane.astype(np.int64) * (1 << 40) + metadata_id, kind_planes * (1 << 40) + kind_ids
-    distinct, rank = np.unique(ids, return_inverse=True)
-    rank = rank.ravel().astype(np.int64)
-    width = len(distinct)
-    return (event_plane.astype(np.int64) * width + rank[:len(metadata_id)],
-            kind_planes * width + rank[len(metadata_id):])
+    planes = max(int(event_plane.max(initial=0)), int(kind_planes.max(initial=0))) + 1
+    width = int(kind_ids.max(initial=0)) + 2  # column 0: ids out of range; ids from 1 up
+    if not len(pairs) or (kind_ids.min() >= 0 and planes * width <= 4 * len(metadata_id) + (1 << 20)):
+        lookup = np.full(planes * width, -1, dtype=np.int32)
+        if len(pairs):
+            lookup[kind_planes * width + kind_ids + 1] = rows
+        column = np.add(metadata_id, 1, dtype=np.int64)
+        np.putmask(column, (column < 1) | (column >= width), 0)
+        column += event_plane.astype(np.int64) * width
+        return lookup[column]
+    # Ranks keep keys within int64 whatever the ids; a key sorts as its pair does.
+    distinct, rank = np.unique(np.concatenate([metadata_id, kind_ids]), return_inverse=True)
+    rank = rank.ravel()
+    keys = event_plane.astype(np.int64) * len(distinct) + rank[:len(metadata_id)]
+    kind_keys = kind_planes * len(distinct) + rank[len(metadata_id):]
+    position = np.minimum(np.searchsorted(kind_keys, keys), len(pairs) - 1)
+    return np.where(kind_keys[position] == keys, rows[position], -1).astype(np.int32)
 
 
 def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, int], tuple[int, int, int, int, int]]:
