@@ -9,8 +9,9 @@
  *
  * Same contract as wire.decode: decode(raw, starts, ends, dense) returns every field of
  * every message raw[starts[i]:ends[i]], grouped by field number, as a list of
- * (number, message, wire_type, value, offset) where the last four are bytearrays holding
- * int64, int8, uint64 and int64 columns (numpy views them without a copy). Within a field,
+ * (number, message, wire_type, value, offset) where the last four are buffers (bytearrays,
+ * or what the optional `allocate(size)` makes) holding int64, int8, uint64 and int64
+ * columns (numpy views them without a copy). Within a field,
  * rows are in message order, and each message's occurrences are in wire order. Fields
  * named in `dense` (singular varints such as an event's offset and duration) come instead
  * as one uint64 column of a value per message, 0 where absent and the last where
@@ -33,7 +34,7 @@ enum { VARINT = 0, FIXED64 = 1, LENGTH = 2, FIXED32 = 5 };
 #define MAX_FIELD ((1u << 29) - 1)
 #define SMALL_FIELDS 1024 /* field numbers below this are looked up directly */
 
-/* The distinct field numbers seen: rows counted by the first pass, columns (bytearrays)
+/* The distinct field numbers seen: rows counted by the first pass, columns (buffers)
  * written by the second. Two passes over the input cost less than growing columns and
  * copying them into Python objects: the input is small beside the rows it yields. */
 typedef struct {
@@ -199,30 +200,54 @@ static int get_int64s(PyObject *object, Py_buffer *view, const char *what) {
     return 1;
 }
 
-/* A new bytearray of `bytes` bytes (zeroed when asked) and where its data is. */
-static PyObject *new_column(Py_ssize_t bytes, int zeroed, void *data) {
-    PyObject *column = PyByteArray_FromStringAndSize(NULL, bytes);
-    if (column) {
+/* A new column of `bytes` bytes (zeroed when asked) and where its data is: from the
+ * caller's `allocate(size)` when given (wire.py passes numpy's, whose large blocks the
+ * kernel may back with huge pages: 3M rows of a big XSpace are 75 MB, ~18k page faults
+ * as a bytearray), else a bytearray. The object must offer a writable buffer of at least
+ * that size; its data stays where it is, since no one else holds a reference to resize it. */
+static PyObject *new_column(PyObject *allocator, Py_ssize_t bytes, int zeroed, void *data) {
+    PyObject *column;
+    if (allocator && allocator != Py_None) {
+        column = PyObject_CallFunction(allocator, "n", bytes);
+        if (!column)
+            return NULL;
+        Py_buffer view;
+        if (PyObject_GetBuffer(column, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            Py_DECREF(column);
+            return NULL;
+        }
+        int fits = view.len >= bytes;
+        *(void **)data = view.buf;
+        PyBuffer_Release(&view);
+        if (!fits) {
+            Py_DECREF(column);
+            PyErr_SetString(PyExc_ValueError, "allocate() returned a buffer smaller than asked");
+            return NULL;
+        }
+    } else {
+        column = PyByteArray_FromStringAndSize(NULL, bytes);
+        if (!column)
+            return NULL;
         *(void **)data = PyByteArray_AS_STRING(column);
-        if (zeroed)
-            memset(PyByteArray_AS_STRING(column), 0, bytes);
     }
+    if (zeroed)
+        memset(*(void **)data, 0, bytes);
     return column;
 }
 
 /* The columns the second pass writes, sized by the first. */
-static int allocate(Table *table, Py_ssize_t n) {
+static int allocate(Table *table, Py_ssize_t n, PyObject *allocator) {
     for (Py_ssize_t g = 0; g < table->used; g++) {
         Group *group = &table->groups[g];
         Py_ssize_t rows = group->rows;
-        if (!(group->columns[0] = new_column(8 * rows, 0, &group->message)) ||
-            !(group->columns[1] = new_column(rows, 0, &group->wire_type)) ||
-            !(group->columns[2] = new_column(8 * rows, 0, &group->value)) ||
-            !(group->columns[3] = new_column(8 * rows, 0, &group->offset)))
+        if (!(group->columns[0] = new_column(allocator, 8 * rows, 0, &group->message)) ||
+            !(group->columns[1] = new_column(allocator, rows, 0, &group->wire_type)) ||
+            !(group->columns[2] = new_column(allocator, 8 * rows, 0, &group->value)) ||
+            !(group->columns[3] = new_column(allocator, 8 * rows, 0, &group->offset)))
             return 0;
     }
     for (int d = 0; d < table->dense_count; d++)
-        if (!(table->dense_column[d] = new_column(8 * n, 1, &table->dense[d])))
+        if (!(table->dense_column[d] = new_column(allocator, 8 * n, 1, &table->dense[d])))
             return 0;
     return 1;
 }
@@ -254,8 +279,9 @@ fail:
 }
 
 static PyObject *decode(PyObject *self, PyObject *args) {
-    PyObject *raw_object, *starts_object, *ends_object, *dense_object = NULL;
-    if (!PyArg_ParseTuple(args, "OOO|O", &raw_object, &starts_object, &ends_object, &dense_object))
+    PyObject *raw_object, *starts_object, *ends_object, *dense_object = NULL, *allocate_object = NULL;
+    if (!PyArg_ParseTuple(args, "OOO|OO", &raw_object, &starts_object, &ends_object, &dense_object,
+                          &allocate_object))
         return NULL;
     Py_buffer raw, starts, ends;
     if (PyObject_GetBuffer(raw_object, &raw, PyBUF_SIMPLE) < 0)
@@ -310,7 +336,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         result = status < 0 ? PyErr_NoMemory() : Py_NewRef(Py_None);
         goto done;
     }
-    if (!allocate(table, n))
+    if (!allocate(table, n, allocate_object))
         goto done;
     Py_BEGIN_ALLOW_THREADS
     status = walk(raw.buf, first, last, n, table, 1);
@@ -331,8 +357,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
-     "decode(raw, starts, ends, dense=()) -> ([(number, message, wire_type, value, offset)], {number: values})"
-     " or None when malformed"},
+     "decode(raw, starts, ends, dense=(), allocate=None) -> ([(number, message, wire_type, value, offset)],"
+     " {number: values}) or None when malformed; allocate(size) makes each column (default: a bytearray)"},
     {NULL, NULL, 0, NULL},
 };
 

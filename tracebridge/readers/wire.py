@@ -256,7 +256,7 @@ def decode(raw: bytes, starts, ends, dense: tuple[int, ...] = ()) -> Fields:
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     ends = np.ascontiguousarray(ends, dtype=np.int64)
     if compiled() and len(starts) == len(ends):
-        found = _wirec.decode(raw, starts, ends, dense)
+        found = _wirec.decode(raw, starts, ends, dense, _numpy_column)
         if found is not None:
             groups, columns = found
             return Fields({number: {name: np.frombuffer(column, dtype=_DTYPES[name])
@@ -264,6 +264,12 @@ def decode(raw: bytes, starts, ends, dense: tuple[int, ...] = ()) -> Fields:
                            for number, *parts in groups},
                           {number: np.frombuffer(values, dtype=np.uint64) for number, values in columns.items()})
     return decode_numpy(raw, starts, ends)
+
+
+def _numpy_column(size: int) -> np.ndarray:
+    # The C loop's columns as numpy memory: numpy asks the kernel for huge pages for large
+    # blocks, so the 75 MB of rows of a big XSpace's lines fault in 2 MB at a time.
+    return np.empty(size, dtype=np.uint8)
 
 
 def decode_numpy(raw: bytes, starts, ends) -> Fields:
