@@ -176,3 +176,24 @@ def test_directory_copy_of_events(tf_run, tmp_path):
     copy = tmp_path / "logs"
     shutil.copytree(tf_run["events_dir"], copy)
     assert len(tracebridge.load(copy).steps) == 2
+
+
+def test_a_recv_tensor_record_and_an_op_of_that_name(tmp_path):
+    """A node named ``RecvTensor`` is the RPC layer's record of a tensor received when its
+    label says so (bytes, rate, edge); an op that happens to have that name keeps its own
+    kernel and inputs (found by the event-file round-trip property)."""
+    from tracebridge import protos
+    metadata = protos.RunMetadata()
+    device = metadata.step_stats.dev_stats.add(device="/job:worker/replica:0/task:0/device:CPU:0")
+    for start, label in ((100, "[64B] [1.0Mb/s] edge_1_x from /job:ps/replica:0/task:0/device:CPU:0 to "
+                               "/job:worker/replica:0/task:0/device:CPU:0"),
+                         (200, "RecvTensor = MatMul(a, b)")):
+        device.node_stats.add(node_name="RecvTensor", all_start_micros=start, op_start_rel_micros=0,
+                              op_end_rel_micros=5, all_end_rel_micros=5, timeline_label=label)
+    path = tmp_path / "run_metadata.pb"
+    path.write_bytes(metadata.SerializeToString())
+    trace = tracebridge.load(path)
+    record, op = sorted(trace.records(), key=lambda o: o.start_ns)
+    assert (record.name, record.kernel, record.inputs) == ("RecvTensor", "RecvTensor", ())
+    assert (op.name, op.kernel, op.inputs) == ("RecvTensor", "MatMul", ("a", "b"))
+    assert trace.transfers.rows == 1 and trace.transfers["bytes"].tolist() == [64]

@@ -246,7 +246,9 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
             label_ids[i] = s[label]
             if node_name != f"{name}:{kernel}":  # an @@op# annotation renamed it
                 builder.add_row("aliases", op=first_op + i, name=node_name)
-        elif node_name == "RecvTensor":
+        elif node_name == "RecvTensor" and not label.startswith("RecvTensor = "):
+            # The RPC layer's record of a tensor received (its label names the transfer);
+            # an op of that name has an op's label, and is read as the op below.
             name, kernel = node_name, "RecvTensor"
             _add_transfer(builder, first_op + i, label)
             label_ids[i] = s[label]
