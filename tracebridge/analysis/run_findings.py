@@ -139,10 +139,10 @@ def host_gaps(view: StepView, explained: list[tuple[int, int]]) -> Measure:
     running in those gaps are evidence too.
 
     Inside a ``tf.function`` call, the time between its ops is TF's own: binding the
-    arguments, starting the executor, returning the results (0.5 to 1 ms a call for a
-    small CNN in TF 2.21, a quarter of its step on a fast CPU). No Python of the user's runs
-    there, so it is no gap that moving Python work would close; it is reported as
-    ``call_overhead_ns_per_step``."""
+    arguments, starting the executor, returning the results (1 to 2 ms a call for the
+    performance examples' small CNN in TF 2.21, a fifth to a quarter of its step). None of
+    the user's Python runs there, so it is no gap that moving Python work would close; it
+    is reported as ``call_overhead_ns_per_step``."""
     ops = view.trace.ops
     working = np.isin(ops["category"], (Category.OP, Category.DEVICE, Category.MEMCPY, Category.DATA))
     calls = function_calls(view.trace)
