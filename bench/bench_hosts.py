@@ -41,9 +41,10 @@ print(len(data) if data else 0)
 DRIVER = """
 import json, resource, sys
 from tracebridge.analysis.host_summary import host_parts, merge_parts
-from tracebridge.analysis.hosts import host_files
+from tracebridge.formats import load_host_ops
+from tracebridge.readers.host_files import host_files
 workers = int(sys.argv[2])
-parts = host_parts(host_files(sys.argv[1]), workers=workers)
+parts = host_parts(host_files(sys.argv[1]), load=load_host_ops, workers=workers)
 summary = merge_parts(parts, top=20)
 print(json.dumps({"hosts": len(parts), "op_count": summary.op_count,
                   "client_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import tracebridge
-from tracebridge.analysis.host_summary import host_parts, merge_parts
-from tracebridge.analysis.hosts import HostFile, host_files
+from tracebridge.analysis.host_summary import HostPart, host_parts, merge_parts
+from tracebridge.formats import load_host, load_host_ops
+from tracebridge.readers.host_files import HostFile, host_files
 from tracebridge.analysis.stragglers import host_report
 from tests.conftest import free_port, run_cli
 
@@ -34,7 +35,8 @@ def _logdir(root: Path, files: dict[str, Path]) -> Path:
 
 
 def _equal_by_host(path, top=None):
-    parts = host_parts(host_files(path))
+    parts = host_parts(host_files(path), load=load_host_ops)
+    assert all(isinstance(part, HostPart) for part in parts)
     assert merge_parts(parts, top).to_dict() == tracebridge.load(path).summary(top=top).to_dict()
     return parts
 
@@ -56,7 +58,7 @@ def test_corpus_hosts_merge_like_one_trace(corpus, tmp_path):
     for top in (None, 7):
         parts = _equal_by_host(logdir, top)
     assert tracebridge.summarize_hosts(logdir, top=7).to_dict() == tracebridge.load(logdir).summary(top=7).to_dict()
-    assert [p["host"] for p in parts] == ["gpu-a", "gpu-b", "tpu"]
+    assert [p.host for p in parts] == ["gpu-a", "gpu-b", "tpu"]
     summary = merge_parts(parts)
     # busy time is per host's device: the two GPU hosts' /device:GPU:6 rows are both there
     gpu6 = [row for row in summary.by_device if row["key"] == "/device:GPU:6"]
@@ -75,8 +77,8 @@ def test_hosts_counting_different_rows_are_summarized_alike(corpus, tmp_path):
     host_only.write_bytes(space.SerializeToString())
     logdir = _logdir(tmp_path / "logdir", {"cpu": host_only, "tpu": corpus / "xspace" / TPU})
     parts = _equal_by_host(logdir)
-    assert {p["host"]: p["natural_mode"] for p in parts} == {"cpu": "op", "tpu": "device+memcpy"}
-    assert {p["mode"] for p in parts} == {"device+memcpy"}
+    assert {p.host: p.natural_mode for p in parts} == {"cpu": "op", "tpu": "device+memcpy"}
+    assert {p.mode for p in parts} == {"device+memcpy"}
 
 
 def test_list_of_files_is_one_host_each(corpus, tmp_path):
@@ -204,7 +206,7 @@ def four_hosts(tmp_path_factory):
 def test_captured_hosts_merge_like_one_trace_and_name_the_straggler(four_hosts):
     logdir, straggler = four_hosts
     parts = _equal_by_host(logdir)
-    assert len(parts) == 4 and all(p["summary"]["steps"] for p in parts)
+    assert len(parts) == 4 and all(p.summary.steps for p in parts)
     # A step here is about 1.5 ms; with 4 workers on 2 cores a healthy worker's median moves by
     # more than 10% between runs, so the straggler (30 ms more per step) is looked for at 100%.
     report = host_report(parts, threshold=1.0)
@@ -229,7 +231,7 @@ def test_captured_host_files_summarize_alike_when_read_ops_only(four_hosts):
 
 
 def test_host_file_urls_are_read_through_fsspec(corpus, tmp_path):
-    from tracebridge.analysis.hosts import read_host
+    from tracebridge.readers.host_files import read_host
     path = corpus / "xspace" / TPU
     assert read_host(HostFile("tpu", f"file://{path}")) == path.read_bytes()
     with pytest.raises(tracebridge.TraceFormatError):
@@ -246,9 +248,9 @@ def test_overview_page_escapes_host_names_and_writes_timelines_on_demand(corpus,
     page = out.read_text()
     assert "<img" not in page and "<script" not in page and "&lt;img src=x" in page
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
-    parts = host_parts(host_files(logdir))
+    parts = host_parts(host_files(logdir), load=load_host_ops)
     assert page.count('<tr><td class="h">') == len(parts)  # one heat-map row per host
-    steps = {s["number"] for p in parts for s in p["summary"]["steps"]}
+    steps = {s["number"] for p in parts for s in p.summary.steps}
     assert page.count('<td class="c ') == len(parts) * len(steps)
     pages = sorted(p.name for p in (tmp_path / "out" / "hosts_hosts").iterdir())
     assert "tpu.html" in pages  # asked for; the others are written when asked (or straggling)
@@ -274,9 +276,8 @@ def test_two_multi_host_runs_compared_group_by_group(corpus, tmp_path):
     assert found["unmatched_groups"] == {"control": [], "test": ["ps"]}
 
     def merged(logdir, hosts):  # each host's devices under its own name, as in a logdir
-        from tracebridge.analysis.host_summary import load_full_host
         run = logdir / "plugins" / "profile" / "2026_01_01_00_00_00"
-        return merge_traces([load_full_host(HostFile(h, str(run / f"{h}.xplane.pb"))) for h in hosts])
+        return merge_traces([load_host(HostFile(h, str(run / f"{h}.xplane.pb"))) for h in hosts])
     direct = compare(merged(control, pair["control_hosts"]), merged(test, pair["test_hosts"]))
     assert json.loads(json.dumps(direct.to_dict())) == pair["comparison"]
 

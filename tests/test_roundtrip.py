@@ -181,7 +181,7 @@ def test_chrome_events_follow_timeline_conventions(tf_run, tf_build, tmp_path):
     for e in ops:
         assert e["name"] == e["args"]["op"] and e["dur"] >= 0
     # One flow (s + t with one id) per data edge that crosses lanes; none within a lane.
-    from tracebridge.analysis.dataflow import dataflow_edges
+    from tracebridge.model.dataflow import dataflow_edges
     from tracebridge.writers.chrome_threads import pids_and_tids
     consumer, producer = dataflow_edges(trace)
     pid, tid, _ = pids_and_tids(trace)

@@ -50,12 +50,14 @@ def capture_remote(addresses, duration_ms, **options):
     return _capture_remote(addresses, duration_ms, **options)
 
 
-def summarize_hosts(inputs, **options):
+def summarize_hosts(inputs, *, run=None, **options):
     """The summary of a multi-host profile (logdir, or one XSpace per host), host by host,
     in this process or on Dask (``workers=N``, ``scheduler="tcp://HOST:PORT"``); see
     :mod:`tracebridge.analysis.host_summary`."""
     from .analysis.host_summary import summarize_hosts as _summarize_hosts
-    return _summarize_hosts(inputs, **options)
+    from .formats import load_host_ops
+    from .readers.host_files import host_files
+    return _summarize_hosts(host_files(inputs, run), load=load_host_ops, **options)
 
 
 def compare(control, test, **options):

@@ -284,15 +284,16 @@ def _several_hosts(args) -> bool:
 
 def _summary_by_host(args) -> int:
     from .analysis.host_summary import host_parts, merge_parts
-    from .analysis.hosts import host_files
+    from .formats import load_host_ops
+    from .readers.host_files import host_files
     if args.csv and args.by_host:
         raise _UsageError("--by-host prints text or --json, not --csv")
     if (args.html or args.timeline) and not args.by_host:
         raise _UsageError("--html and --timeline go with --by-host")
     filters = _filters(args)
-    parts = host_parts(host_files(args.input, args.input_run), filters=filters, workers=args.workers,
-                       scheduler=args.scheduler, progress=sys.stderr.isatty())
-    if "step" in filters and not any(s["number"] == filters["step"] for p in parts for s in p["summary"]["steps"]):
+    parts = host_parts(host_files(args.input, args.input_run), load=load_host_ops, filters=filters,
+                       workers=args.workers, scheduler=args.scheduler, progress=sys.stderr.isatty())
+    if "step" in filters and not any(s["number"] == filters["step"] for p in parts for s in p.summary.steps):
         raise _UsageError(f"--step {filters['step']}: no host has such a step")
     summary = merge_parts(parts, top=args.top)
     report = None
@@ -315,17 +316,17 @@ def _summary_by_host(args) -> int:
 
 
 def _hosts_html(args, report, parts) -> None:
-    from .analysis.host_summary import load_full_host
-    from .analysis.hosts import HostFile
+    from .formats import load_host
+    from .readers.host_files import HostFile
     from .writers.hosts_html import write_host_timelines, write_hosts_html
-    known = {part["host"]: part for part in parts}
+    known = {part.host: part for part in parts}
     unknown = [host for host in args.timeline if host not in known]
     if unknown:
         raise _UsageError(f"--timeline {unknown[0]}: no such host (hosts: {', '.join(known)})")
     folder = write_hosts_html(report, parts, args.html)
     print(f"wrote {args.html}", file=sys.stderr)
     wanted = list(dict.fromkeys([s["host"] for s in report.stragglers] + args.timeline))
-    pages = write_host_timelines(((host, load_full_host(HostFile(host, known[host]["path"]))) for host in wanted),
+    pages = write_host_timelines(((host, load_host(HostFile(host, known[host].path))) for host in wanted),
                                  folder)
     for page in pages:
         print(f"wrote {page}", file=sys.stderr)
@@ -364,11 +365,12 @@ def _compare(args) -> int:
 
 def _compare_host_groups(args) -> int:
     from .analysis.host_groups import compare_host_groups
-    from .analysis.hosts import host_files
+    from .formats import load_host
+    from .readers.host_files import host_files
     if args.csv or args.html:
         raise _UsageError("--by-host-group prints text or --json")
     sides = [host_files(path.split(",") if "," in path else path) for path in (args.control, args.test)]
-    result = compare_host_groups(*sides, workers=args.workers, scheduler=args.scheduler, top=args.top,
+    result = compare_host_groups(*sides, load=load_host, workers=args.workers, scheduler=args.scheduler, top=args.top,
                                  rules=args.rule, warmup=args.warmup, threshold=args.threshold, time=args.time)
     print(result.to_json() if args.json else result.to_text())
     return 0
@@ -380,9 +382,10 @@ def _advise(args) -> int:
         raise _UsageError("--warmup: a step count, 0 or more")
     if _several_hosts(args):
         from .analysis.host_advice import advise_hosts
-        from .analysis.hosts import host_files
-        findings = advise_hosts(host_files(args.input, args.input_run), warmup=args.warmup, workers=args.workers,
-                                scheduler=args.scheduler, progress=sys.stderr.isatty())
+        from .formats import load_host
+        from .readers.host_files import host_files
+        findings = advise_hosts(host_files(args.input, args.input_run), load=load_host, warmup=args.warmup,
+                                workers=args.workers, scheduler=args.scheduler, progress=sys.stderr.isatty())
     else:
         findings = advise(_load(args, args.input[0]), warmup=args.warmup)
     print(findings.to_json() if args.json else findings.to_text())

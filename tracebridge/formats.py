@@ -23,8 +23,9 @@ from typing import Any
 
 from .errors import OptionError, OutputError, TraceFormatError
 from .model.trace import Trace, install_consumers
-from .options import choose_parallelism
+from .options import Parallelism, choose_parallelism
 from .readers import sources
+from .readers.host_files import HostFile, read_host
 from .readers.sources import Evidence, InputFile, Source
 
 
@@ -121,6 +122,25 @@ def load(path: str | os.PathLike, *, format: str | None = None, run: str | None 
         if fmt is None or fmt.read is None:
             raise TraceFormatError(f"unknown format {format!r} (one of {', '.join(READABLE)})", path=name)
         source = Source(name, (InputFile(name, data),))
+    return _read(fmt, source, parallelism, ops_only)
+
+
+def load_host(file: HostFile, *, ops_only: bool = False) -> Trace:
+    """One host's trace of a multi-host profile (see :mod:`tracebridge.readers.host_files`),
+    its devices named for ``file.host``: the loader the host-by-host analyses call where
+    they run. An XSpace is read whole, or only its op rows and steps with ``ops_only``;
+    another format (a TF1 task's RunMetadata or Chrome trace) whole."""
+    data = read_host(file)
+    fmt = BY_NAME["xspace"] if file.path.endswith(".xplane.pb") else BY_NAME[sniff(file.path, data)]
+    return _read(fmt, Source(file.path, (InputFile(file.path, data, file.host),)), choose_parallelism(1), ops_only)
+
+
+def load_host_ops(file: HostFile) -> Trace:
+    """:func:`load_host` with ``ops_only``: all that a host's summary reads."""
+    return load_host(file, ops_only=True)
+
+
+def _read(fmt: Format, source: Source, parallelism: Parallelism, ops_only: bool) -> Trace:
     if ops_only and fmt.read_ops is not None:
         return fmt.read_ops(source, parallelism)
     return fmt.read(source, parallelism)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .hosts import HostFile, map_hosts
+from .hosts import HostInput, HostLoader, map_hosts
 
 
 @dataclass(frozen=True)
@@ -42,17 +42,17 @@ class HostFindings:
         return "\n".join(lines)
 
 
-def advise_hosts(files: Sequence[HostFile], *, warmup: int = 0, workers: int | None = None,
+def advise_hosts(files: Sequence[HostInput], *, load: HostLoader, warmup: int = 0, workers: int | None = None,
                  scheduler: str | None = None, progress: bool = False) -> HostFindings:
-    """:func:`.findings.advise` on each host of ``files`` (see :func:`.hosts.host_files`)."""
-    parts = map_hosts(functools.partial(_host_findings, warmup=warmup), files, workers=workers,
+    """:func:`.findings.advise` on each host of ``files`` (see
+    :func:`tracebridge.readers.host_files.host_files`), read by ``load`` where it runs."""
+    parts = map_hosts(functools.partial(_host_findings, load=load, warmup=warmup), files, workers=workers,
                       scheduler=scheduler, progress=progress)
     return HostFindings(parts)
 
 
-def _host_findings(file: HostFile, *, warmup: int) -> dict:
+def _host_findings(file: HostInput, *, load: HostLoader, warmup: int) -> dict:
     """One host's findings, as plain data (what goes back from a Dask worker)."""
     from .findings import advise
-    from .host_summary import load_full_host
-    findings = advise(load_full_host(file), warmup=warmup)
+    findings = advise(load(file), warmup=warmup)
     return {"host": file.host, "findings": [f.to_dict() for f in findings], "text": findings.to_text()}

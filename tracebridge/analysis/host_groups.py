@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .hosts import HostFile, map_hosts
+from .hosts import HostInput, HostLoader, map_hosts
 
 _TASK_NUMBER = re.compile(r"[-_.:]*\d+$")
 
@@ -30,8 +30,8 @@ def host_group(host: str) -> str:
     return group or host
 
 
-def grouped(files: Sequence[HostFile]) -> dict[str, list[HostFile]]:
-    groups: dict[str, list[HostFile]] = {}
+def grouped(files: Sequence[HostInput]) -> dict[str, list[HostInput]]:
+    groups: dict[str, list[HostInput]] = {}
     for file in files:
         groups.setdefault(host_group(file.host), []).append(file)
     return groups
@@ -62,32 +62,33 @@ class GroupComparison:
         return "\n".join(lines).rstrip()
 
 
-def compare_host_groups(control: Sequence[HostFile], test: Sequence[HostFile], *, workers: int | None = None,
-                        scheduler: str | None = None, top: int = 25, **options) -> GroupComparison:
-    """Compare the groups of ``control`` and ``test`` (see the module's doc); ``options``
-    go to :func:`~tracebridge.analysis.compare.compare`."""
+def compare_host_groups(control: Sequence[HostInput], test: Sequence[HostInput], *, load: HostLoader,
+                        workers: int | None = None, scheduler: str | None = None, top: int = 25,
+                        **options) -> GroupComparison:
+    """Compare the groups of ``control`` and ``test`` (see the module's doc), each host
+    read by ``load`` where its group is compared; ``options`` go to
+    :func:`~tracebridge.analysis.compare.compare`."""
     left, right = grouped(control), grouped(test)
     if len(left) == 1 and len(right) == 1:
         matched = [(next(iter(left)), next(iter(right)))]
     else:
         matched = [(name, name) for name in left if name in right]
     jobs = [(a, left[a], b, right[b]) for a, b in matched]
-    pairs = map_hosts(functools.partial(_compare_group, top=top, options=options), jobs, workers=workers,
+    pairs = map_hosts(functools.partial(_compare_group, load=load, top=top, options=options), jobs, workers=workers,
                       scheduler=scheduler)
     paired_left, paired_right = {a for a, _ in matched}, {b for _, b in matched}
     return GroupComparison(pairs=pairs, unmatched={"control": [g for g in left if g not in paired_left],
                                                    "test": [g for g in right if g not in paired_right]})
 
 
-def _compare_group(job, *, top: int, options: dict) -> dict:
+def _compare_group(job, *, load: HostLoader, top: int, options: dict) -> dict:
     """One group pair, compared where it runs; only plain data goes back."""
     from ..model.merge import merge_traces
     from .compare import compare
-    from .host_summary import load_full_host
     control_group, control_files, test_group, test_files = job
     traces = []
     for files in (control_files, test_files):
-        loaded = [load_full_host(file) for file in files]
+        loaded = [load(file) for file in files]
         traces.append(loaded[0] if len(loaded) == 1 else merge_traces(loaded))
         del loaded
     comparison = compare(traces[0], traces[1], **options)

@@ -15,27 +15,67 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.schema import Category
-from .hosts import HostFile, host_files, host_runner, read_host
+from ..model.trace import Trace
+from .hosts import HostInput, HostLoader, host_runner
 from .summary import MODES, Summary, summarize, summary_mode
 
 
-def summarize_hosts(inputs, *, run: str | None = None, top: int | None = None, filters: dict | None = None,
-                    workers: int | None = None, scheduler: str | None = None, progress: bool = False) -> Summary:
-    """The summary of a multi-host profile (a logdir, a run folder, or one XSpace file or
-    fsspec URL per host), computed host by host: in this process, on a local Dask cluster
-    (``workers``) or on an existing one (``scheduler="tcp://HOST:PORT"``)."""
-    parts = host_parts(host_files(inputs, run), filters=filters, workers=workers, scheduler=scheduler,
+@dataclass(frozen=True)
+class LaneTime:
+    """The counted time on one lane of a host (for the stragglers' lanes)."""
+
+    lane: str
+    device: str
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class HostPart:
+    """One host's summary part: small and picklable (rows per op, not per event), what a
+    Dask worker hands back. ``summary`` has every row (no ``top`` cut); ``strings`` and
+    ``devices`` are what the merge orders rows by, as one trace of all hosts would."""
+
+    host: str
+    path: str
+    natural_mode: str           # the rows this host alone would count (one of MODES)
+    mode: str                   # the rows counted, common to all hosts after host_parts
+    summary: Summary
+    strings: tuple[str, ...]    # the host's string table: ties are broken by string id
+    devices: int
+    device_index: dict[str, int]  # device name -> its index in the host's trace
+    start_ns: int
+    end_ns: int
+    ops: int
+    profile_start_ns: int | None  # the host's own clock, for step skew across hosts
+    lanes: tuple[LaneTime, ...]
+
+
+def summarize_hosts(files: Sequence[HostInput], *, load: HostLoader, top: int | None = None,
+                    filters: dict | None = None, workers: int | None = None, scheduler: str | None = None,
+                    progress: bool = False) -> Summary:
+    """The summary of a multi-host profile's hosts (see
+    :func:`tracebridge.readers.host_files.host_files`), each read by ``load`` and
+    summarized where it runs: in this process, on a local Dask cluster (``workers``) or on
+    an existing one (``scheduler="tcp://HOST:PORT"``)."""
+    parts = host_parts(files, load=load, filters=filters, workers=workers, scheduler=scheduler,
                        progress=progress)
     return merge_parts(parts, top)
 
 
-def host_part(file: HostFile, mode: str | None = None, filters: dict | None = None) -> dict:
-    """One host's summary part (plain data, small: rows per op, not per event)."""
-    trace = load_host(file)
+def host_part(file: HostInput, *, load: HostLoader, mode: str | None = None,
+              filters: dict | None = None) -> HostPart:
+    """One host's summary part, its trace read by ``load``."""
+    return summarize_host(file, load(file), mode=mode, filters=filters)
+
+
+def summarize_host(file: HostInput, trace: Trace, *, mode: str | None = None,
+                   filters: dict | None = None) -> HostPart:
+    """The summary part of ``file``'s trace, read already."""
     if filters:
         trace = trace.filter(**filters)
     natural = summary_mode(trace)
@@ -45,78 +85,61 @@ def host_part(file: HostFile, mode: str | None = None, filters: dict | None = No
                       else (Category.OP,))
     lane_time = np.bincount(ops["lane"][counted], weights=(ops["end_ns"] - ops["start_ns"])[counted],
                             minlength=len(trace.lanes)) if len(trace.lanes) else np.zeros(0)
-    return {"host": file.host, "path": file.path, "natural_mode": natural, "mode": mode or natural,
-            "summary": summary.to_dict(), "strings": trace.strings, "devices": len(trace.devices),
-            "device_index": {d.name: i for i, d in enumerate(trace.devices)},
-            "start_ns": trace.start_ns, "end_ns": trace.end_ns, "ops": len(trace),
-            "profile_start_ns": trace.metadata.get("profile_start_ns"),
-            "lanes": [{"lane": lane.name, "device": trace.devices[lane.device].name, "time_ns": int(t)}
-                      for lane, t in zip(trace.lanes, lane_time.tolist())]}
+    return HostPart(
+        host=file.host, path=file.path, natural_mode=natural, mode=mode or natural, summary=summary,
+        strings=trace.strings, devices=len(trace.devices),
+        device_index={d.name: i for i, d in enumerate(trace.devices)},
+        start_ns=trace.start_ns, end_ns=trace.end_ns, ops=len(trace),
+        profile_start_ns=trace.metadata.get("profile_start_ns"),
+        lanes=tuple(LaneTime(lane.name, trace.devices[lane.device].name, int(t))
+                    for lane, t in zip(trace.lanes, lane_time.tolist())))
 
 
-def load_host(file: HostFile, ops_only: bool = True):
-    """One host's trace: an XSpace's op rows only (all a summary needs) unless not
-    ``ops_only``; another format (a TF1 task's RunMetadata or Chrome trace) in full."""
-    data = read_host(file)
-    if file.path.endswith(".xplane.pb"):
-        from ..readers.xspace import read_xspace_files
-        return read_xspace_files([(file.path, data, file.host)], ops_only=ops_only)
-    from ..formats import BY_NAME, sniff
-    from ..options import choose_parallelism
-    from ..readers.sources import InputFile, Source
-    return BY_NAME[sniff(file.path, data)].read(Source(file.path, (InputFile(file.path, data, file.host),)),
-                                                  choose_parallelism(1))
-
-
-def load_full_host(file: HostFile):
-    """One host's whole trace (for its timeline page)."""
-    return load_host(file, ops_only=False)
-
-
-def host_parts(files: Sequence[HostFile], *, filters: dict | None = None, workers: int | None = None,
-               scheduler: str | None = None, progress: bool = False) -> list[dict]:
+def host_parts(files: Sequence[HostInput], *, load: HostLoader, filters: dict | None = None,
+               workers: int | None = None, scheduler: str | None = None, progress: bool = False) -> list[HostPart]:
     """Every host's part, all counting the same rows."""
     with host_runner(workers=workers, scheduler=scheduler, progress=progress) as run:
-        parts = run(functools.partial(host_part, filters=filters), files)
+        parts = run(functools.partial(host_part, load=load, filters=filters), files)
         mode = common_mode(parts)
-        redo = [i for i, part in enumerate(parts) if part["mode"] != mode]
+        redo = [i for i, part in enumerate(parts) if part.mode != mode]
         if redo:
-            again = run(functools.partial(host_part, mode=mode, filters=filters), [files[i] for i in redo])
+            again = run(functools.partial(host_part, load=load, mode=mode, filters=filters),
+                        [files[i] for i in redo])
             for i, part in zip(redo, again):
                 parts[i] = part
     return parts
 
 
-def common_mode(parts: Sequence[dict]) -> str:
+def common_mode(parts: Sequence[HostPart]) -> str:
     """The rows a summary of all hosts counts: device time if any host has it, else TF
     ops if any host has them, else every row."""
-    return min((part["natural_mode"] for part in parts), key=MODES.index, default="all")
+    return min((part.natural_mode for part in parts), key=MODES.index, default="all")
 
 
-def merge_parts(parts: Sequence[dict], top: int | None = None) -> Summary:
+def merge_parts(parts: Sequence[HostPart], top: int | None = None) -> Summary:
     """The summary of all hosts together, from their parts (in host order)."""
     if not parts:
         raise ValueError("no hosts to merge")
     order: dict[str, int] = {}  # string -> id in a trace of all hosts, read host after host
     for part in parts:
-        for text in part["strings"]:
+        for text in part.strings:
             order.setdefault(text, len(order))
-    summaries = [part["summary"] for part in parts]
-    total = sum(s["total_ns"] for s in summaries)
-    spans = [(p["start_ns"], p["end_ns"]) for p in parts if p["ops"]]
+    summaries = [part.summary for part in parts]
+    total = sum(s.total_ns for s in summaries)
+    spans = [(p.start_ns, p.end_ns) for p in parts if p.ops]
     span = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0
     devices, offset = [], 0
-    for part, summary in zip(parts, summaries):
-        for row in summary["by_device"]:
-            devices.append((offset + part["device_index"][row["key"]], row))
-        offset += part["devices"]
+    for part in parts:
+        for row in part.summary.by_device:
+            devices.append((offset + part.device_index[row["key"]], row))
+        offset += part.devices
     by_device = _rows([((index,), [row]) for index, row in devices], total, top, lambda key: key[0])
     for row in by_device:
         row["idle_ns"] = span - row["busy_ns"]
     first = summaries[0]
     return Summary(
-        total_ns=total, op_count=sum(s["op_count"] for s in summaries), counted=first["counted"],
-        time=first["time"], total_span_ns=span, steps=[step for s in summaries for step in s["steps"]],
+        total_ns=total, op_count=sum(s.op_count for s in summaries), counted=first.counted,
+        time=first.time, total_span_ns=span, steps=[step for s in summaries for step in s.steps],
         by_op=_rows(_by_key(summaries, "by_op"), total, top, lambda key: order[key[0]]),
         by_type=_rows(_by_key(summaries, "by_type"), total, top, lambda key: order[key[0]]),
         by_device=by_device,
@@ -125,10 +148,10 @@ def merge_parts(parts: Sequence[dict], top: int | None = None) -> Summary:
     )
 
 
-def _by_key(summaries, table: str, fields=("key",)) -> list[tuple[tuple, list[dict]]]:
+def _by_key(summaries: Sequence[Summary], table: str, fields=("key",)) -> list[tuple[tuple, list[dict]]]:
     grouped: dict[tuple, list[dict]] = {}
     for summary in summaries:
-        for row in summary[table]:
+        for row in getattr(summary, table):
             grouped.setdefault(tuple(row[f] for f in fields), []).append(row)
     return list(grouped.items())
 

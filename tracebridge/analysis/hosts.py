@@ -4,7 +4,10 @@ worker, and its results handed back in host order for a merge.
 A TF2 multi-host profile is one XSpace per host (``LOGDIR/plugins/profile/<run>/<host>.xplane.pb``);
 all hosts in one trace need the memory of all of them. Here an analysis is split in two:
 ``function(host_file)`` reads one host and returns a small, picklable result, and the
-caller merges the results (see :mod:`tracebridge.analysis.host_summary`). Where the
+caller merges the results (see :mod:`tracebridge.analysis.host_summary`). The analyses do
+no file I/O themselves: the hosts are found by :func:`tracebridge.readers.host_files.host_files`
+and each is read by the ``load`` callable the caller hands in
+(:func:`tracebridge.formats.load_host`), on the worker that analyses it. Where the
 functions run:
 
 * in this process, one host after the other (the default; no extra needed);
@@ -22,72 +25,28 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import MissingDependencyError, OptionError, TraceFormatError
-from ..readers.sources import profile_run_hosts, read_file
+from ..model.trace import Trace
 
 
-@dataclass(frozen=True)
-class HostFile:
-    """One host's profile: a local path or an fsspec URL (``gs://bucket/run/h.xplane.pb``)."""
+class HostInput(Protocol):
+    """What the per-host analyses need of a host's file (a
+    :class:`tracebridge.readers.host_files.HostFile`): its name and where it is."""
 
     host: str
     path: str
 
 
-def host_files(inputs: str | os.PathLike | Sequence[str | os.PathLike], run: str | None = None) -> list[HostFile]:
-    """The hosts of a profile logdir or run folder (the newest run unless ``run`` names
-    one), or of a list of XSpace files or URLs (one host each, named by the file)."""
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    paths = [os.fspath(path) for path in inputs]
-    if len(paths) == 1 and not _is_url(paths[0]) and os.path.isdir(paths[0]):
-        found = profile_run_hosts(paths[0], run)
-        if found is None or not found[1]:
-            raise TraceFormatError("is a directory without plugins/profile runs (give a profile logdir, "
-                                   "a run folder or .xplane.pb files)", path=paths[0])
-        return [HostFile(host, path) for host, path in found[1]]
-    names = [_host_name(path) for path in paths]
-    if len(set(names)) < len(names):  # the same file name in two folders: tell them apart
-        names = [f"{name}#{i}" for i, name in enumerate(names)]
-    return [HostFile(name, path) for name, path in zip(names, paths)]
+# Reads one host's trace where the analysis of that host runs (a Dask worker reads its
+# own host); picklable, as a module-level function is.
+HostLoader = Callable[[HostInput], Trace]
 
 
-def _host_name(path: str) -> str:
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    return name[:-len(".xplane.pb")] if name.endswith(".xplane.pb") else name
-
-
-def _is_url(path: str) -> bool:
-    return "://" in path
-
-
-def read_host(file: HostFile) -> bytes:
-    """A host's bytes, from a local path or through fsspec."""
-    if not _is_url(file.path):
-        return read_file(file.path)
-    try:
-        import fsspec
-    except ImportError:
-        raise MissingDependencyError(f"reading {file.path}", "dask") from None
-    try:
-        with fsspec.open(file.path, "rb") as handle:
-            data = handle.read()
-    except (ImportError, ValueError) as error:  # fsspec without the protocol's backend
-        raise TraceFormatError(f"cannot read through fsspec ({error})", path=file.path) from None
-    except OSError as error:
-        raise TraceFormatError(f"cannot read ({error})", path=file.path) from None
-    if not data:
-        raise TraceFormatError("empty file", path=file.path)
-    return data
-
-
-def map_hosts(function: Callable[[HostFile], Any], files: Sequence[HostFile], *, workers: int | None = None,
+def map_hosts(function: Callable[[Any], Any], files: Sequence, *, workers: int | None = None,
               scheduler: str | None = None, progress: bool = False) -> list:
     """``[function(file) for file in files]``, in this process (``workers`` None or 1 and
     no ``scheduler``) or on Dask. Each call holds one host; results come back in order."""

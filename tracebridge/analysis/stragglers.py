@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .host_summary import HostPart
+
 # Op types of cross-host transfers and collectives (TF1 send/recv pairs, TF2 collective
 # ops, NCCL, XLA collectives), matched against op types (and kernels on a device).
 COLLECTIVE = re.compile(r"(?i)collective|all-?reduce|all-?gather|reduce-?scatter|all-?to-?all|nccl|"
@@ -79,19 +81,19 @@ class HostReport:
     __str__ = to_text
 
 
-def host_report(parts: Sequence[dict], threshold: float = 0.1) -> HostReport:
+def host_report(parts: Sequence[HostPart], threshold: float = 0.1) -> HostReport:
     """The report of hosts' summary parts (in host order)."""
-    starts = [p["profile_start_ns"] for p in parts if p.get("profile_start_ns")]
+    starts = [p.profile_start_ns for p in parts if p.profile_start_ns]
     earliest = min(starts) if starts else None
     hosts, per_step = [], []
     for part in parts:
-        summary = part["summary"]
-        durations = [s["duration_ns"] for s in summary["steps"]]
+        summary = part.summary
+        durations = [s["duration_ns"] for s in summary.steps]
         steps = max(len(durations), 1)
-        collective = [r for r in summary["by_type"] if COLLECTIVE.search(r["key"])]
-        profile_start = part.get("profile_start_ns")
+        collective = [r for r in summary.by_type if COLLECTIVE.search(r["key"])]
+        profile_start = part.profile_start_ns
         hosts.append({
-            "host": part["host"], "steps": len(durations),
+            "host": part.host, "steps": len(durations),
             "median_step_ns": int(np.median(durations)) if durations else 0,
             "max_step_ns": max(durations, default=0), "min_step_ns": min(durations, default=0),
             "step_ns": durations, "profile_start_ns": profile_start,
@@ -101,8 +103,8 @@ def host_report(parts: Sequence[dict], threshold: float = 0.1) -> HostReport:
             "collectives": [{"op_type": r["key"], "count": r["count"], "total_ns": r["total_ns"]}
                             for r in collective],
         })
-        per_step.append(({r["key"]: r["total_ns"] / steps for r in summary["by_op"]},
-                         {(lane["lane"], lane["device"]): lane["time_ns"] / steps for lane in part["lanes"]}))
+        per_step.append(({r["key"]: r["total_ns"] / steps for r in summary.by_op},
+                         {(lane.lane, lane.device): lane.time_ns / steps for lane in part.lanes}))
     medians = [h["median_step_ns"] for h in hosts if h["steps"]]
     median = int(np.median(medians)) if medians else 0
     stragglers = []
@@ -121,7 +123,7 @@ def host_report(parts: Sequence[dict], threshold: float = 0.1) -> HostReport:
         })
     stragglers.sort(key=lambda s: -s["extra_ns"])
     return HostReport(hosts=hosts, stragglers=stragglers, skew=_skew(parts), median_step_ns=median,
-                      threshold=threshold, time=parts[0]["summary"]["time"] if parts else "host")
+                      threshold=threshold, time=parts[0].summary.time if parts else "host")
 
 
 def _extra(mine: dict, everyone: list[dict]) -> list[tuple]:
@@ -135,15 +137,15 @@ def _extra(mine: dict, everyone: list[dict]) -> list[tuple]:
     return found
 
 
-def _skew(parts: Sequence[dict]) -> dict:
+def _skew(parts: Sequence[HostPart]) -> dict:
     """Spread of each step's start across the hosts that ran it (hosts whose profile has
     no start time have relative times only, and are left out)."""
     starts: dict[int, list[tuple[int, str]]] = {}
     for part in parts:
-        if not part.get("profile_start_ns"):
+        if not part.profile_start_ns:
             continue
-        for step in part["summary"]["steps"]:
-            starts.setdefault(step["number"], []).append((step["start_ns"], part["host"]))
+        for step in part.summary.steps:
+            starts.setdefault(step["number"], []).append((step["start_ns"], part.host))
     rows = []
     for number, found in sorted(starts.items()):
         if len(found) < 2:

@@ -31,9 +31,9 @@ import numpy as np
 
 from .._files import atomic_output
 from .._fork import ChildFailed, ForkedJob
-from ..analysis.dataflow import dataflow_edges
 from ..errors import OutputError
 from ..model.accelerator import launches
+from ..model.dataflow import dataflow_edges
 from ..model.schema import Category
 from ..model.trace import Trace
 from ..options import choose_parallelism

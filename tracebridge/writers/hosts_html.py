@@ -39,9 +39,10 @@ def timeline_name(host: str) -> str:
     return f"{safe}.html"
 
 
-def hosts_document(report, parts: Sequence[dict], pages_folder: str, *, title: str = "Hosts") -> str:
+def hosts_document(report, parts: Sequence, pages_folder: str, *, title: str = "Hosts") -> str:
     """The overview page (ASCII) of a :class:`~tracebridge.analysis.stragglers.HostReport`
-    and the parts it was made of; links point into ``pages_folder`` (relative)."""
+    and the :class:`~tracebridge.analysis.host_summary.HostPart` s it was made of; links
+    point into ``pages_folder`` (relative)."""
     style_hash = base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode()
     straggling = {s["host"] for s in report.stragglers}
     out = ["<!DOCTYPE html><html><head><meta charset=\"utf-8\">",
@@ -57,7 +58,7 @@ def hosts_document(report, parts: Sequence[dict], pages_folder: str, *, title: s
     return "\n".join(out).encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
-def write_hosts_html(report, parts: Sequence[dict], path: str | os.PathLike, *, title: str = "Hosts") -> str:
+def write_hosts_html(report, parts: Sequence, path: str | os.PathLike, *, title: str = "Hosts") -> str:
     """Write the overview to ``path``; returns the folder its timeline links point to
     (``NAME_hosts`` beside it, written by :func:`write_host_timelines`)."""
     path = os.fspath(path)
@@ -92,10 +93,10 @@ def _straggler_list(report) -> list[str]:
     return out
 
 
-def _heat_map(report, parts: Sequence[dict], pages_folder: str, straggling: set) -> list[str]:
-    numbers = sorted({step["number"] for part in parts for step in part["summary"]["steps"]})
+def _heat_map(report, parts: Sequence, pages_folder: str, straggling: set) -> list[str]:
+    numbers = sorted({step["number"] for part in parts for step in part.summary.steps})
     shown = numbers[:MAX_STEPS]
-    times = [{step["number"]: step["duration_ns"] for step in part["summary"]["steps"]} for part in parts]
+    times = [{step["number"]: step["duration_ns"] for step in part.summary.steps} for part in parts]
     typical = {}
     for number in shown:
         values = sorted(t[number] for t in times if number in t)
@@ -107,7 +108,7 @@ def _heat_map(report, parts: Sequence[dict], pages_folder: str, straggling: set)
            "<th>timeline</th>" + "".join(f"<th title=\"step {n}\"></th>" for n in shown) + "</tr>"]
     for part, host, steps in zip(parts, report.hosts, times):
         page = f"{pages_folder}/{timeline_name(host['host'])}"
-        command = f"tracebridge html {shlex.quote(part['path'])} {shlex.quote(page)}"
+        command = f"tracebridge html {shlex.quote(part.path)} {shlex.quote(page)}"
         name = f"<span class=\"s\">{_e(host['host'])}</span>" if host["host"] in straggling else _e(host["host"])
         offset = "-" if host["clock_offset_ns"] is None else _ms(host["clock_offset_ns"])
         cells = []

@@ -2,14 +2,16 @@
 
 TF names an op's inputs by the producer's name (``x``, ``x:1`` for its second output,
 ``^x`` for a control input); the Chrome writer draws these edges as flow arrows, as
-timeline.py's ``show_dataflow`` does.
+timeline.py's ``show_dataflow`` does. The edges follow from the trace's own columns (op
+names, inputs, steps) and nothing else, so they are the model's, beside its lanes and
+devices: a writer draws them without depending on the analysis layer.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..model.trace import Trace
+from .trace import Trace
 
 
 def dataflow_edges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
