@@ -1,6 +1,9 @@
-"""Import hygiene: reading and converting never import TensorFlow; the folders' data flow
-holds (readers and captures produce the model; writers and analysis consume it); nothing
-imports the CLI; the public names are exactly the intended ones."""
+"""The architecture, as imports: which rooms of the package may import which, which face
+TensorFlow, and that reading, converting and summarizing never import it. The rule is
+stated in ``tracebridge/__init__.py``; the tables here are that rule, and every import in
+the package's source is checked against them, so a new crossing fails until it is named
+here with its reason. Also: the public names are exactly the intended ones, and private
+TensorFlow names appear in one adapter only."""
 
 from __future__ import annotations
 
@@ -13,9 +16,65 @@ from pathlib import Path
 import tracebridge
 
 PACKAGE = Path(tracebridge.__file__).parent
+TENSORFLOW = ("tensorflow", "keras", "tensorboard", "xprof", "tensorboard_plugin_profile")
+
+# The rooms that face TensorFlow and import it, by design: captures, the drop-in
+# replacements of TF1-era APIs, the Keras callback and the demo.
+TENSORFLOW_ROOMS = {"capture", "compat", "keras", "demo"}
+# ... except compat's timeline.py, which replaces TF's module without it (compat's
+# session-side shims import TF inside the functions that run sessions).
+NO_TENSORFLOW_IN = {"compat/timeline.py", "compat/__init__.py"}
+# The front doors import any room, the TensorFlow-facing ones only inside the functions
+# that capture, so that ``import tracebridge`` and the CLI's reading commands stay TF-free.
+FRONT_DOORS = {"__init__", "cli", "__main__"}
+
+# Room -> the rooms its modules import (tracebridge's own; a room is a folder or a
+# top-level module). Every other room's imports are exactly these: a new one fails, and
+# one no longer used must be struck out, so the table stays the truth.
+ROOM_IMPORTS = {
+    # the foundations: errors, options, wire formats, file writing, forked workers
+    "errors": set(),
+    "_files": {"errors"},
+    "_fork": set(),
+    "options": {"_fork", "errors"},
+    "protos": set(),
+    "tfrecord": set(),
+    # the model depends on nothing but itself and the error tree, not even lazily: a
+    # trace's conveniences go through what tracebridge.formats installs
+    "model": {"errors"},
+    # readers produce the model, writers consume it, analysis computes on traces it is
+    # handed: none imports another, and analysis does no file I/O (a host-by-host analysis
+    # is handed a loader, tracebridge.formats.load_host, by its caller)
+    "readers": {"model", "errors", "options", "protos", "tfrecord", "_fork"},
+    "writers": {"model", "errors", "options", "protos", "tfrecord", "_files", "_fork"},
+    "analysis": {"model", "errors"},
+    # the table above readers and writers; writers and analyses are named as
+    # "module:function" strings and imported on first use (see LAZY_ONLY)
+    "formats": {"model", "readers", "writers", "analysis", "errors", "options"},
+    # the codemod reads source text; it runs nothing
+    "migrate": {"errors"},
+    # TensorFlow-facing rooms
+    "capture": {"model", "readers", "errors", "protos"},
+    "compat": {"capture", "model", "readers", "writers", "errors", "protos", "_files"},
+    "keras": {"capture", "model", "errors"},
+    "demo": {"capture", "analysis", "writers", "_files"},
+    # front doors
+    "__init__": {"model", "formats", "readers", "analysis", "capture", "errors"},
+    "cli": {"formats", "readers", "writers", "analysis", "capture", "demo", "migrate", "errors", "options",
+            "_files", "tracebridge"},
+    "__main__": {"cli"},
+}
+# Imports that only run inside a function, never when the importing module loads.
+LAZY_ONLY = {("formats", "writers"), ("formats", "analysis")} | {
+    (door, room) for door in FRONT_DOORS for room in TENSORFLOW_ROOMS}
+# Crossings outside the room table, each deliberate: (file, room) -> why.
+CROSSINGS = {
+    ("writers/html.py", "tracebridge"): "the page names the tracebridge version that wrote it (__version__)",
+}
 
 
 def test_reading_converting_summarizing_import_no_tensorflow(tmp_path, corpus):
+    xspace = sorted(str(p) for p in (corpus / "xspace").glob("*.xplane.pb") if "jax" not in p.name)
     code = f"""
 import json, sys
 import tracebridge
@@ -23,61 +82,133 @@ from tracebridge.cli import main
 for path in {json.dumps([str(p) for p in sorted((corpus / 'chrome').glob('*.json'))])}:
     t = tracebridge.load(path)
     t.summary(); t.info()
-    t.save({json.dumps(str(tmp_path))} + '/x.json', memory=True)
+    t.save({json.dumps(str(tmp_path))} + '/x.json', memory=True, dataflow=True)
     written = t.save({json.dumps(str(tmp_path))} + '/x.pb', split_steps=True)  # a .pb holds one step
     tracebridge.load(written[0])
 main(['summary', path])
+t.to_tensorboard({json.dumps(str(tmp_path / 'tb'))})
+tracebridge.advise(t)
+tracebridge.compare(t, t)
+tracebridge.summarize_hosts({json.dumps(xspace)}, top=3)
 import tracebridge.compat, tracebridge.compat.timeline
 from tracebridge.migrate import migrate_source
 migrate_source("import tensorflow as tf\\nsess = tf.Session()\\n")
-print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tensorboard', 'xprof'))))
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {TENSORFLOW!r})))
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
 
 
-def _imports(path: Path) -> set[str]:
-    """Modules a file imports, resolved to ``tracebridge.x`` names for relative imports."""
+def _room(rel: str) -> str:
+    """A file's room: its folder under the package, or its module's name at the top."""
+    return rel.split("/")[0] if "/" in rel else rel.removesuffix(".py")
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """``(module, lazy)`` for each import of a file: ``tracebridge.x`` names for relative
+    imports (``from .. import protos`` is ``tracebridge.protos``; ``from .. import
+    __version__`` the package itself), ``"module:function"`` strings that name a module of
+    the package (imported on first use), and whether it sits inside a function."""
     tree = ast.parse(path.read_text())
     package = ".".join(("tracebridge",) + path.relative_to(PACKAGE).parent.parts)
-    found = set()
-    for node in ast.walk(tree):
+    found: list[tuple[str, bool]] = []
+
+    def module_of(base: str, name: str) -> str:
+        candidate = PACKAGE.joinpath(*base.split(".")[1:], name)
+        is_module = candidate.is_dir() or candidate.with_suffix(".py").exists()
+        return f"{base}.{name}" if is_module else base
+
+    def visit(node: ast.AST, lazy: bool) -> None:
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+            found.extend((alias.name, lazy) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
             else:
-                module = node.module or ""
-            found.add(module)
+                base = node.module or ""
+            if node.module is None:
+                found.extend((module_of(base, alias.name), lazy) for alias in node.names)
+            else:
+                found.append((base, lazy))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and node.value.startswith("tracebridge.") and ":" in node.value and " " not in node.value):
+            found.append((node.value.partition(":")[0], True))
+        inside = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(tree, False)
     return found
 
 
-def test_layering():
-    files = {p: _imports(p) for p in PACKAGE.rglob("*.py")}
-    for path, imports in files.items():
-        rel = path.relative_to(PACKAGE).as_posix()
-        assert not any(i == "tracebridge.cli" or i.endswith(".cli") for i in imports) or rel == "__main__.py", rel
-        # compat's session-side shims import TF inside the functions that run sessions; its
-        # timeline.py replaces TF's module without it.
-        if not rel.startswith(("capture/", "demo.py", "keras.py", "compat/")) or rel == "compat/timeline.py":
-            assert not any(i.split(".")[0] in ("tensorflow", "keras") for i in imports), rel
-        if rel.startswith("model/"):
-            # The model depends on nothing but itself and the error tree, not even lazily:
-            # a trace's conveniences go through what tracebridge.formats installs.
-            above = {i for i in imports if i == "tracebridge" or i.startswith("tracebridge.") and
-                     not i.startswith("tracebridge.model")}
-            assert above <= {"tracebridge.errors"}, (rel, above)
-        if rel.startswith("readers/"):  # readers produce the model; they consume nothing of it
-            assert not any(i.startswith(("tracebridge.writers", "tracebridge.analysis", "tracebridge.formats"))
-                           for i in imports), rel
-        if rel.startswith(("readers/", "writers/", "analysis/", "model/")):
-            assert not any(i.startswith(("tracebridge.capture", "tracebridge.compat", "tracebridge.migrate"))
-                           for i in imports), rel
-        if rel.startswith("migrate/"):  # the codemod reads source text; it runs nothing
-            assert not any(i.startswith(("tracebridge.capture", "tracebridge.compat")) for i in imports), rel
+def _source_imports() -> dict[str, list[tuple[str, bool]]]:
+    return {path.relative_to(PACKAGE).as_posix(): _imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _target_room(module: str) -> str | None:
+    """The room of a ``tracebridge...`` module (None for outside modules)."""
+    parts = module.split(".")
+    if parts[0] != "tracebridge":
+        return None
+    return parts[1] if len(parts) > 1 else "tracebridge"
+
+
+def test_only_the_tensorflow_rooms_import_tensorflow():
+    importers = set()
+    for rel, imports in _source_imports().items():
+        if any(module.split(".")[0] in TENSORFLOW for module, _ in imports):
+            importers.add(rel)
+            assert _room(rel) in TENSORFLOW_ROOMS and rel not in NO_TENSORFLOW_IN, rel
+    # the rule is not empty: each TensorFlow room does import it
+    assert {_room(rel) for rel in importers} == TENSORFLOW_ROOMS
+
+
+def test_rooms_import_only_what_the_table_allows():
+    used: dict[str, set[str]] = {room: set() for room in ROOM_IMPORTS}
+    crossings_used = set()
+    for rel, imports in _source_imports().items():
+        room = _room(rel)
+        assert room in ROOM_IMPORTS, f"{rel}: a new room; give it a line in ROOM_IMPORTS"
+        for module, lazy in imports:
+            target = _target_room(module)
+            if target is None or target == room:
+                continue
+            if (rel, target) in CROSSINGS:
+                crossings_used.add((rel, target))
+                continue
+            assert target in ROOM_IMPORTS[room], f"{rel} imports {module}: not in ROOM_IMPORTS[{room!r}]"
+            assert lazy or (room, target) not in LAZY_ONLY, f"{rel} imports {module} when it loads"
+            used[room].add(target)
+    stale = {room: allowed - used[room] for room, allowed in ROOM_IMPORTS.items() if allowed - used[room]}
+    assert stale == {}, f"allowed but no longer used (strike them out): {stale}"
+    assert crossings_used == set(CROSSINGS)
+
+
+def test_the_table_keeps_tensorflow_behind_the_front_doors():
+    """No room that reads, writes or analyses may reach a TensorFlow room, however
+    indirectly: what ``import tracebridge`` and a reading command load stays TF-free."""
+    reachable = {room for room in ROOM_IMPORTS if room not in TENSORFLOW_ROOMS | FRONT_DOORS}
+    for room in reachable:
+        assert not ROOM_IMPORTS[room] & TENSORFLOW_ROOMS, room
+        assert not ROOM_IMPORTS[room] & FRONT_DOORS, room
+    assert {"model", "readers", "writers", "analysis", "formats"} <= reachable
+
+
+def test_nothing_imports_the_cli():
+    for rel, imports in _source_imports().items():
+        if rel != "__main__.py":
+            assert not any(module == "tracebridge.cli" for module, _ in imports), rel
+
+
+def test_the_import_walk_sees_every_kind_of_import():
+    found = dict(_imports(PACKAGE / "formats.py"))
+    assert found["tracebridge.readers.sources"] is False           # from .readers.sources import ...
+    assert found["tracebridge.readers"] is False                   # from .readers import sources
+    assert found["tracebridge.writers.chrome"] is True             # "tracebridge.writers.chrome:write_chrome"
+    assert ("tracebridge.capture", True) in _imports(PACKAGE / "__init__.py")   # inside trace()
+    assert ("tracebridge", True) in _imports(PACKAGE / "writers" / "html.py")  # from .. import __version__
 
 
 def test_public_names():

@@ -7,7 +7,27 @@
         session.run(train_op)
     t.trace
 
-Reading, converting and summarizing never import TensorFlow; only captures do.
+Reading, converting, summarizing and comparing never import TensorFlow; captures do.
+
+Architecture. The package is rooms with one direction of imports; tests/test_imports.py
+holds the table of which room imports which and fails on any import outside it.
+
+* ``model/``: the columnar trace that every other room shares. It imports nothing of
+  tracebridge but the error tree.
+* ``readers/`` make the model from files (and list a multi-host profile's host files),
+  ``writers/`` turn it into files, ``analysis/`` computes on traces it is handed. Each
+  imports the model and the foundations (``errors``, ``options``, ``protos``, ``tfrecord``,
+  ``_files``, ``_fork``), never another of the three, and never TensorFlow. Analysis does
+  no file I/O: a host-by-host analysis, which reads each host on the worker that analyses
+  it, is handed a loader (:func:`tracebridge.formats.load_host`) by its caller.
+* ``formats`` is the table above readers and writers: it picks the reader or writer for a
+  path, and names writers and analyses as ``"module:function"``, imported on first use.
+* The rooms that face TensorFlow import it, by design: ``capture/`` (TF1 sessions and the
+  TF2 profiler), ``compat/`` (drop-in replacements of TF1-era APIs; they import TF inside
+  the functions that run sessions, and ``compat.timeline`` not at all), ``keras`` (the
+  callback) and ``demo``. No other room imports them.
+* This module and ``cli`` are the front doors: they import any room, the TensorFlow-facing
+  ones only inside the functions that capture.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Captures: the only part of tracebridge that imports TensorFlow.
+"""Captures: where tracebridge runs TensorFlow (one of the rooms that import it, with
+``compat``, ``keras`` and ``demo``; see the package's docstring).
 
 ``trace(session)`` takes the TF1 path (:mod:`.session`); ``trace(fn)`` and
 ``with trace(**options):`` the TF2 path (:mod:`.profiler`); both give the same ``Trace``.
