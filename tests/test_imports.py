@@ -310,7 +310,7 @@ def test_private_tensorflow_names_check_is_precise():
     for source in flagged:
         assert private_tf_names(source), source
     ours = ("from .._files import write_bytes\nimport sys\nframe = sys._getframe(1)\n"
-            "class A:\n    def f(self):\n        self._profile = self._session._live[0]\n"
+            "class A:\n    def f(self):\n        self._profile = self._session._session_slot[0]\n"
             "        return self._sess, cls._r\n"
             "import tensorflow as tf\nv = tf.__version__\nsession = tf.compat.v1.Session()\n"
             "print(session.sess_str, '/tensorflow.ProfilerService/Terminate')\n")

@@ -2,7 +2,9 @@
 
 :class:`~tracebridge.capture.profiler.ProfileTrace` turns every call into one
 :class:`Event` and runs the actions this table gives for its current :class:`State`
-(the shape of ``torch.profiler``'s action map). The state is read from what is running
+(the shape of ``torch.profiler``'s action map). The capture class binds each
+:class:`Action` to one of its methods in a :class:`Lifecycle`, which holds the methods
+themselves, not their names: a method renamed or missing fails when the class is built. The state is read from what is running
 (the with-block, the profiling session, the step marker), never stored beside it, so it
 cannot disagree with them, even after an interrupt half-way through a transition.
 
@@ -17,6 +19,8 @@ a block), so the state afterwards is one the caller's failure event handles.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import CaptureError
@@ -49,8 +53,9 @@ class Event(enum.Enum):
 
 
 class Action(enum.Enum):
-    """Each is a method ``_<value>`` of the capture; each does nothing when there is
-    nothing to do (no session to stop, no turn to give back)."""
+    """What a capture does; a :class:`Lifecycle` binds each to a method of the capture
+    class. Each does nothing when there is nothing to do (no session to stop, no turn to
+    give back)."""
     TAKE_TURN = "take_turn"               # the process-wide capture turn (capture_lock)
     OPEN_BLOCK = "open_block"
     START = "start_session"
@@ -136,42 +141,58 @@ REFUSALS: dict[tuple[State, Event], str] = {
 del S, E, A
 
 
-# run() is on every traced call: the table compiled once into (refusal, [(method, is setup)]).
-_PLANS: dict[tuple[State, Event], tuple[str | None, tuple[tuple[str, bool], ...]]] = {
-    (state, event): (REFUSALS.get((state, event)),
-                     tuple(("_" + action.value, action in SETUP)
-                           for action in TRANSITIONS.get((state, event), ())))
-    for state in State for event in Event}
+class Lifecycle:
+    """The table compiled for one capture class: every :class:`Action` bound to the
+    class's method that does it (``methods``), and each (state, event) turned once into
+    its refusal and its methods in order, since :meth:`run` is on every traced call.
 
+    The methods are the class's functions, called with the capture, rather than one
+    instance's bound methods: a table of bound methods on the instance would be a
+    reference cycle, and a traced function dropped while it holds the profiler would then
+    wait for the garbage collector to give it back."""
 
-def check(state: State, event: Event) -> None:
-    """Raise :class:`CaptureError` if ``event`` is refused in ``state``."""
-    refusal = _PLANS[state, event][0]
-    if refusal is not None:
-        raise CaptureError(refusal)
+    def __init__(self, methods: Mapping[Action, Callable[[Any], None]]):
+        missing = [action.name for action in Action if not callable(methods.get(action))]
+        if missing:
+            raise TypeError(f"lifecycle actions without a method: {', '.join(missing)}")
+        self.methods = MappingProxyType(dict(methods))
+        self._plans: dict[tuple[State, Event], tuple[str | None, tuple[tuple[Callable, bool], ...]]] = {
+            (state, event): (REFUSALS.get((state, event)),
+                             tuple((methods[action], action in SETUP)
+                                   for action in TRANSITIONS.get((state, event), ())))
+            for state in State for event in Event}
 
+    def actions(self, state: State, event: Event) -> tuple[Callable[[Any], None], ...]:
+        """The methods that ``(state, event)`` runs, in order."""
+        return tuple(method for method, _ in self._plans[state, event][1])
 
-def run(capture: Any, event: Event) -> None:
-    """Run the actions of ``(capture.state, event)`` on ``capture`` (see the module)."""
-    refusal, actions = _PLANS[capture.state, event]
-    if refusal is not None:
-        raise CaptureError(refusal)
-    failure: BaseException | None = None
-    taken = 0
-    while taken < len(actions):
-        # The try encloses the loop's own steps too: an interrupt landing between two
-        # actions is caught like an error raised inside one, and the cleanup goes on.
-        try:
-            while taken < len(actions):
-                method, setup = actions[taken]
-                taken += 1
-                if failure is None or not setup:
-                    getattr(capture, method)()
-        except BaseException as error:
-            if failure is None or (isinstance(failure, Exception) and not isinstance(error, Exception)):
-                failure = error
-    if failure is not None:
-        try:
-            raise failure
-        finally:
-            failure = None  # no reference cycle through this frame
+    def check(self, state: State, event: Event) -> None:
+        """Raise :class:`CaptureError` if ``event`` is refused in ``state``."""
+        refusal = self._plans[state, event][0]
+        if refusal is not None:
+            raise CaptureError(refusal)
+
+    def run(self, capture: Any, event: Event) -> None:
+        """Run the actions of ``(capture.state, event)`` on ``capture`` (see the module)."""
+        refusal, actions = self._plans[capture.state, event]
+        if refusal is not None:
+            raise CaptureError(refusal)
+        failure: BaseException | None = None
+        taken = 0
+        while taken < len(actions):
+            # The try encloses the loop's own steps too: an interrupt landing between two
+            # actions is caught like an error raised inside one, and the cleanup goes on.
+            try:
+                while taken < len(actions):
+                    method, setup = actions[taken]
+                    taken += 1
+                    if failure is None or not setup:
+                        method(capture)
+            except BaseException as error:
+                if failure is None or (isinstance(failure, Exception) and not isinstance(error, Exception)):
+                    failure = error
+        if failure is not None:
+            try:
+                raise failure
+            finally:
+                failure = None  # no reference cycle through this frame

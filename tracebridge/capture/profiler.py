@@ -16,10 +16,11 @@ as TF's tools expect (:func:`.tf_internals.step_marker`). With a schedule
 (``warmup``/``every``/``steps``) only selected steps are profiled; consecutive selected
 steps share one profiling session.
 
-Lifecycle: every call is an event of the table in :mod:`.lifecycle`. A with-block
-profiles until it ends; a traced function or a callback's capture until its schedule
-selects no further step, or until :meth:`ProfileTrace.stop`. Reading ``.trace`` stops
-nothing: while the capture runs it raises :class:`CaptureError`.
+Lifecycle: every call is an event of the table in :mod:`.lifecycle`, bound to this
+class's methods in :attr:`ProfileTrace.LIFECYCLE`. A with-block profiles until it ends; a
+traced function or a callback's capture until its schedule selects no further step, or
+until :meth:`ProfileTrace.stop`. Reading ``.trace`` stops nothing: while the capture runs
+it raises :class:`CaptureError`.
 :meth:`ProfileTrace.discard` stops and keeps nothing.
 
 Files: each profiling session writes into a folder of its own (a temporary one, or
@@ -63,10 +64,10 @@ from typing import Any, Callable
 
 from ..errors import CaptureError
 from ..model.trace import Trace
-from . import capture_lock, interrupts, lifecycle, tf_internals
+from . import capture_lock, interrupts, tf_internals
 from .call_ties import CallTie
 from .graph_record import record_function_graph
-from .lifecycle import Event, State
+from .lifecycle import Action, Event, Lifecycle, State
 from .schedule import Schedule
 from .profiler_sessions import LocalSession, ServerSession, Session, first_line, new_session_folder
 
@@ -130,7 +131,7 @@ class ProfileTrace:
         self._user_logdir = None if logdir is None else os.fspath(logdir)
         # What runs; the state is read from these three (see the ``state`` property).
         self._in_block = False
-        self._live: list[Session | None] = [None]  # the running session (see _session)
+        self._session_slot: list[Session | None] = [None]  # the running session (see _session)
         self._marker = None                        # the open step's marker
         # Steps, results, and the tie to a framework call.
         self._index = 0           # steps begun so far
@@ -150,12 +151,13 @@ class ProfileTrace:
 
     @property
     def _session(self) -> "Session | None":
-        """The running session, kept in a list the capture's finalizer shares (see _take_turn)."""
-        return self._live[0]
+        """The running session, kept in a one-item list that the capture's finalizer shares
+        (see _take_turn): the finalizer must not hold the capture itself."""
+        return self._session_slot[0]
 
     @_session.setter
     def _session(self, session: "Session | None") -> None:
-        self._live[0] = session
+        self._session_slot[0] = session
 
     @property
     def state(self) -> State:
@@ -165,14 +167,14 @@ class ProfileTrace:
     # --- the with-block ---------------------------------------------------------------
     def __enter__(self) -> "ProfileTrace":
         event = Event.ENTER_WHOLE_BLOCK if self._whole_block else Event.ENTER
-        lifecycle.check(self.state, event)
+        self.LIFECYCLE.check(self.state, event)
         self._sigint = interrupts.enter()
         try:
-            lifecycle.run(self, event)
+            self.LIFECYCLE.run(self, event)
         except BaseException:  # __exit__ will not run: undo everything here
             try:
                 with contextlib.suppress(Exception):
-                    lifecycle.run(self, Event.ENTER_FAILED)
+                    self.LIFECYCLE.run(self, Event.ENTER_FAILED)
             finally:
                 self._leave_interrupts()
             raise
@@ -182,7 +184,7 @@ class ProfileTrace:
     def __exit__(self, exc_type, exc, tb) -> None:
         failed = exc_type is not None
         try:
-            lifecycle.run(self, Event.EXIT_FAILED if failed else Event.EXIT)
+            self.LIFECYCLE.run(self, Event.EXIT_FAILED if failed else Event.EXIT)
         except Exception as error:
             if not failed:
                 raise
@@ -214,7 +216,7 @@ class ProfileTrace:
         self._index += 1
         self._current = index
         self._step_number = index if number is None else number
-        lifecycle.run(self, Event.STEP if self._schedule.wants(index) else Event.STEP_SKIPPED)
+        self.LIFECYCLE.run(self, Event.STEP if self._schedule.wants(index) else Event.STEP_SKIPPED)
         return self._step_number
 
     def end_step(self, failed: bool = False) -> None:
@@ -226,7 +228,7 @@ class ProfileTrace:
             event = Event.STEP_FAILED
         else:
             event = Event.STEP_ENDED if self._schedule.wants(self._current + 1) else Event.LAST_STEP_ENDED
-        lifecycle.run(self, event)
+        self.LIFECYCLE.run(self, event)
 
     def _fail_step(self) -> None:
         """End the open step after the traced code raised. A failure to stop is noted, not
@@ -242,22 +244,20 @@ class ProfileTrace:
         running session stopped and the profiler given back. For a traced function or a
         callback's capture; a with-block's capture stops when the block ends (stop() there
         raises :class:`CaptureError`). A later step the schedule selects starts again."""
-        lifecycle.run(self, Event.STOP)
-
-    finish = stop  # the name stop() had, kept for callers of it
+        self.LIFECYCLE.run(self, Event.STOP)
 
     def pause(self) -> None:
         """Stop the running session between steps, keeping its data; the schedule starts a
         new one at the next selected step (Keras runs validation inside ``fit``, and TF has
         one profiler). Does nothing inside a step or a with-block."""
-        lifecycle.run(self, Event.PAUSE)
+        self.LIFECYCLE.run(self, Event.PAUSE)
 
     def abort(self) -> None:
         """Stop now, as after a failed step (data kept only with ``keep_on_error``): for a
         callback whose framework call ended by an exception. Never raises."""
         with self._lock:  # the watch thread may abort too
             try:
-                lifecycle.run(self, Event.ABORT)
+                self.LIFECYCLE.run(self, Event.ABORT)
             except Exception as error:  # noted: the caller is cleaning up after another error
                 self._notes.append(f"stopping the abandoned capture failed: {first_line(error)}")
 
@@ -267,7 +267,7 @@ class ProfileTrace:
         this ends the block's capture and gives the profiler back (the block's end then has
         nothing left to stop)."""
         try:
-            lifecycle.run(self, Event.DISCARD)
+            self.LIFECYCLE.run(self, Event.DISCARD)
         finally:
             if self._sigint:
                 self._leave_interrupts()
@@ -389,7 +389,7 @@ class ProfileTrace:
         # Dropped while holding the turn (a traced function never stopped): its session is
         # stopped and the turn given back. A finalizer for that time only, not a __del__:
         # Python code run at garbage collection swallows a KeyboardInterrupt.
-        self._orphan = weakref.finalize(self, _stop_orphan, self._live)
+        self._orphan = weakref.finalize(self, _stop_orphan, self._session_slot)
 
     def _give_turn_back(self) -> None:
         if capture_lock.held_by(self):
@@ -452,7 +452,7 @@ class ProfileTrace:
         if session is None:
             return
         try:
-            files = session.finish(save)
+            files = session.stop_and_collect(save)
         except BaseException:
             session.abort()  # an interrupt half-way: whatever still runs is stopped
             raise
@@ -462,11 +462,20 @@ class ProfileTrace:
             self._files.extend(files)
             self._trace = None
 
+    # Built with the class: a method renamed here fails now, not when its action first runs.
+    LIFECYCLE = Lifecycle({
+        Action.TAKE_TURN: _take_turn, Action.OPEN_BLOCK: _open_block, Action.START: _start_session,
+        Action.MARK: _mark_step, Action.UNMARK: _unmark_step, Action.FORGET_MARK: _forget_step,
+        Action.SAVE: _save_session, Action.FAIL: _fail_session, Action.DROP: _drop_session,
+        Action.FORGET_DATA: _forget_profiles, Action.GIVE_TURN_BACK: _give_turn_back,
+        Action.CLOSE_BLOCK: _close_block,
+    })
 
-def _stop_orphan(live: list) -> None:
+
+def _stop_orphan(session_slot: list) -> None:
     """A capture was dropped while holding the capture turn: stop its session, give the
     turn back."""
-    session, live[0] = live[0], None
+    session, session_slot[0] = session_slot[0], None
     if session is not None:
         session.abort()
     capture_lock.give_back()

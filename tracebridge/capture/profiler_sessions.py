@@ -5,9 +5,9 @@
   xprof's client (TF 2.21's ``start(options=...)`` drops every tracer level; the client
   sends typed values) and ended early with the server's ``Terminate`` call.
 
-Either writes one folder (:func:`new_session_folder`) and, on ``finish``, hands back its
-XSpace files read into memory and removes the folder unless it is the user's and holds the
-profile. Every method copes with an interrupt landing half-way: whatever was started is
+Either writes one folder (:func:`new_session_folder`) and, on ``stop_and_collect``, hands
+back its XSpace files read into memory and removes the folder unless it is the user's and
+holds the profile. Every method copes with an interrupt landing half-way: whatever was started is
 stopped again. TensorFlow's and xprof's private parts are reached through
 :mod:`.tf_internals`.
 """
@@ -39,13 +39,13 @@ def first_line(error: BaseException) -> str:
 
 
 class Session:
-    """One profiling session into ``folder``; ``finish`` stops it and returns its files."""
+    """One profiling session into ``folder``; ``stop_and_collect`` stops it and returns its files."""
 
     def __init__(self, tf, folder: str, temporary: bool, levels: dict, include_dataset_ops: bool):
         self.tf, self.folder, self.temporary = tf, folder, temporary
         self.levels, self.include_dataset_ops = levels, include_dataset_ops
 
-    def finish(self, save: bool) -> list[tuple[str, bytes]]:
+    def stop_and_collect(self, save: bool) -> list[tuple[str, bytes]]:
         """Stop; when ``save``, the XSpace files read into memory. The folder is removed
         unless it is in the user's logdir and holds the saved profile: a failed or discarded
         session leaves nothing, a partial file included."""
@@ -62,7 +62,7 @@ class Session:
     def abort(self) -> None:
         """Undo a start that failed or was interrupted half-way. Never raises."""
         with contextlib.suppress(Exception):
-            self.finish(save=False)
+            self.stop_and_collect(save=False)
 
     def _read(self) -> list[tuple[str, bytes]]:
         files = []
