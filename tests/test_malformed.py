@@ -114,10 +114,10 @@ def test_malformed_logdirs_name_the_bad_file(tmp_path):
     files with a damaged one. The error names the file inside, on one line."""
     import tracebridge
     from tracebridge import TraceFormatError
-    from tracebridge.writers.tensorboard import write_events, write_xspace
+    from tracebridge.writers.tensorboard import write_events, write_tensorboard_xplane
 
     trace = malformed.small_trace()
-    good = write_xspace(trace, tmp_path / "logdir", run="2024_01_01_00_00_00", host="a")
+    good = write_tensorboard_xplane(trace, tmp_path / "logdir", run="2024_01_01_00_00_00", host="a")
     damaged = tmp_path / "logdir" / "plugins" / "profile" / "2024_01_01_00_00_00" / "b.xplane.pb"
     damaged.write_bytes(open(good, "rb").read()[:-5])
     not_a_file = tmp_path / "logdir2" / "plugins" / "profile" / "run" / "c.xplane.pb"

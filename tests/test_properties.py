@@ -169,9 +169,9 @@ def _on_host_plane(device) -> bool:
 def test_xspace_round_trip(trace):
     """XSpace keeps every op's times and type, host ops' names (``name:Type`` events; a
     name with a colon is not one), and the steps; accelerator kernels are named by type."""
-    from tracebridge.writers.tensorboard import write_xspace
+    from tracebridge.writers.tensorboard import write_tensorboard_xplane
     with tempfile.TemporaryDirectory() as folder:
-        again = tracebridge.load(write_xspace(trace, folder, run="run", host="host"))
+        again = tracebridge.load(write_tensorboard_xplane(trace, folder, run="run", host="host"))
     ops = _without_step_markers(again, trace)
     assert sorted((o.start_ns, o.end_ns, o.op_type) for o in ops) == \
         sorted((o.start_ns, o.end_ns, o.op_type) for o in trace.records()), \

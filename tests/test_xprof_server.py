@@ -35,7 +35,7 @@ def xprof_server(corpus, tmp_path_factory):
     for run, name in RUNS.items():
         traces[run] = tracebridge.load(corpus / "chrome" / name)
         traces[run].to_tensorboard(logdir, run=run)
-        # write_xspace names the file after the host; one host name for both runs
+        # write_tensorboard_xplane names the file after the host; one host name for both runs
         written = next((logdir / "plugins" / "profile" / run).glob("*.xplane.pb"))
         written.rename(written.with_name(f"{HOST}.xplane.pb"))
     port = free_port()

@@ -242,7 +242,7 @@ def seeds(corpus: Path | None = None) -> tuple[Seed, ...]:
     import tracebridge
     from tracebridge.compat.tfvis import Timeline
     from tracebridge import protos
-    from tracebridge.writers.tensorboard import write_events, write_xspace
+    from tracebridge.writers.tensorboard import write_events, write_tensorboard_xplane
 
     out: list[Seed] = []
     rich = rich_run_metadata()
@@ -262,7 +262,7 @@ def seeds(corpus: Path | None = None) -> tuple[Seed, ...]:
         out.append(Seed("pbtxt", "rich", "rich.pbtxt", (root / "rich.pbtxt").read_bytes()))
         out.append(Seed("pbtxt", "step_stats", "step_stats.pbtxt",
                         str(protos.RunMetadata.FromString(rich).step_stats).encode()))
-        xspace = write_xspace(small, root / "logdir", run="run", host="seedhost")
+        xspace = write_tensorboard_xplane(small, root / "logdir", run="run", host="seedhost")
         out.append(Seed("xspace", "written", "written.xplane.pb", Path(xspace).read_bytes()))
         for name, trace in (("rich", rich_trace), ("small", small)):
             trace.save(root / f"{name}.json", memory=True)

@@ -51,7 +51,7 @@ def add_run_metadata(writer, run_metadata, tag: str, global_step: int | None = N
     if not run_metadata.step_stats.dev_stats:
         return None  # nothing the profile plugin could show
     from ..readers.stepstats import read_run_metadatas
-    from ..writers.tensorboard import file_name, write_xspace
+    from ..writers.tensorboard import file_name, write_tensorboard_xplane
     host = file_name(socket.gethostname())
     step = global_step if global_step is not None else 0
     trace = read_run_metadatas([(step, tag, run_metadata.SerializeToString())],
@@ -60,4 +60,4 @@ def add_run_metadata(writer, run_metadata, tag: str, global_step: int | None = N
                else datetime.datetime.now())
     # One run per call: TF names runs by time; the tag keeps steps of one second apart.
     run = f"{started:%Y_%m_%d_%H_%M_%S}_{file_name(tag)}".rstrip("_")
-    return write_xspace(trace, writer.get_logdir(), run=run, host=host)
+    return write_tensorboard_xplane(trace, writer.get_logdir(), run=run, host=host)

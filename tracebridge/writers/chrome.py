@@ -67,17 +67,17 @@ def write_chrome(trace: Trace, path: str | os.PathLike, *, dataflow: bool = True
     """
     parallelism = choose_parallelism(workers)
     events = _Events(trace, dataflow=dataflow, memory=memory)
-    units = events.units()
+    batches = events.batches()
     compress = os.fspath(path).endswith(".gz")
     n = len(trace)
     with atomic_output(path) as out:
         out.write(events.header().encode("utf-8"))
-        two = not compress and parallelism.splits(sum(unit.hi - unit.lo for unit in units), PARALLEL_MIN_EVENTS)
-        split = _split_point(units) if two else len(units)
-        if split < len(units):
-            _write_in_two(out, path, units, split, progress=progress, total=n)
+        two = not compress and parallelism.splits(sum(batch.hi - batch.lo for batch in batches), PARALLEL_MIN_EVENTS)
+        split = _split_point(batches) if two else len(batches)
+        if split < len(batches):
+            _write_in_two(out, path, batches, split, progress=progress, total=n)
         else:
-            _write_units(out, units, first=True, progress=progress, total=n)
+            _write_batches(out, batches, first=True, progress=progress, total=n)
         out.write(events.footer().encode("utf-8"))
 
 
@@ -86,18 +86,21 @@ def chrome_chunks(trace: Trace, *, dataflow: bool = True, memory: bool = False, 
     events = _Events(trace, dataflow=dataflow, memory=memory)
     yield events.header()
     first = True
-    for unit in events.units():
-        chunk = unit.text()
+    for batch in events.batches():
+        chunk = batch.text()
         if chunk:
             yield ("" if first else ",\n") + chunk
             first = False
-        if progress and unit.ops_done is not None:
-            progress(unit.ops_done, len(trace))
+        if progress and batch.ops_done is not None:
+            progress(batch.ops_done, len(trace))
     yield events.footer()
 
 
-class _Unit:
-    """A slice of the event list: ``text()`` formats it (events joined by ",\\n")."""
+class _EventBatch:
+    """Rows ``lo:hi`` of one kind of event (ops, flows, counters; or the metadata and
+    step events whole): ``text()`` formats them, joined by ",\\n". ``weight``, the
+    estimated cost, places the split between this process and a forked one; ``ops_done``,
+    the ops written once this batch is, drives the progress bar."""
 
     __slots__ = ("format", "lo", "hi", "weight", "ops_done")
 
@@ -152,23 +155,23 @@ class _Events:
         text = ",".join(f"{_quote(str(k))}:{_json_scalar(v)}" for k, v in sorted(other.items()))
         return '\n],"otherData":{' + text + "}}\n"
 
-    def units(self) -> list[_Unit]:
+    def batches(self) -> list[_EventBatch]:
         trace = self.trace
-        units = [_Unit(lambda lo, hi: ",\n".join(_metadata_events(trace, self.memory, self.extra_threads)), 0, 0, 0.0),
-                 _Unit(lambda lo, hi: ",\n".join(_step_events(trace)), 0, 0, 0.0)]
+        batches = [_EventBatch(lambda lo, hi: ",\n".join(_metadata_events(trace, self.memory, self.extra_threads)), 0, 0, 0.0),
+                 _EventBatch(lambda lo, hi: ",\n".join(_step_events(trace)), 0, 0, 0.0)]
         n = len(trace)
         for lo in range(0, n, _CHUNK):
             hi = min(n, lo + _CHUNK)
-            units.append(_Unit(self._op_events, lo, hi, _COST["ops"] * (hi - lo), ops_done=hi))
+            batches.append(_EventBatch(self._op_events, lo, hi, _COST["ops"] * (hi - lo), ops_done=hi))
         for lo in range(0, len(self.consumer), _CHUNK):
             hi = min(len(self.consumer), lo + _CHUNK)
-            units.append(_Unit(self._flow_events, lo, hi, _COST["flows"] * (hi - lo)))
+            batches.append(_EventBatch(self._flow_events, lo, hi, _COST["flows"] * (hi - lo)))
         if self.counters is not None:
             rows = len(self.counters[0])
             for lo in range(0, rows, _CHUNK):
                 hi = min(rows, lo + _CHUNK)
-                units.append(_Unit(self._counter_events, lo, hi, _COST["counters"] * (hi - lo)))
-        return units
+                batches.append(_EventBatch(self._counter_events, lo, hi, _COST["counters"] * (hi - lo)))
+        return batches
 
     def _op_events(self, lo: int, hi: int) -> str:
         """Op events. Ops with up to two inputs (most) are formatted by count of inputs,
@@ -249,44 +252,44 @@ class _Events:
             for name, a, af, value in zip(self.quoted[allocator].tolist(), ts, ts_frac, in_use.tolist())])
 
 
-def _write_units(out, units: list[_Unit], *, first: bool, progress=None, total: int = 0) -> bool:
-    """Write the units' events to ``out``; returns whether nothing was written yet."""
-    for unit in units:
-        chunk = unit.text()
+def _write_batches(out, batches: list[_EventBatch], *, first: bool, progress=None, total: int = 0) -> bool:
+    """Write the batches' events to ``out``; returns whether nothing was written yet."""
+    for batch in batches:
+        chunk = batch.text()
         if chunk:
             if not first:
                 out.write(b",\n")
             out.write(chunk.encode("utf-8"))
             first = False
-        if progress and unit.ops_done is not None:
-            progress(unit.ops_done, total)
+        if progress and batch.ops_done is not None:
+            progress(batch.ops_done, total)
     return first
 
 
-def _split_point(units: list[_Unit]) -> int:
-    """Index of the first unit of the second half, by estimated cost."""
-    total = sum(unit.weight for unit in units)
+def _split_point(batches: list[_EventBatch]) -> int:
+    """Index of the first batch of the second half, by estimated cost."""
+    total = sum(batch.weight for batch in batches)
     done = 0.0
-    for index, unit in enumerate(units):
+    for index, batch in enumerate(batches):
         if done >= 0.5 * total:
             return index
-        done += unit.weight
-    return len(units)
+        done += batch.weight
+    return len(batches)
 
 
-def _write_in_two(out, path, units: list[_Unit], split: int, *, progress, total: int) -> None:
-    """Write ``units[:split]`` here while a forked child formats the rest into a
+def _write_in_two(out, path, batches: list[_EventBatch], split: int, *, progress, total: int) -> None:
+    """Write ``batches[:split]`` here while a forked child formats the rest into a
     temporary file beside ``path`` (each chunk preceded by ",\\n"), then append it."""
     directory = os.path.dirname(os.path.abspath(os.fspath(path)))
     fd, part = tempfile.mkstemp(prefix=".tracebridge-", suffix=".part", dir=directory)
     os.close(fd)
     try:
-        child = ForkedJob.start(lambda: _write_part(units[split:], part))
+        child = ForkedJob.start(lambda: _write_part(batches[split:], part))
         if child is None:
-            _write_units(out, units, first=True, progress=progress, total=total)
+            _write_batches(out, batches, first=True, progress=progress, total=total)
             return
         with child:
-            nothing_yet = _write_units(out, units[:split], first=True, progress=progress, total=total)
+            nothing_yet = _write_batches(out, batches[:split], first=True, progress=progress, total=total)
             try:
                 empty = child.wait() == b" empty"
             except ChildFailed as failure:
@@ -296,17 +299,17 @@ def _write_in_two(out, path, units: list[_Unit], split: int, *, progress, total:
             if nothing_yet and not empty:
                 source.seek(2)  # nothing precedes the child's events: drop its leading ",\\n"
             _append(source, out)
-        if progress and total and any(unit.ops_done for unit in units[split:]):
+        if progress and total and any(batch.ops_done for batch in batches[split:]):
             progress(total, total)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(part)
 
 
-def _write_part(units: list[_Unit], part: str) -> bytes:
-    """In the child: format ``units`` into ``part``; says whether nothing was written."""
+def _write_part(batches: list[_EventBatch], part: str) -> bytes:
+    """In the child: format ``batches`` into ``part``; says whether nothing was written."""
     with open(part, "wb") as target:
-        empty = _write_units(target, units, first=False)
+        empty = _write_batches(target, batches, first=False)
     return b" empty" if empty else b""
 
 

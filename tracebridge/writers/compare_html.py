@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._files import atomic_output
-from .html import _Payload, _json
+from .html import TimelineData, _json
 from .html_page import page_end, page_head, page_script
 
 FORMAT_VERSION = 1
@@ -78,7 +78,7 @@ def _document_parts(comparison: Any, *, title: str | None, device_pattern: str |
     script = page_script(comparison=True)
     title = title if title is not None else default_title(comparison)
     payloads = [
-        _Payload(trace, device_pattern=device_pattern,
+        TimelineData(trace, device_pattern=device_pattern,
                  title=f"{role}: {trace.source_format} trace, {len(trace):,} ops")
         for role, trace in (("control", comparison.control), ("test", comparison.test))
     ]

@@ -113,9 +113,9 @@ def notebook_html(trace: Trace, *, height: int = 640, max_ops: int = 300_000, **
 
 def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | None) -> Iterator[str]:
     script = page_script(comparison=False)
-    payload = _Payload(trace, device_pattern=device_pattern, title=title)
-    yield page_head(script, payload.title, "timeline")
-    yield from payload.blocks("tb0")
+    timeline = TimelineData(trace, device_pattern=device_pattern, title=title)
+    yield page_head(script, timeline.title, "timeline")
+    yield from timeline.blocks("tb0")
     yield page_end(script)
 
 
@@ -143,8 +143,10 @@ def _uint(values: np.ndarray) -> tuple[str, np.ndarray]:
     return "f64", values.astype("<f8")
 
 
-class _Payload:
-    """Everything the page shows of one trace, as a meta object and typed columns."""
+class TimelineData:
+    """One trace as a timeline page draws it: its devices and lanes laid out, its ops as
+    typed columns and a meta object; :meth:`blocks` writes them as the page's data blocks
+    (the diff page of :mod:`.compare_html` holds two)."""
 
     def __init__(self, trace: Trace, *, device_pattern: str | None, title: str | None):
         self.hidden_devices = 0

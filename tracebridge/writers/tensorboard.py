@@ -36,16 +36,18 @@ def write_tensorboard(trace: Trace, logdir: str | os.PathLike, *, run: str | Non
     """Write both outputs under ``logdir``; returns ``{"events": path, "xspace": path}``."""
     host = file_name(host or str(trace.metadata.get("host") or socket.gethostname()))
     start = _start(trace)
-    xspace = write_xspace(trace, logdir, run=run or start.strftime("%Y_%m_%d_%H_%M_%S"), host=host)
+    xspace = write_tensorboard_xplane(trace, logdir, run=run or start.strftime("%Y_%m_%d_%H_%M_%S"), host=host)
     events = os.path.join(os.fspath(logdir), f"events.out.tfevents.{int(start.timestamp())}.{host}")
     write_events(trace, events)
     return {"events": events, "xspace": xspace}
 
 
-def write_xspace(trace: Trace, logdir: str | os.PathLike, *, run: str | None = None,
-                 host: str | None = None) -> str:
-    """The profile plugin's file, ``LOGDIR/plugins/profile/<run>/<host>.xplane.pb``; ``run``
-    defaults to the trace's start time, as TF names its runs. Returns the path."""
+def write_tensorboard_xplane(trace: Trace, logdir: str | os.PathLike, *, run: str | None = None,
+                             host: str | None = None) -> str:
+    """The XSpace of one host in one run of a TensorBoard logdir, where the profile plugin
+    reads it: ``LOGDIR/plugins/profile/<run>/<host>.xplane.pb`` (folders made as needed).
+    ``run`` defaults to the trace's start time, as TF names its runs. Returns the path.
+    (:func:`write_xspace_file` writes the same XSpace to a path of the caller's.)"""
     host = file_name(host or str(trace.metadata.get("host") or socket.gethostname()))
     run = run or _start(trace).strftime("%Y_%m_%d_%H_%M_%S")
     if os.path.basename(run) != run or run in ("", ".", ".."):
@@ -66,8 +68,9 @@ def _start(trace: Trace) -> datetime.datetime:
         datetime.datetime.now()
 
 
-def write_xplane(trace: Trace, path: str | os.PathLike) -> None:
-    """The XSpace alone, to ``path`` (``.xplane.pb``), named after the trace's host."""
+def write_xspace_file(trace: Trace, path: str | os.PathLike) -> None:
+    """The XSpace, to the file ``path`` (``.xplane.pb``, what ``save`` writes), its hostname
+    the trace's host; no logdir layout (that is :func:`write_tensorboard_xplane`)."""
     write_bytes(path, to_xspace(trace, str(trace.metadata.get("host") or "")).SerializeToString(deterministic=True))
 
 
