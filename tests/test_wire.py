@@ -500,6 +500,79 @@ def test_dense_fields_are_read_with_scalar_only(decoder):
             fields.select(2)
 
 
+def _c_loop_only(decoder) -> None:
+    if decoder == "numpy":
+        pytest.skip("a property of the C loop alone")
+
+
+@pytest.mark.parametrize("before, after", [
+    (b"\x0a\x00" * 3, b"\x0a\x02"),   # three empty fields become one holding another: a row fewer
+    (b"\x0a\x02\x0a\x00", b"\x0a\x00"),  # one field holding another becomes two: a row more
+    (b"\x08\x01\x08\x01", b"\x10"),  # field 1 becomes field 2, which the count never saw
+])
+def test_buffer_changed_between_the_passes_is_refused(decoder, before, after):
+    """The C loop counts rows with the GIL released, allocates, then fills them: another
+    thread may write to a bytearray in between. Here the allocator (called between the two
+    passes) does the writing. Filling fewer rows than counted would leave uninitialised
+    rows at the end of a column; more would overrun it. Both raise."""
+    _c_loop_only(decoder)
+    raw = bytearray(before)
+    calls = []
+
+    def allocate(size: int) -> np.ndarray:
+        if not calls:
+            raw[:len(after)] = after
+        calls.append(size)
+        return np.empty(size, dtype=np.uint8)
+
+    with pytest.raises(RuntimeError, match="changed while it was decoded"):
+        wire._wirec.decode(raw, np.array([0], np.int64), np.array([len(raw)], np.int64), (), allocate)
+    assert calls  # the write happened between the passes
+
+
+def test_spans_changed_between_the_passes_are_refused(decoder):
+    """starts and ends are arrays another thread may write to as well: each pass checks
+    every span as it reads it, so a span moved past the data is refused, not read."""
+    _c_loop_only(decoder)
+    raw = encode_field(1, VARINT, 5) * 2
+    starts, ends = np.array([0, 2], np.int64), np.array([2, 4], np.int64)
+
+    def allocate(size: int) -> np.ndarray:
+        ends[1] = 1 << 40
+        return np.empty(size, dtype=np.uint8)
+
+    with pytest.raises(RuntimeError, match="changed while it was decoded"):
+        wire._wirec.decode(raw, starts, ends, (), allocate)
+    assert wire._wirec.decode(raw, starts, ends) is None  # the same span before the count: declined
+
+
+def test_dense_field_numbers_are_checked(decoder):
+    """The first bad dense field number is the error reported (the C API is not called again
+    once an error is set), and a number outside protobuf's range is refused rather than cut
+    to 32 bits (2**32 + 1 would have read field 1 as dense)."""
+    _c_loop_only(decoder)
+    data = encode_field(1, VARINT, 5)
+    span = np.array([0], np.int64), np.array([len(data)], np.int64)
+    with pytest.raises(TypeError):
+        wire._wirec.decode(data, *span, ("x", -1))
+    for number in (0, (1 << 29), (1 << 32) + 1):
+        with pytest.raises(ValueError, match="field number"):
+            wire._wirec.decode(data, *span, (number,))
+    assert wire._wirec.decode(data, *span, (1,))[1].keys() == {1}
+
+
+def test_column_sizes_that_overflow_are_refused(decoder):
+    """A column's size is rows x width bytes; a count whose product does not fit a
+    Py_ssize_t is refused before anything is allocated (no input small enough to test
+    with reaches it, hence the C loop's own size function)."""
+    _c_loop_only(decoder)
+    largest = np.iinfo(np.intp).max
+    assert wire._wirec._column_bytes(1000, 8) == 8000
+    assert wire._wirec._column_bytes(largest // 8, 8) == largest // 8 * 8
+    with pytest.raises(MemoryError):
+        wire._wirec._column_bytes(largest // 8 + 1, 8)
+
+
 def test_wire_error_pickles_and_converts():
     error = pickle.loads(pickle.dumps(WireError("varint runs past the end", 42)))
     assert (error.reason, error.offset) == ("varint runs past the end", 42)
