@@ -41,14 +41,15 @@ common = settings(max_examples=150, deadline=None,
 U64 = (1 << 64) - 1
 
 
-@pytest.fixture(autouse=True, params=["compiled", "numpy"])
-def decoder(request, monkeypatch):
-    """Every test runs with each decoder: the C loop (where it is built) and numpy alone."""
-    if request.param == "numpy":
-        monkeypatch.setattr(wire, "_wirec", None)
-    elif wire._wirec is None:
-        pytest.skip("the C wire decoder is not built here (no C compiler at install time)")
-    return request.param
+@pytest.fixture(autouse=True)
+def decoder(wire_decoder):
+    """Every test runs with each decoder: the C loop (where it is built) and numpy alone
+    (tests/conftest.py: wire_decoder)."""
+    return wire_decoder
+
+
+# Tests of the C loop itself (or of both decoders at once) run once, with the C loop.
+c_loop_only = pytest.mark.parametrize("wire_decoder", ["compiled"], indirect=True)
 
 
 # --- encoding by hand and the reference parse ------------------------------------------
@@ -454,14 +455,13 @@ def _columns(fields: wire.Fields) -> dict:
     return out
 
 
+@c_loop_only
 @common
 @given(st.lists(st.one_of(raw_messages, st.binary(max_size=40)), min_size=1, max_size=60),
        st.lists(st.binary(max_size=5), max_size=3), st.lists(st.integers(1, 6), max_size=3, unique=True))
 def test_compiled_and_numpy_decoders_agree(decoder, messages, gaps, dense):
     """Valid or not (random bytes among the messages): the C loop accepts exactly what the
     numpy decoder accepts, finds the same rows, and its dense columns equal ``scalar``."""
-    if decoder == "numpy":
-        return  # one comparison is enough: it runs both
     data, starts, ends = pack(messages, gaps)
     found = wire._wirec.decode(data, starts, ends, tuple(dense))
     try:
@@ -482,13 +482,14 @@ def test_compiled_and_numpy_decoders_agree(decoder, messages, gaps, dense):
             reference.scalar(number, len(starts), np.uint64).tolist()
 
 
+@pytest.mark.parametrize("wire_decoder", ["numpy"], indirect=True)  # runs where the C loop is not built too
 def test_compiled_decoder_is_built_where_a_compiler_is(decoder):
     """CI machines have gcc: the benchmark figures assume the C loop, so its absence there
     (a broken build step) must not go unnoticed."""
     import shutil
-    if decoder == "numpy" or not (shutil.which("cc") or shutil.which("gcc")):
+    if not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler here: the numpy decoder is the one in use")
-    assert wire.compiled()
+    assert wire._wirec is not None
 
 
 def test_dense_fields_are_read_with_scalar_only(decoder):
@@ -500,11 +501,7 @@ def test_dense_fields_are_read_with_scalar_only(decoder):
             fields.select(2)
 
 
-def _c_loop_only(decoder) -> None:
-    if decoder == "numpy":
-        pytest.skip("a property of the C loop alone")
-
-
+@c_loop_only
 @pytest.mark.parametrize("before, after", [
     (b"\x0a\x00" * 3, b"\x0a\x02"),   # three empty fields become one holding another: a row fewer
     (b"\x0a\x02\x0a\x00", b"\x0a\x00"),  # one field holding another becomes two: a row more
@@ -515,7 +512,6 @@ def test_buffer_changed_between_the_passes_is_refused(decoder, before, after):
     thread may write to a bytearray in between. Here the allocator (called between the two
     passes) does the writing. Filling fewer rows than counted would leave uninitialised
     rows at the end of a column; more would overrun it. Both raise."""
-    _c_loop_only(decoder)
     raw = bytearray(before)
     calls = []
 
@@ -530,10 +526,10 @@ def test_buffer_changed_between_the_passes_is_refused(decoder, before, after):
     assert calls  # the write happened between the passes
 
 
+@c_loop_only
 def test_spans_changed_between_the_passes_are_refused(decoder):
     """starts and ends are arrays another thread may write to as well: each pass checks
     every span as it reads it, so a span moved past the data is refused, not read."""
-    _c_loop_only(decoder)
     raw = encode_field(1, VARINT, 5) * 2
     starts, ends = np.array([0, 2], np.int64), np.array([2, 4], np.int64)
 
@@ -546,11 +542,11 @@ def test_spans_changed_between_the_passes_are_refused(decoder):
     assert wire._wirec.decode(raw, starts, ends) is None  # the same span before the count: declined
 
 
+@c_loop_only
 def test_dense_field_numbers_are_checked(decoder):
     """The first bad dense field number is the error reported (the C API is not called again
     once an error is set), and a number outside protobuf's range is refused rather than cut
     to 32 bits (2**32 + 1 would have read field 1 as dense)."""
-    _c_loop_only(decoder)
     data = encode_field(1, VARINT, 5)
     span = np.array([0], np.int64), np.array([len(data)], np.int64)
     with pytest.raises(TypeError):
@@ -561,11 +557,11 @@ def test_dense_field_numbers_are_checked(decoder):
     assert wire._wirec.decode(data, *span, (1,))[1].keys() == {1}
 
 
+@c_loop_only
 def test_column_sizes_that_overflow_are_refused(decoder):
     """A column's size is rows x width bytes; a count whose product does not fit a
     Py_ssize_t is refused before anything is allocated (no input small enough to test
     with reaches it, hence the C loop's own size function)."""
-    _c_loop_only(decoder)
     largest = np.iinfo(np.intp).max
     assert wire._wirec._column_bytes(1000, 8) == 8000
     assert wire._wirec._column_bytes(largest // 8, 8) == largest // 8 * 8
