@@ -697,13 +697,13 @@ def test_reader_falls_back_when_the_worker_dies(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEBRIDGE_WORKERS", "1")
     expected = tracebridge.load(path)
     parent = os.getpid()
-    original = split_read._Recorder.recording
+    original = split_read._WorkerBuilder.rows_read
 
     def dies(self):
         if os.getpid() != parent:
             os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
         return original(self)
-    monkeypatch.setattr(split_read._Recorder, "recording", dies)
+    monkeypatch.setattr(split_read._WorkerBuilder, "rows_read", dies)
     monkeypatch.setenv("TRACEBRIDGE_WORKERS", "2")
     with pytest.warns(RuntimeWarning, match="worker process failed"):
         got = tracebridge.load(path)
