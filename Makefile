@@ -52,11 +52,27 @@ bench: $(STAMP_TEST)
 
 # Not in CI: a long run of random malformed inputs for every reader (tests/fuzz.py; failing
 # inputs are saved in bench/out/fuzz-findings), then the property tests with many more examples.
+# The fuzzer's workers read with the C wire decoder built again with AddressSanitizer and
+# UBSan (into its own folder; the package's build is untouched), so an access out of bounds
+# or undefined behaviour in it is a finding, not a silent corruption. The interpreter is not
+# instrumented, hence libasan preloaded; PYTHONMALLOC=malloc puts small objects (bytes read
+# from a file) in malloc's blocks, where ASan sees their ends; leaks are not checked
+# (CPython keeps memory at exit).
 FUZZ_CASES ?= 100000
 FUZZ_SECONDS ?= 5400
 FUZZ_SEED ?= 1
+FUZZ_OUT ?= bench/out/fuzz-findings
+FUZZ_WIREC := bench/out/wirec-sanitized/_wirec.so
 fuzz: $(STAMP_TEST)
-	$(BIN)/python tests/fuzz.py --cases $(FUZZ_CASES) --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --out bench/out/fuzz-findings
+	mkdir -p $(dir $(FUZZ_WIREC)) $(FUZZ_OUT)
+	$(CC) -shared -fPIC -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
+		-I"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		tracebridge/readers/_wirec.c -o $(FUZZ_WIREC)
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" PYTHONMALLOC=malloc \
+		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:log_path=$(FUZZ_OUT)/sanitizer \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(FUZZ_OUT)/sanitizer \
+		$(BIN)/python tests/fuzz.py --cases $(FUZZ_CASES) --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) \
+		--out $(FUZZ_OUT) --wirec $(FUZZ_WIREC)
 	TRACEBRIDGE_HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_properties.py --hypothesis-show-statistics
 
 clean:

@@ -6,6 +6,7 @@ are marked ``tf`` so ``pytest -m "not tf"`` runs without TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -33,6 +34,42 @@ def corpus() -> Path:
         pytest.skip(f"corpus not found at {CORPUS}")
     return CORPUS
 
+
+
+# Readers of protobuf files (RunMetadata, StepStats, XSpace, and the event files, pbtxt and
+# pickles that hold them) decode with the C loop of tracebridge.readers.wire where it is
+# built, else with numpy alone; TRACEBRIDGE_PURE_WIRE=1 picks numpy (a worker process
+# inherits it). Reader tests run with each: the `wire_decoder` fixture, or a property test
+# that draws one of `wire_decoders()` and reads inside `reading_with(decoder)`.
+def wire_decoders() -> tuple[str, ...]:
+    """The decoders this machine has: "compiled" (the C loop, where built) and "numpy"."""
+    from tracebridge.readers import wire
+    return ("compiled", "numpy") if wire._wirec is not None else ("numpy",)
+
+
+@contextlib.contextmanager
+def reading_with(decoder: str):
+    """Readers decode with ``decoder`` ("compiled" or "numpy") inside."""
+    from tracebridge.readers import wire
+    before = os.environ.pop("TRACEBRIDGE_PURE_WIRE", None)
+    if decoder == "numpy":
+        os.environ["TRACEBRIDGE_PURE_WIRE"] = "1"
+    try:
+        assert wire.compiled() == (decoder == "compiled"), decoder
+        yield
+    finally:
+        os.environ.pop("TRACEBRIDGE_PURE_WIRE", None)
+        if before is not None:
+            os.environ["TRACEBRIDGE_PURE_WIRE"] = before
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def wire_decoder(request):
+    """The test runs once with each wire decoder (the C loop skips where it is not built)."""
+    if request.param not in wire_decoders():
+        pytest.skip("the C wire decoder is not built here (no C compiler at install time)")
+    with reading_with(request.param):
+        yield request.param
 
 def run_cli(*args: str, cwd=None):
     """Run ``python -m tracebridge ARGS`` in a subprocess; returns CompletedProcess."""

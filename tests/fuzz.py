@@ -10,6 +10,12 @@ stops making progress is replaced, and the case it was on recorded. Every failin
 is saved under ``--out`` with what happened; ``--replay I`` runs case ``I`` again here,
 with the traceback.
 
+``--wirec PATH``: the workers read with the C wire decoder built at PATH instead of the
+package's own build. ``make fuzz`` passes one built with AddressSanitizer and UBSan, so a
+read or write out of bounds, or undefined behaviour, in the C loop kills the worker (a
+finding, as a segfault is) instead of passing unseen; the sanitizer's report is written
+beside the findings (``sanitizer.<pid>``).
+
     python tests/fuzz.py --cases 100000 --seconds 1800 --seed 1 --out bench/out/fuzz-findings
 """
 
@@ -42,6 +48,22 @@ def _contexts():
     return [malformed.Context(seed) for seed in malformed.seeds(CORPUS if CORPUS.is_dir() else None)]
 
 
+def use_wirec(path: str | None) -> None:
+    """Read with the C wire decoder built at ``path`` (in place of the package's build)."""
+    if not path:
+        return
+    import importlib.util
+    name = "tracebridge.readers._wirec"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module  # what `from . import _wirec` in wire.py finds
+    from tracebridge.readers import wire
+    wire._wirec = module  # in case wire was imported first
+    if not wire.compiled() or Path(wire._wirec.__file__).resolve() != Path(path).resolve():
+        raise SystemExit(f"fuzz: could not read with the C wire decoder at {path}")
+
+
 def make_case(contexts, run_seed: int, index: int):
     from tests.helpers import malformed
     return malformed.random_case(contexts, random.Random(f"{run_seed}/{index}"), index)
@@ -57,8 +79,9 @@ def save(out: Path, index: int, case, detail: str) -> Path:
 
 # --- workers ------------------------------------------------------------------------------
 def worker(number: int, first: int, step: int, stop_index: int, deadline: float, run_seed: int,
-           out: str, memory_every: int, results, current) -> None:
+           out: str, memory_every: int, wirec: str | None, results, current) -> None:
     """Cases ``first``, ``first + step``, ... until ``stop_index`` or ``deadline``."""
+    use_wirec(wirec)
     from tests.helpers import malformed
 
     contexts = _contexts()
@@ -116,12 +139,15 @@ def run(args) -> int:
     def start(number: int, first: int) -> None:
         current[number] = -2
         process = context.Process(target=worker, args=(number, first, args.workers, args.cases, deadline, args.seed,
-                                                       str(out), args.memory_every, results, current),
+                                                       str(out), args.memory_every, args.wirec, results,
+                                                       current),
                                   daemon=True)
         process.start()
         processes[number] = process
         last_seen[number] = (-2, time.monotonic())
 
+    if args.wirec:
+        print(f"fuzz: the workers read with the C wire decoder at {args.wirec}", flush=True)
     for number in range(args.workers):
         start(number, number)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill`: stop the workers and report, as for Ctrl-C
@@ -134,7 +160,11 @@ def run(args) -> int:
             if process.is_alive():
                 process.kill()
     report(counts, findings, generator_errors, time.time() - started, args)
-    return 1 if findings or generator_errors else 0
+    # What the sanitizers wrote during this run (make fuzz points their log_path here).
+    reports = sorted(path for path in out.glob("sanitizer.*") if path.stat().st_mtime >= started)
+    for path in reports:
+        print(f"sanitizer report {path}:\n" + path.read_text(errors="replace")[:3000])
+    return 1 if findings or generator_errors or reports else 0
 
 
 def _interrupt(signum, frame):
@@ -230,6 +260,7 @@ def report(counts, findings, generator_errors, seconds: float, args) -> None:
 def replay(args) -> int:
     import traceback
 
+    use_wirec(args.wirec)
     import tracebridge
     case = make_case(_contexts(), args.seed, args.replay)
     print(case.name)
@@ -257,6 +288,8 @@ def main(argv=None) -> int:
                         help="measure allocations (tracemalloc, ~2x slower) on every Nth case (default 1: all)")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "fuzz-findings"),
                         help="where failing inputs are saved")
+    parser.add_argument("--wirec", metavar="PATH",
+                        help="read with the C wire decoder built at PATH (make fuzz: a sanitized build)")
     parser.add_argument("--replay", type=int, metavar="I", help="run case I of --seed here and show what happens")
     args = parser.parse_args(argv)
     if args.replay is not None:

@@ -5,6 +5,10 @@ or mutated bytes given to any reader give a trace or tracebridge's own error.
 
 Example counts come from a Hypothesis profile (tests/conftest.py): "ci" by default,
 "fuzz" under ``make fuzz`` (TRACEBRIDGE_HYPOTHESIS_PROFILE=fuzz).
+
+Properties whose reading goes through the protobuf wire decoder draw the decoder as one more
+random choice (``decoders``: the C loop where built, and numpy alone), so both are tested
+with no more examples.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import tracebridge
-from tests.conftest import CORPUS, HYPOTHESIS_PROFILE
+from tests.conftest import CORPUS, HYPOTHESIS_PROFILE, reading_with, wire_decoders
 from tests.helpers import malformed
 from tracebridge.model.accelerator import busy_ns
 from tracebridge.model.builder import TraceBuilder
@@ -40,6 +44,7 @@ html_hostile = st.sampled_from(["</script>", "</SCRIPT ", "</script\t>", "<!--",
                                 "\x00nul", "\ufeff", "'\"`", "${x}"])
 html_names = st.one_of(st.text(min_size=1, max_size=30), html_hostile,
                        st.lists(html_hostile, min_size=2, max_size=4).map("".join))
+decoders = st.sampled_from(wire_decoders())
 devices = st.sampled_from(["/job:localhost/replica:0/task:0/device:CPU:0",
                            "/job:worker/replica:0/task:1/device:GPU:0", "/host:CPU"])
 
@@ -85,8 +90,8 @@ def test_chrome_round_trip(trace):
 
 
 @common
-@given(traces())
-def test_run_metadata_round_trip(trace):
+@given(traces(), decoders)
+def test_run_metadata_round_trip(trace, decoder):
     # StepStats gives the node name "RecvTensor" to the RPC layer's records, whose labels the
     # reader parses as transfers: an op of that name is one by definition there.
     assume(all(op.name != "RecvTensor" for op in trace.records()))
@@ -96,7 +101,8 @@ def test_run_metadata_round_trip(trace):
             # One run a file: several steps go to one file each, and together hold every op.
             written = trace.save(path, split_steps=True)
             assert len(written) == max(len(trace.steps), 1)
-            again = sorted(key for file in written for key in op_keys(tracebridge.load(file)))
+            with reading_with(decoder):
+                again = sorted(key for file in written for key in op_keys(tracebridge.load(file)))
             assert again == op_keys(trace)
 
 
@@ -165,12 +171,12 @@ def _on_host_plane(device) -> bool:
 
 
 @common
-@given(traces())
-def test_xspace_round_trip(trace):
+@given(traces(), decoders)
+def test_xspace_round_trip(trace, decoder):
     """XSpace keeps every op's times and type, host ops' names (``name:Type`` events; a
     name with a colon is not one), and the steps; accelerator kernels are named by type."""
     from tracebridge.writers.tensorboard import write_tensorboard_xplane
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, reading_with(decoder):
         again = tracebridge.load(write_tensorboard_xplane(trace, folder, run="run", host="host"))
     ops = _without_step_markers(again, trace)
     assert sorted((o.start_ns, o.end_ns, o.op_type) for o in ops) == \
@@ -186,10 +192,10 @@ def test_xspace_round_trip(trace):
 
 
 @common
-@given(traces())
-def test_event_file_round_trip(trace):
+@given(traces(), decoders)
+def test_event_file_round_trip(trace, decoder):
     from tracebridge.writers.tensorboard import write_events
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, reading_with(decoder):
         path = Path(folder) / "events.out.tfevents.1.host"
         write_events(trace, path)
         again = tracebridge.load(path)
@@ -198,15 +204,16 @@ def test_event_file_round_trip(trace):
 
 
 @common
-@given(traces())
-def test_tfvis_pickle_round_trip(trace):
+@given(traces(), decoders)
+def test_tfvis_pickle_round_trip(trace, decoder):
     from tracebridge import protos
     from tracebridge.compat.tfvis import Timeline
     run_metadata = protos.RunMetadata.FromString(trace.to_run_metadata().SerializeToString())
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "run.pickle"
         Timeline(run_metadata=run_metadata).to_pickle(path)
-        again = tracebridge.load(path)
+        with reading_with(decoder):
+            again = tracebridge.load(path)
     assert op_keys(again) == op_keys(trace)
 
 
@@ -251,21 +258,21 @@ SEEDS = malformed.seeds(CORPUS if CORPUS.is_dir() else None)
 _CONTEXTS: dict[int, malformed.Context] = {}
 
 
-def _assert_contract(case: malformed.Case) -> None:
-    with tempfile.TemporaryDirectory() as folder:
+def _assert_contract(case: malformed.Case, decoder: str) -> None:
+    with tempfile.TemporaryDirectory() as folder, reading_with(decoder):
         outcome = malformed.run_case(case, Path(folder), timeout=30.0 if case.format == "notebook" else 10.0)
     assert outcome.status != "bug", f"{case.name}: {outcome.detail}"
 
 
 @common
-@given(st.binary(min_size=1, max_size=4096), st.sampled_from(SUFFIXES))
-def test_random_bytes_give_a_trace_or_our_error(data, filename):
-    _assert_contract(malformed.Case(f"random/{filename}", "random", "random", filename, data))
+@given(st.binary(min_size=1, max_size=4096), st.sampled_from(SUFFIXES), decoders)
+def test_random_bytes_give_a_trace_or_our_error(data, filename, decoder):
+    _assert_contract(malformed.Case(f"random/{filename}", "random", "random", filename, data), decoder)
 
 
 @common
-@given(st.integers(0, len(SEEDS) - 1), st.data())
-def test_mutated_files_give_a_trace_or_our_error(seed_index, data):
+@given(st.integers(0, len(SEEDS) - 1), st.data(), decoders)
+def test_mutated_files_give_a_trace_or_our_error(seed_index, data, decoder):
     seed = SEEDS[seed_index]
     context = _CONTEXTS.setdefault(seed_index, malformed.Context(seed))
     kind = data.draw(st.sampled_from(sorted(malformed.kinds_for(seed.format))), label="kind")
@@ -275,4 +282,4 @@ def test_mutated_files_give_a_trace_or_our_error(seed_index, data):
         case = malformed.make_case(context, kind, variant, rng)
     except malformed.NotApplicable:
         assume(False)
-    _assert_contract(case)
+    _assert_contract(case, decoder)

@@ -1,4 +1,8 @@
-"""Every input form users have: the real corpus and real TF 2.21 captures saved each way."""
+"""Every input form users have: the real corpus and real TF 2.21 captures saved each way.
+
+Tests that read protobuf forms (RunMetadata, pbtxt, pickles, event files) run with each wire
+decoder (``wire_decoder``: the C loop and numpy alone), except the one that drives a live TF
+session and the one whose subject is the Chrome JSON it writes."""
 
 from __future__ import annotations
 
@@ -82,6 +86,7 @@ def test_chrome_gzip(corpus, tmp_path):
     assert len(tracebridge.load(path)) == 12
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_tf_capture_every_form_gives_the_same_trace(tf_run):
     base = tracebridge.load(tf_run["pb"])
     assert base.source_format == "runmetadata"
@@ -93,6 +98,7 @@ def test_tf_capture_every_form_gives_the_same_trace(tf_run):
         assert other == base.with_metadata(source_format=fmt)
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_tf_capture_content(tf_run, tf_build):
     trace = tracebridge.load(tf_run["pb"])
     assert [d.name for d in trace.devices] == ["/job:localhost/replica:0/task:0/device:CPU:0"]
@@ -113,6 +119,7 @@ def test_tf_capture_content(tf_run, tf_build):
         assert (starts[order][1:] >= ends[order][:-1]).all()
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_event_files_one_step_per_tag(tf_run):
     trace = tracebridge.load(tf_run["events_dir"])
     assert trace.source_format == "events"
@@ -121,6 +128,7 @@ def test_event_files_one_step_per_tag(tf_run):
     assert len(single) == len(trace)
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_event_file_truncated_last_record_is_tolerated(tf_run, tmp_path):
     source = next(tf_run["events_dir"].iterdir())
     data = source.read_bytes()
@@ -172,12 +180,14 @@ def test_chrome_with_nanoseconds_round_trips_exactly(tf_run, tmp_path):
         sorted((o.name, o.start_ns, o.end_ns) for o in trace.records())
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_directory_copy_of_events(tf_run, tmp_path):
     copy = tmp_path / "logs"
     shutil.copytree(tf_run["events_dir"], copy)
     assert len(tracebridge.load(copy).steps) == 2
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_a_recv_tensor_record_and_an_op_of_that_name(tmp_path):
     """A node named ``RecvTensor`` is the RPC layer's record of a tensor received when its
     label says so (bytes, rate, edge); an op that happens to have that name keeps its own

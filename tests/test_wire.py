@@ -41,14 +41,15 @@ common = settings(max_examples=150, deadline=None,
 U64 = (1 << 64) - 1
 
 
-@pytest.fixture(autouse=True, params=["compiled", "numpy"])
-def decoder(request, monkeypatch):
-    """Every test runs with each decoder: the C loop (where it is built) and numpy alone."""
-    if request.param == "numpy":
-        monkeypatch.setattr(wire, "_wirec", None)
-    elif wire._wirec is None:
-        pytest.skip("the C wire decoder is not built here (no C compiler at install time)")
-    return request.param
+@pytest.fixture(autouse=True)
+def decoder(wire_decoder):
+    """Every test runs with each decoder: the C loop (where it is built) and numpy alone
+    (tests/conftest.py: wire_decoder)."""
+    return wire_decoder
+
+
+# Tests of the C loop itself (or of both decoders at once) run once, with the C loop.
+c_loop_only = pytest.mark.parametrize("wire_decoder", ["compiled"], indirect=True)
 
 
 # --- encoding by hand and the reference parse ------------------------------------------
@@ -454,14 +455,13 @@ def _columns(fields: wire.Fields) -> dict:
     return out
 
 
+@c_loop_only
 @common
 @given(st.lists(st.one_of(raw_messages, st.binary(max_size=40)), min_size=1, max_size=60),
        st.lists(st.binary(max_size=5), max_size=3), st.lists(st.integers(1, 6), max_size=3, unique=True))
 def test_compiled_and_numpy_decoders_agree(decoder, messages, gaps, dense):
     """Valid or not (random bytes among the messages): the C loop accepts exactly what the
     numpy decoder accepts, finds the same rows, and its dense columns equal ``scalar``."""
-    if decoder == "numpy":
-        return  # one comparison is enough: it runs both
     data, starts, ends = pack(messages, gaps)
     found = wire._wirec.decode(data, starts, ends, tuple(dense))
     try:
@@ -482,13 +482,14 @@ def test_compiled_and_numpy_decoders_agree(decoder, messages, gaps, dense):
             reference.scalar(number, len(starts), np.uint64).tolist()
 
 
+@pytest.mark.parametrize("wire_decoder", ["numpy"], indirect=True)  # runs where the C loop is not built too
 def test_compiled_decoder_is_built_where_a_compiler_is(decoder):
     """CI machines have gcc: the benchmark figures assume the C loop, so its absence there
     (a broken build step) must not go unnoticed."""
     import shutil
-    if decoder == "numpy" or not (shutil.which("cc") or shutil.which("gcc")):
+    if not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler here: the numpy decoder is the one in use")
-    assert wire.compiled()
+    assert wire._wirec is not None
 
 
 def test_dense_fields_are_read_with_scalar_only(decoder):
@@ -498,6 +499,74 @@ def test_dense_fields_are_read_with_scalar_only(decoder):
     if decoder == "compiled":
         with pytest.raises(ValueError, match="dense"):
             fields.select(2)
+
+
+@c_loop_only
+@pytest.mark.parametrize("before, after", [
+    (b"\x0a\x00" * 3, b"\x0a\x02"),   # three empty fields become one holding another: a row fewer
+    (b"\x0a\x02\x0a\x00", b"\x0a\x00"),  # one field holding another becomes two: a row more
+    (b"\x08\x01\x08\x01", b"\x10"),  # field 1 becomes field 2, which the count never saw
+])
+def test_buffer_changed_between_the_passes_is_refused(decoder, before, after):
+    """The C loop counts rows with the GIL released, allocates, then fills them: another
+    thread may write to a bytearray in between. Here the allocator (called between the two
+    passes) does the writing. Filling fewer rows than counted would leave uninitialised
+    rows at the end of a column; more would overrun it. Both raise."""
+    raw = bytearray(before)
+    calls = []
+
+    def allocate(size: int) -> np.ndarray:
+        if not calls:
+            raw[:len(after)] = after
+        calls.append(size)
+        return np.empty(size, dtype=np.uint8)
+
+    with pytest.raises(RuntimeError, match="changed while it was decoded"):
+        wire._wirec.decode(raw, np.array([0], np.int64), np.array([len(raw)], np.int64), (), allocate)
+    assert calls  # the write happened between the passes
+
+
+@c_loop_only
+def test_spans_changed_between_the_passes_are_refused(decoder):
+    """starts and ends are arrays another thread may write to as well: each pass checks
+    every span as it reads it, so a span moved past the data is refused, not read."""
+    raw = encode_field(1, VARINT, 5) * 2
+    starts, ends = np.array([0, 2], np.int64), np.array([2, 4], np.int64)
+
+    def allocate(size: int) -> np.ndarray:
+        ends[1] = 1 << 40
+        return np.empty(size, dtype=np.uint8)
+
+    with pytest.raises(RuntimeError, match="changed while it was decoded"):
+        wire._wirec.decode(raw, starts, ends, (), allocate)
+    assert wire._wirec.decode(raw, starts, ends) is None  # the same span before the count: declined
+
+
+@c_loop_only
+def test_dense_field_numbers_are_checked(decoder):
+    """The first bad dense field number is the error reported (the C API is not called again
+    once an error is set), and a number outside protobuf's range is refused rather than cut
+    to 32 bits (2**32 + 1 would have read field 1 as dense)."""
+    data = encode_field(1, VARINT, 5)
+    span = np.array([0], np.int64), np.array([len(data)], np.int64)
+    with pytest.raises(TypeError):
+        wire._wirec.decode(data, *span, ("x", -1))
+    for number in (0, (1 << 29), (1 << 32) + 1):
+        with pytest.raises(ValueError, match="field number"):
+            wire._wirec.decode(data, *span, (number,))
+    assert wire._wirec.decode(data, *span, (1,))[1].keys() == {1}
+
+
+@c_loop_only
+def test_column_sizes_that_overflow_are_refused(decoder):
+    """A column's size is rows x width bytes; a count whose product does not fit a
+    Py_ssize_t is refused before anything is allocated (no input small enough to test
+    with reaches it, hence the C loop's own size function)."""
+    largest = np.iinfo(np.intp).max
+    assert wire._wirec._column_bytes(1000, 8) == 8000
+    assert wire._wirec._column_bytes(largest // 8, 8) == largest // 8 * 8
+    with pytest.raises(MemoryError):
+        wire._wirec._column_bytes(largest // 8 + 1, 8)
 
 
 def test_wire_error_pickles_and_converts():
@@ -628,13 +697,13 @@ def test_reader_falls_back_when_the_worker_dies(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEBRIDGE_WORKERS", "1")
     expected = tracebridge.load(path)
     parent = os.getpid()
-    original = split_read._Recorder.recording
+    original = split_read._WorkerBuilder.rows_read
 
     def dies(self):
         if os.getpid() != parent:
             os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
         return original(self)
-    monkeypatch.setattr(split_read._Recorder, "recording", dies)
+    monkeypatch.setattr(split_read._WorkerBuilder, "rows_read", dies)
     monkeypatch.setenv("TRACEBRIDGE_WORKERS", "2")
     with pytest.warns(RuntimeWarning, match="worker process failed"):
         got = tracebridge.load(path)

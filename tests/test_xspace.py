@@ -1,4 +1,7 @@
-"""XSpace files and profile logdirs, read without TensorFlow (the corpus: GPU and TPU)."""
+"""XSpace files and profile logdirs, read without TensorFlow (the corpus: GPU and TPU).
+
+Tests of what is decoded run with each wire decoder (``wire_decoder``: the C loop and numpy
+alone); tests of what is done with it afterwards (logdirs, writers) with the default one."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ def all_events(path):
     return space, total, memory
 
 
+@pytest.mark.usefixtures("wire_decoder")
 @pytest.mark.parametrize("name", [GPU, TPU])
 def test_corpus_xspace_keeps_every_plane_and_event(corpus, name):
     path = corpus / "xspace" / name
@@ -47,6 +51,7 @@ def test_corpus_xspace_keeps_every_plane_and_event(corpus, name):
             assert got == expected, plane.name
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_gpu_corpus_devices_streams_and_ops(corpus):
     trace = tracebridge.load(corpus / "xspace" / GPU)
     categories = {Category(c).label for c in set(trace.ops["category"].tolist())}
@@ -63,6 +68,7 @@ def test_gpu_corpus_devices_streams_and_ops(corpus):
     assert trace.table("links").rows > 0
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_tpu_corpus_absolute_time_and_xla_ops(corpus):
     trace = tracebridge.load(corpus / "xspace" / TPU)
     assert trace.metadata["profile_start_ns"] == 1741722099081044120
@@ -77,6 +83,7 @@ def test_tpu_corpus_absolute_time_and_xla_ops(corpus):
     assert summary.counted == "device+memcpy" and summary.by_type
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_corrupt_xspace_fails_cleanly(corpus):
     with pytest.raises(TraceFormatError) as info:
         tracebridge.load(corpus / "bad" / "xprof_tpu_inference_2_reencoded.xplane.pb")
@@ -138,6 +145,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflo
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
 
 
+@pytest.mark.usefixtures("wire_decoder")
 def test_events_find_their_metadata_whatever_the_ids(corpus, tmp_path):
     """TF numbers event metadata from 1, and the reader looks ids up in a table; ids that
     do not fit one (huge, or negative) are searched for instead. Both give the same rows,

@@ -19,7 +19,10 @@
  *
  * Malformed input returns None instead of raising: the caller then runs the numpy
  * decoder on the same bytes, which names the error and its byte offset. One decoder owns
- * the error messages, and this one stays small.
+ * the error messages, and this one stays small. Input that another thread writes to
+ * while it is decoded (a bytearray or numpy array: the GIL is released for both passes)
+ * raises RuntimeError when the second pass does not find exactly the rows the first
+ * counted: no column is returned with a row left unwritten or written past its end.
  *
  * The module is an optional build (setup.py): without a C compiler, wire.py does it all.
  */
@@ -68,7 +71,9 @@ static Group *group_of(Table *table, uint32_t number) {
                 return &table->groups[g];
     if (table->used == table->room) {
         Py_ssize_t room = table->room ? 2 * table->room : 16;
-        Group *grown = realloc(table->groups, room * sizeof(Group));
+        if ((size_t)room > SIZE_MAX / sizeof(Group))
+            return NULL;
+        Group *grown = realloc(table->groups, (size_t)room * sizeof(Group));
         if (!grown)
             return NULL;
         table->groups = grown;
@@ -114,12 +119,18 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out, int
 }
 
 /* Every field of every message: counted into the table (fill == 0), or written into its
- * columns (fill == 1). Returns 1, 0 on malformed input (or a dense field that is not a
- * varint), -1 out of memory, -2 when filling finds more rows than were counted. */
-static int walk(const uint8_t *data, const int64_t *starts, const int64_t *ends, Py_ssize_t n, Table *table,
-                int fill) {
+ * columns (fill == 1). Returns 1, 0 on malformed input (a span outside the data or
+ * reversed, or a dense field that is not a varint), -1 out of memory, -2 when filling
+ * finds a row that was not counted (rows counted but not found: see filled_as_counted).
+ * Each span is read once and checked here, in both passes: starts and ends may be arrays
+ * another thread writes to while the GIL is released. */
+static int walk(const uint8_t *data, Py_ssize_t size, const int64_t *starts, const int64_t *ends, Py_ssize_t n,
+                Table *table, int fill) {
     for (Py_ssize_t m = 0; m < n; m++) {
-        const uint8_t *p = data + starts[m], *end = data + ends[m];
+        int64_t first = starts[m], last = ends[m];
+        if (first < 0 || first > last || last > size)
+            return fill ? -2 : 0;
+        const uint8_t *p = data + first, *end = data + last;
         while (p < end) {
             const uint8_t *field_start = p;
             uint64_t tag, value;
@@ -165,7 +176,7 @@ static int walk(const uint8_t *data, const int64_t *starts, const int64_t *ends,
                 d++;
             if (d < table->dense_count) {
                 if (kind != VARINT)
-                    return 0;
+                    return fill ? -2 : 0;
                 if (fill)
                     table->dense[d][m] = value;
                 continue;
@@ -174,11 +185,13 @@ static int walk(const uint8_t *data, const int64_t *starts, const int64_t *ends,
             if (!group)
                 return -1;
             if (!fill) {
+                if (group->rows == PY_SSIZE_T_MAX)
+                    return -1;
                 group->rows++;
                 continue;
             }
             if (group->next == group->rows)
-                return -2; /* more rows than counted: the input changed between the passes */
+                return -2; /* more rows than counted (or a field it never saw): the input changed */
             Py_ssize_t row = group->next++;
             group->message[row] = m;
             group->wire_type[row] = (int8_t)kind;
@@ -186,6 +199,15 @@ static int walk(const uint8_t *data, const int64_t *starts, const int64_t *ends,
             group->offset[row] = offset;
         }
     }
+    return 1;
+}
+
+/* Whether the fill pass wrote every row the count pass counted: fewer (the buffer changed
+ * between the passes) would hand back columns whose last rows are uninitialised memory. */
+static int filled_as_counted(const Table *table) {
+    for (Py_ssize_t g = 0; g < table->used; g++)
+        if (table->groups[g].next != table->groups[g].rows)
+            return 0;
     return 1;
 }
 
@@ -235,19 +257,33 @@ static PyObject *new_column(PyObject *allocator, Py_ssize_t bytes, int zeroed, v
     return column;
 }
 
+/* The bytes of a column of `rows` items of `width` bytes; -1 with MemoryError set where
+ * the product does not fit a Py_ssize_t (no allocation could hold it anyway). */
+static Py_ssize_t column_bytes(Py_ssize_t rows, Py_ssize_t width) {
+    if (rows < 0 || width <= 0 || rows > PY_SSIZE_T_MAX / width) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return rows * width;
+}
+
 /* The columns the second pass writes, sized by the first. */
 static int allocate(Table *table, Py_ssize_t n, PyObject *allocator) {
     for (Py_ssize_t g = 0; g < table->used; g++) {
         Group *group = &table->groups[g];
-        Py_ssize_t rows = group->rows;
-        if (!(group->columns[0] = new_column(allocator, 8 * rows, 0, &group->message)) ||
-            !(group->columns[1] = new_column(allocator, rows, 0, &group->wire_type)) ||
-            !(group->columns[2] = new_column(allocator, 8 * rows, 0, &group->value)) ||
-            !(group->columns[3] = new_column(allocator, 8 * rows, 0, &group->offset)))
+        Py_ssize_t wide = column_bytes(group->rows, 8); /* message, value, offset; wire_type: 1 byte */
+        if (wide < 0 ||
+            !(group->columns[0] = new_column(allocator, wide, 0, &group->message)) ||
+            !(group->columns[1] = new_column(allocator, group->rows, 0, &group->wire_type)) ||
+            !(group->columns[2] = new_column(allocator, wide, 0, &group->value)) ||
+            !(group->columns[3] = new_column(allocator, wide, 0, &group->offset)))
             return 0;
     }
+    Py_ssize_t per_message = column_bytes(n, 8);
+    if (per_message < 0)
+        return 0;
     for (int d = 0; d < table->dense_count; d++)
-        if (!(table->dense_column[d] = new_column(allocator, 8 * n, 1, &table->dense[d])))
+        if (!(table->dense_column[d] = new_column(allocator, per_message, 1, &table->dense[d])))
             return 0;
     return 1;
 }
@@ -279,6 +315,7 @@ fail:
 }
 
 static PyObject *decode(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *raw_object, *starts_object, *ends_object, *dense_object = NULL, *allocate_object = NULL;
     if (!PyArg_ParseTuple(args, "OOO|OO", &raw_object, &starts_object, &ends_object, &dense_object,
                           &allocate_object))
@@ -308,29 +345,31 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         if (!numbers)
             goto done;
         Py_ssize_t count = PySequence_Fast_GET_SIZE(numbers);
-        for (Py_ssize_t d = 0; d < count && d < MAX_DENSE; d++) {
-            unsigned long number = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(numbers, d));
+        if (count > MAX_DENSE)
+            PyErr_SetString(PyExc_ValueError, "at most 8 dense fields");
+        /* Stops at the first error: the C API is not called with an exception set. */
+        for (Py_ssize_t d = 0; d < count && !PyErr_Occurred(); d++) {
+            unsigned long long number = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(numbers, d));
+            if (PyErr_Occurred())
+                break;
+            if (number == 0 || number > MAX_FIELD) {
+                PyErr_Format(PyExc_ValueError, "dense field number %llu out of range 1..%u", number, MAX_FIELD);
+                break;
+            }
             table->dense_number[d] = (uint32_t)number;
             table->dense_count = (int)d + 1;
         }
         Py_DECREF(numbers);
         if (PyErr_Occurred())
             goto done;
-        if (count > MAX_DENSE) {
-            PyErr_SetString(PyExc_ValueError, "at most 8 dense fields");
-            goto done;
-        }
     }
-    int ok = ends.len == starts.len;
-    for (Py_ssize_t m = 0; ok && m < n; m++) /* spans inside the data, none reversed */
-        ok = first[m] >= 0 && first[m] <= last[m] && last[m] <= raw.len;
-    if (!ok) {
+    if (ends.len != starts.len) {
         result = Py_NewRef(Py_None);
         goto done;
     }
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = walk(raw.buf, first, last, n, table, 0);
+    status = walk(raw.buf, raw.len, first, last, n, table, 0);
     Py_END_ALLOW_THREADS
     if (status <= 0) {
         result = status < 0 ? PyErr_NoMemory() : Py_NewRef(Py_None);
@@ -339,13 +378,13 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     if (!allocate(table, n, allocate_object))
         goto done;
     Py_BEGIN_ALLOW_THREADS
-    status = walk(raw.buf, first, last, n, table, 1);
+    status = walk(raw.buf, raw.len, first, last, n, table, 1);
     Py_END_ALLOW_THREADS
-    if (status == 1)
+    if (status == 1 && filled_as_counted(table))
         result = results(table);
     else if (status == -1)
         PyErr_NoMemory();
-    else /* the first pass accepted these bytes: a bytearray written to by another thread */
+    else /* the first pass accepted these bytes and counted their rows: another thread wrote to them */
         PyErr_SetString(PyExc_RuntimeError, "the buffer changed while it was decoded");
 done:
     free_table(table);
@@ -355,10 +394,21 @@ done:
     return result;
 }
 
+/* For tests: column_bytes, which no input small enough to test with can overflow. */
+static PyObject *column_bytes_for_tests(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t rows, width;
+    if (!PyArg_ParseTuple(args, "nn", &rows, &width))
+        return NULL;
+    Py_ssize_t bytes = column_bytes(rows, width);
+    return bytes < 0 ? NULL : PyLong_FromSsize_t(bytes);
+}
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
      "decode(raw, starts, ends, dense=(), allocate=None) -> ([(number, message, wire_type, value, offset)],"
      " {number: values}) or None when malformed; allocate(size) makes each column (default: a bytearray)"},
+    {"_column_bytes", column_bytes_for_tests, METH_VARARGS, "_column_bytes(rows, width): for tests"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,9 +1,10 @@
 """Reading a RunMetadata's node chunks in two processes.
 
-A forked worker reads the second half of the chunks into a :class:`_Recording` (the rows
-it would have added, with its own new strings), while this process reads the first half;
-then the recording is replayed after it. The chunks are the same as in one process, so
-the trace is the same, string ids included. Whether to fork is the caller's
+A forked worker reads the second half of the chunks into a :class:`_WorkerBuilder`, which
+stands in for the trace builder and keeps the rows it would have added; they come back as
+:class:`_WorkerRows` (with the worker's new strings) while this process reads the first
+half, and are added after it. The chunks are the same as in one process, so the trace is
+the same, string ids included. Whether to fork is the caller's
 :class:`~tracebridge.options.Parallelism`; :mod:`tracebridge._fork` does the forking.
 """
 
@@ -34,15 +35,15 @@ def read_chunks(builder: TraceBuilder, chunks: list[tuple[int, int]], read, node
     """``read(target, chunks)`` for all chunks into ``builder``, with two processes when
     ``parallelism`` splits this many nodes."""
     # Two processes: a forked worker reads the second half of the chunks into a
-    # recording, this process the first half; then the recording is added after it.
+    # _WorkerBuilder, this process the first half; then the worker's rows are added after it.
     # Chunks are the same as in one process, so the trace is the same, string ids too.
     split = (len(chunks) + 1) // 2  # the worker also pickles its part: it gets no more
     worker_first_op = builder.op_count + (chunks[split][0] if split < len(chunks) else 0)
 
     def second_half():
-        recorder = _Recorder(builder.strings, worker_first_op)
-        read(recorder, chunks[split:])
-        return recorder.recording()
+        worker_builder = _WorkerBuilder(builder.strings, worker_first_op)
+        read(worker_builder, chunks[split:])
+        return worker_builder.rows_read()
 
     if len(chunks) < 2 or not parallelism.splits(nodes, PARALLEL_MIN_NODES):
         read(builder, chunks)
@@ -71,15 +72,15 @@ def read_chunks(builder: TraceBuilder, chunks: list[tuple[int, int]], read, node
                 error.add_note(f"raised in the reader's worker process:\n{detail}")
             raise error
         else:
-            outcome[1].replay(builder)
+            outcome[1].add_to(builder)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(result_path)
 
 
-class _Recorder:
+class _WorkerBuilder:
     """Stands in for the :class:`TraceBuilder` in the worker process: keeps the rows that
-    :func:`_add_nodes` adds. String ids are ids in the worker's copy of the string table;
+    :func:`_add_nodes` adds, in order, to be added to the real builder later. String ids are ids in the worker's copy of the string table;
     op numbers start where the worker's first op will be; memory rows count from 0."""
 
     def __init__(self, strings, first_op: int):
@@ -108,18 +109,18 @@ class _Recorder:
         self._rows[kind] = self.rows(kind) + 1
         self._records.append(("row", kind, values, texts))
 
-    def recording(self) -> "_Recording":
-        return _Recording(list(islice(self.strings, self._base, None)), self._base, self._first_op,
-                          self._records)
+    def rows_read(self) -> "_WorkerRows":
+        return _WorkerRows(list(islice(self.strings, self._base, None)), self._base, self._first_op,
+                           self._records)
 
 
-class _Recording:
+class _WorkerRows:
     """What the worker read, to be added to the real builder after this process's part."""
 
     def __init__(self, new_strings: list[str], base: int, first_op: int, records: list[tuple]):
         self.new_strings, self.base, self.first_op, self.records = new_strings, base, first_op, records
 
-    def replay(self, builder: TraceBuilder) -> None:
+    def add_to(self, builder: TraceBuilder) -> None:
         if builder.op_count != self.first_op:
             raise RuntimeError(f"worker rows start at op {self.first_op}, not {builder.op_count}")
         # The worker's new strings, interned in its order: ids come out as in one process.

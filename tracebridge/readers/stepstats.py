@@ -154,8 +154,8 @@ def _add_devices(builder: TraceBuilder, raw: bytes, dev_fields: Fields, dev_star
     _add_thread_names(builder, raw, dev_fields, names)
     blocks = np.array([builder.new_block() for _ in names], dtype=np.int64)
     device_ids = np.array([builder.device(n) for n in names], dtype=np.int64)
-    # GPU tracer devices name their kernels differently (see _kernel_name)
-    special = np.array([_is_tracer_device(n) for n in names], dtype=bool)
+    # GPU tracer devices (stream and memcpy records) name their kernels differently (see _kernel_name)
+    tracer_device = np.array([_is_tracer_device(n) for n in names], dtype=bool)
     total = len(node_starts)
     size = min(_CHUNK, max(_MIN_CHUNK, -(-total // 8)))
     chunks = [(lo, min(lo + size, total)) for lo in range(0, total, size)]
@@ -164,7 +164,7 @@ def _add_devices(builder: TraceBuilder, raw: bytes, dev_fields: Fields, dev_star
         for lo, hi in some_chunks:
             owner = node_owner[lo:hi]
             _add_nodes(target, raw, node_starts[lo:hi], node_ends[lo:hi], device_ids[owner], blocks[owner],
-                       special[owner], step, op_types)
+                       tracer_device[owner], step, op_types)
 
     read_chunks(builder, chunks, read, total, parallelism)
 
@@ -185,7 +185,7 @@ def _add_thread_names(builder, raw, dev_fields: Fields, names: list[str]) -> Non
 
 
 def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, blocks,
-               special: np.ndarray, step: int, op_types: dict[str, str]) -> None:
+               on_tracer_device: np.ndarray, step: int, op_types: dict[str, str]) -> None:
     n = len(starts)
     f = decode(raw, starts, ends)
     signed = lambda number: as_signed(f.scalar(number, n, np.uint64))  # noqa: E731
@@ -217,7 +217,7 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
     # Labels of the usual form "<node name> = Kernel(in0, in1)" are taken apart in bulk;
     # the rest (GPU tracer records, RecvTensor, other label forms) one by one below.
     labels = _CanonicalLabels(raw, name_start, name_end, label_start, label_end,
-                              special | (np.array(node_names, dtype=object) == "RecvTensor"))
+                              on_tracer_device | (np.array(node_names, dtype=object) == "RecvTensor"))
     fast = labels.rows
     fast_names = node_names if len(fast) == n else [node_names[i] for i in fast.tolist()]
     names_col = np.zeros(n, dtype=np.int64)
@@ -241,7 +241,7 @@ def _add_nodes(builder: TraceBuilder, raw: bytes, starts, ends, device_ids, bloc
     for i in labels.others.tolist():
         node_name = node_names[i]
         label = raw[label_start[i]:label_end[i]].decode("utf-8", "replace")
-        if special[i]:
+        if on_tracer_device[i]:
             name, kernel = _kernel_name(node_name, label)
             label_ids[i] = s[label]
             if node_name != f"{name}:{kernel}":  # an @@op# annotation renamed it

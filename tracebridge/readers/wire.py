@@ -238,7 +238,8 @@ _LOCKSTEP_MIN = 32
 
 def compiled() -> bool:
     """True when :func:`decode` runs the C loop: it is built, and ``TRACEBRIDGE_PURE_WIRE``
-    is not set to 1 (tests set it to run the numpy decoder, which must agree)."""
+    is not set to 1. The tests of this module and of the protobuf readers set it to run
+    each with the numpy decoder too, which must agree (tests/conftest.py: ``wire_decoder``)."""
     return _wirec is not None and os.environ.get("TRACEBRIDGE_PURE_WIRE") != "1"
 
 

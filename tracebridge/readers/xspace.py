@@ -19,6 +19,7 @@ the op running on that thread at the time. Steps come from step markers (events 
 
 from __future__ import annotations
 
+import enum
 import re
 import struct
 
@@ -38,7 +39,18 @@ from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode
                    varints_at)
 
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
-_MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
+
+
+class MemoryEvent(enum.IntEnum):
+    """What an event's metadata makes it, for memory: TF's allocator writes
+    ``MemoryAllocation`` and ``MemoryDeallocation`` events; every other event is NONE."""
+
+    NONE = 0
+    ALLOCATION = 1
+    DEALLOCATION = 2
+
+
+_MEMORY_EVENTS = {"MemoryAllocation": MemoryEvent.ALLOCATION, "MemoryDeallocation": MemoryEvent.DEALLOCATION}
 _TASK_ENVIRONMENT = "Task Environment"
 _SPACE = protos.field_numbers("tensorflow.profiler.XSpace")
 _PLANE = protos.field_numbers("tensorflow.profiler.XPlane")
@@ -219,7 +231,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     # The last row stands for unknown metadata (-1 indexes it). Each column is gathered
     # from a table column of its own narrow type: no 3M-row int64 temporary per column.
     table = np.array([kinds[k] for k in pairs] + [(0, 0, 0, 0, 0)], dtype=np.int64)
-    name_id, type_id, category, is_memory, kernel_id = (
+    name_id, type_id, category, memory_event, kernel_id = (
         table[:, k].astype(dtype)[row_of_kind]
         for k, dtype in enumerate((np.int32, np.int32, np.uint8, np.uint8, np.int32)))
     del row_of_kind
@@ -231,7 +243,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     derived = _derived_lines(planes, line_owner, line_names)
     if derived.any():
         category[derived[event_line]] = Category.DERIVED
-    keep = known & ~aggregated & (device_of_event >= 0) & (is_memory == 0)
+    keep = known & ~aggregated & (device_of_event >= 0) & (memory_event == MemoryEvent.NONE)
 
     first_op = builder.op_count
     rows = np.flatnonzero(keep)
@@ -260,8 +272,9 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     op_of_event = np.full(n_events, -1, dtype=np.int64)
     op_of_event[rows] = first_op + np.arange(len(rows))
     _add_event_stats(builder, stats, op_of_event)
-    memory_events = np.flatnonzero(known & (is_memory > 0) & (device_of_event >= 0))
-    _add_memory(builder, memory_events, is_memory[memory_events] == 2, stats, start_ns, end_ns,
+    memory_events = np.flatnonzero(known & (memory_event != MemoryEvent.NONE) & (device_of_event >= 0))
+    _add_memory(builder, memory_events, memory_event[memory_events] == MemoryEvent.DEALLOCATION, stats,
+                start_ns, end_ns,
                 event_line, op_of_event, category)
     _add_links(builder, stats, op_of_event, category)
     return errors, warnings
@@ -406,18 +419,19 @@ def _kind_rows(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tup
 
 
 def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, int], tuple[int, int, int, int, int]]:
-    """Per (plane, event metadata): (name id, type id, category, is memory event, kernel id)."""
+    """Per (plane, event metadata): (name id, type id, category, MemoryEvent, kernel id)."""
     s = builder.strings
     # Plain ints in the hundreds of thousands of tuples below (model/schema.py says why).
     op, device, memcpy, host, python, data = map(int, (Category.OP, Category.DEVICE, Category.MEMCPY,
                                                       Category.HOST, Category.PYTHON, Category.DATA))
+    no_memory = int(MemoryEvent.NONE)
     kinds = {}
     for p, plane in enumerate(planes):
         device_plane = not plane.name.startswith("/host:")
         for metadata_id, (name, shown) in plane.events.items():
             key = (p, metadata_id)
-            if name in _MEMORY_EVENTS:  # 1: allocation, 2: deallocation
-                kinds[key] = (s[name], s[name], host, 1 if name == "MemoryAllocation" else 2, s[name])
+            if name in _MEMORY_EVENTS:
+                kinds[key] = (s[name], s[name], host, int(_MEMORY_EVENTS[name]), s[name])
                 continue
             stats = plane.event_stats.get(metadata_id, {})
             if device_plane:
@@ -427,22 +441,23 @@ def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, in
                 kernel = shown or name
                 tf_op = op_of_annotation(stats["tf_op"]) if stats.get("tf_op") else None
                 op_name, op_type = tf_op or (kernel, stats.get("hlo_category") or kernel)
-                kinds[key] = (s[op_name], s[op_type], category, 0, s[kernel])
+                kinds[key] = (s[op_name], s[op_type], category, no_memory, s[kernel])
                 continue
             match = _OP_EVENT.match(name)
             if match and shown and shown != match.group(2):
                 # tracebridge's writer: an op whose own name has a colon is written whole, its
                 # type in the display name (TF leaves host ops' display names empty).
-                kinds[key] = (s[name], s[shown], op, 0, s[shown])
+                kinds[key] = (s[name], s[shown], op, no_memory, s[shown])
             elif match:
-                kinds[key] = (s[match.group(1)], s[match.group(2)], op, 0, s[match.group(2)])
+                kinds[key] = (s[match.group(1)], s[match.group(2)], op, no_memory, s[match.group(2)])
             elif name.startswith("$"):
-                kinds[key] = (s[name], s["python"], python, 0, s["python"])
+                kinds[key] = (s[name], s["python"], python, no_memory, s["python"])
             elif name.startswith(("Iterator::", "IteratorGetNext", "MakeIterator")) or \
                     name.endswith(("Produce", "Consume")):
-                kinds[key] = (s[name], s[shown or name.split("::")[-1]], data, 0, s[shown or name.split("::")[-1]])
+                type_name = shown or name.split("::")[-1]
+                kinds[key] = (s[name], s[type_name], data, no_memory, s[type_name])
             else:
-                kinds[key] = (s[name], s[shown or name], host, 0, s[shown or name])
+                kinds[key] = (s[name], s[shown or name], host, no_memory, s[shown or name])
     return kinds
 
 
