@@ -157,6 +157,7 @@ def _worker_environment(_):
     return os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.getpid()
 
 
+@pytest.mark.slow  # starts a Dask LocalCluster
 def test_local_cluster_workers_keep_glibc_sliding_mmap_threshold():
     # Dask's default MALLOC_TRIM_THRESHOLD_ tripled a host's CPU time in a worker
     # (see host_runner); a user's own setting in this process is still passed on.
