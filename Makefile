@@ -45,7 +45,7 @@ demo: $(STAMP_TF)
 	$(BIN)/tracebridge demo
 
 check: $(STAMP_TEST)
-	$(BIN)/python -m pytest -q $(XDIST) -m "$(CHECK_MARKERS)"
+	TRACEBRIDGE_CHECK_TIER=1 $(BIN)/python -m pytest -q $(XDIST) -m "$(CHECK_MARKERS)"
 
 test: $(STAMP_TEST)
 	bash tests/viewers/setup.sh $(VENV)

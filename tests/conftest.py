@@ -40,6 +40,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.tf)
 
 
+# `make check` promises no TensorFlow: a test that imports it there fails, naming itself.
+CHECK_TIER = os.environ.get("TRACEBRIDGE_CHECK_TIER") == "1"
+
+
+def pytest_runtest_teardown(item):
+    if CHECK_TIER and "tensorflow" in sys.modules:
+        pytest.fail(f"{item.nodeid} imported TensorFlow in the check tier: mark it tf", pytrace=False)
+
+
 def skip_without_corpus() -> Path:
     """The corpus folder, or skip the test with the reason the summary line counts."""
     if not CORPUS.is_dir():

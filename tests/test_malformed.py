@@ -24,9 +24,17 @@ SEEDS_FROM = CORPUS if CORPUS.is_dir() else None  # generated seeds alone withou
 # notebook cell of 3,000 blank lines through LibCST, takes about 2 s with tracemalloc on).
 READ_LIMIT, NOTEBOOK_LIMIT = 10.0, 30.0
 GROUPS = malformed.groups()
+# Groups that take more than a few seconds (measured on 2 cores): `make test` runs them,
+# `make check` leaves them out.
+SLOW_GROUPS = {("notebook", "notebook_cells"), ("notebook", "notebook_code_depth"), ("notebook", "flip_byte"),
+               ("xspace", "repeat_many"), ("runmetadata", "repeat_many"), ("events", "event_record"),
+               ("events", "run_metadata"), ("chrome", "duplicate_event"), ("chrome", "json_sources"),
+               ("chrome_gz", "gz_bomb"), ("chrome_gz", "gz_of"), ("pbtxt", "text_duplicate")}
 
 
-@pytest.mark.parametrize("fmt,kind", GROUPS, ids=[f"{fmt}/{kind}" for fmt, kind in GROUPS])
+@pytest.mark.parametrize("fmt,kind", [pytest.param(fmt, kind, id=f"{fmt}/{kind}",
+                                                   marks=[pytest.mark.slow] if (fmt, kind) in SLOW_GROUPS else [])
+                                      for fmt, kind in GROUPS])
 def test_malformed_inputs_give_a_trace_or_our_error(fmt, kind, tmp_path):
     failures, count = [], 0
     for case in malformed.ci_cases(SEEDS_FROM, fmt=fmt, kind=kind):
@@ -71,6 +79,7 @@ def _first_error_cases(tmp_path) -> list[malformed.Case]:
     return chosen
 
 
+@pytest.mark.slow
 def test_cli_sample_exits_2_with_one_line(tmp_path):
     cases = _first_error_cases(tmp_path)
     assert {case.format for case in cases} == set(malformed.FORMATS)
