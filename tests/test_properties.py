@@ -263,6 +263,7 @@ def test_random_bytes_give_a_trace_or_our_error(data, filename):
     _assert_contract(malformed.Case(f"random/{filename}", "random", "random", filename, data))
 
 
+@pytest.mark.slow  # the longest of the check tier (every reader on many mutated files)
 @common
 @given(st.integers(0, len(SEEDS) - 1), st.data())
 def test_mutated_files_give_a_trace_or_our_error(seed_index, data):
