@@ -7,7 +7,16 @@ STAMP_TEST := $(VENV)/.stamp-test
 # What the install builds from: an edited C decoder is rebuilt by the next make.
 BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c
 
-.PHONY: demo test test-onednn test-fast bench clean fuzz
+.PHONY: demo check test test-onednn test-fast bench clean fuzz
+
+# The check tier (`make check`, about a minute): no TensorFlow, no browsers, nothing slow.
+# It reads TF captures from files recorded once (tests/data, tools/gen_test_data.py) and
+# calls the CLI in-process. `make test` runs it all: that is what CI runs.
+CHECK_MARKERS := not tf and not slow and not browser
+# Tests run in parallel (pytest-xdist), each test file in one worker so that its module
+# fixtures (captures made in subprocesses, loaded models) are made once.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 # Tests whose results depend on the TensorFlow build (kernel names, fusions, the allocator):
 # captures, what is read from them, round trips and compare. `make test` runs the whole
@@ -35,16 +44,18 @@ $(STAMP_TEST): $(BUILD_INPUTS) $(STAMP_TF)
 demo: $(STAMP_TF)
 	$(BIN)/tracebridge demo
 
+check: $(STAMP_TEST)
+	TRACEBRIDGE_CHECK_TIER=1 $(BIN)/python -m pytest -q $(XDIST) -m "$(CHECK_MARKERS)"
+
 test: $(STAMP_TEST)
 	bash tests/viewers/setup.sh $(VENV)
-	TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} $(BIN)/python -m pytest -q
+	TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} $(BIN)/python -m pytest -q $(XDIST)
 	$(MAKE) --no-print-directory test-onednn
 
 test-onednn: $(STAMP_TEST)
-	TF_ENABLE_ONEDNN_OPTS=1 $(BIN)/python -m pytest -q -m "tf and not browser" $(BUILD_TESTS)
+	TF_ENABLE_ONEDNN_OPTS=1 $(BIN)/python -m pytest -q $(XDIST) -m "tf and not browser" $(BUILD_TESTS)
 
-test-fast: $(STAMP_TEST)
-	$(BIN)/python -m pytest -q -m "not tf and not slow"
+test-fast: check
 
 bench: $(STAMP_TEST)
 	bash tests/viewers/setup.sh $(VENV)

@@ -1,25 +1,37 @@
 """Shared fixtures: the real-file corpus and real TensorFlow 2.21 captures.
 
-TF captures are made once per test session in a temporary folder; tests that use them
-are marked ``tf`` so ``pytest -m "not tf"`` runs without TensorFlow.
+TF captures are made once per test session (per xdist worker) in a temporary folder; tests
+that use them are marked ``tf`` so ``pytest -m "not tf"`` runs without TensorFlow. Tests
+that need a TF1 capture only as files take ``tf1_files``: the recording in
+``tests/data/tf1_mlp`` (``tools/gen_test_data.py``) and, where TensorFlow is installed, a
+live capture too.
+
+The corpus is ``../shared/corpus`` beside the checkout, or ``$TRACEBRIDGE_CORPUS``. Without
+it, its tests skip, and the run's last line counts them ("N corpus missing").
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
-import pickle
 import shutil
 import socket
+import subprocess
 import sys
+import threading
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from tests.helpers.tf1_capture import build_mlp, capture, file_paths, mlp_feed  # noqa: F401 (re-exported)
+
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("TRACEBRIDGE_CORPUS") or REPO.parent / "shared" / "corpus")
+CORPUS_MISSING = f"corpus not found at {CORPUS}"
+RECORDED_TF1 = REPO / "tests" / "data" / "tf1_mlp"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -28,12 +40,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.tf)
 
 
-@pytest.fixture(scope="session")
-def corpus() -> Path:
-    if not CORPUS.is_dir():
-        pytest.skip(f"corpus not found at {CORPUS}")
-    return CORPUS
+# `make check` promises no TensorFlow: a test that imports it there fails, naming itself.
+CHECK_TIER = os.environ.get("TRACEBRIDGE_CHECK_TIER") == "1"
 
+
+def pytest_runtest_teardown(item):
+    if CHECK_TIER and "tensorflow" in sys.modules:
+        pytest.fail(f"{item.nodeid} imported TensorFlow in the check tier: mark it tf", pytrace=False)
+
+
+def skip_without_corpus() -> Path:
+    """The corpus folder, or skip the test with the reason the summary line counts."""
+    if not CORPUS.is_dir():
+        pytest.skip(CORPUS_MISSING)
+    return CORPUS
 
 
 # Readers of protobuf files (RunMetadata, StepStats, XSpace, and the event files, pbtxt and
@@ -71,11 +91,65 @@ def wire_decoder(request):
     with reading_with(request.param):
         yield request.param
 
-def run_cli(*args: str, cwd=None):
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    return skip_without_corpus()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """A clone without the corpus must not look fully green: count the tests it skipped
+    into the last line (``..., 40 corpus missing``, which also turns it yellow)."""
+    missing = [report for report in terminalreporter.stats.get("skipped", [])
+               if isinstance(report.longrepr, tuple) and CORPUS_MISSING in str(report.longrepr[-1])]
+    if missing:
+        terminalreporter.stats["corpus missing"] = missing
+        terminalreporter.write_sep("!", f"{len(missing)} tests skipped: {CORPUS_MISSING} "
+                                        "(set TRACEBRIDGE_CORPUS to its folder)", yellow=True)
+
+
+# The CLI in this process: tests about tracebridge's output call main() (TensorFlow-free
+# commands only); run_cli_process keeps a real process where the process is the point
+# (exit status of `python -m tracebridge`, no TensorFlow import, signals, TF captures).
+_CLI_LOCK = threading.Lock()  # sys.stdout/stderr and the working folder are per process
+
+
+def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``tracebridge ARGS`` through ``tracebridge.cli.main`` in this process; returns what
+    a subprocess run would: exit status (argparse's SystemExit included), stdout, stderr,
+    and, for an exception main() lets through, its traceback on stderr and status 1, as
+    Python's own exit would print it."""
+    from tracebridge.cli import main
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with _CLI_LOCK, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _working_folder(cwd):
+        try:
+            code = main(argv)
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            if stop.code is not None and not isinstance(stop.code, int):
+                print(stop.code, file=sys.stderr)
+        except Exception:  # what a process would die of: its traceback, status 1
+            traceback.print_exc()
+            code = 1
+    return subprocess.CompletedProcess(["tracebridge", *argv], code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _working_folder(folder):
+    """contextlib.chdir, which Python 3.10 lacks."""
+    before = os.getcwd()
+    os.chdir(folder or before)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def run_cli_process(*args, cwd=None, env=None) -> subprocess.CompletedProcess:
     """Run ``python -m tracebridge ARGS`` in a subprocess; returns CompletedProcess."""
-    import subprocess
     return subprocess.run([sys.executable, "-m", "tracebridge", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+                          text=True, cwd=cwd, env=env, timeout=300)
 
 
 @pytest.fixture(scope="session")
@@ -116,62 +190,28 @@ def tf_build(tf) -> TFBuild:
     return TFBuild(onednn=bool(onednn_enabled()))
 
 
-def build_mlp(tf):
-    from tracebridge.demo import build_mlp as build
-    return build(tf)
-
-
-def mlp_feed(x, y, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    return {x: rng.random((64, 32), dtype=np.float32), y: rng.integers(0, 10, 64)}
-
-
 @pytest.fixture(scope="session")
 def tf_run(tf, tmp_path_factory):
-    """One real TF1 training step traced with FULL_TRACE, saved in every legacy form.
+    """One real TF1 training step traced with FULL_TRACE, saved in every legacy form
+    (tests/helpers/tf1_capture.py): ``md`` (TF's RunMetadata), ``metadatas`` (2 steps),
+    ``graph``, ``session``, and paths ``pb``, ``pbtxt``, ``pickle``, ``events_dir``
+    (FileWriter.add_run_metadata, 2 steps), ``timeline`` (timeline.py's Chrome JSON with
+    dataflow and memory)."""
+    captured = capture(tf, tmp_path_factory.mktemp("tf_run"))
+    yield captured
+    captured["session"].close()
 
-    Returns a dict: ``md`` (TF's RunMetadata), ``graph``, and paths ``pb``, ``pbtxt``,
-    ``pickle``, ``events_dir`` (FileWriter.add_run_metadata, 2 steps), ``timeline``
-    (timeline.py's Chrome JSON with dataflow and memory).
-    """
-    from tensorflow.python.client import timeline
 
-    v1 = tf.compat.v1
-    folder = tmp_path_factory.mktemp("tf_run")
-    graph, x, y, train_op, loss, init = build_mlp(tf)
-    feed = mlp_feed(x, y)
-    sess = v1.Session(graph=graph)
-    sess.run(init)
-    sess.run(train_op, feed)  # warm up: the first run allocates and is not typical
-    metadatas = []
-    for _ in range(2):
-        md = v1.RunMetadata()
-        sess.run([train_op, loss], feed, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE),
-                 run_metadata=md)
-        metadatas.append(md)
-    md = metadatas[0]
-    paths = {
-        "pb": folder / "run_metadata.pb", "pbtxt": folder / "run_metadata.pbtxt",
-        "pickle": folder / "run_metadata.pickle", "timeline": folder / "timeline.json",
-        "events_dir": folder / "events",
-    }
-    paths["pb"].write_bytes(md.SerializeToString())
-    paths["pbtxt"].write_text(str(md))
-    with open(paths["pickle"], "wb") as handle:
-        pickle.dump(md, handle)
-    # timeline.py overwrites thread_id in the proto it is given: hand it a copy.
-    scratch = v1.RunMetadata()
-    scratch.CopyFrom(md)
-    paths["timeline"].write_text(timeline.Timeline(scratch.step_stats, graph=graph)
-                                 .generate_chrome_trace_format(show_dataflow=True, show_memory=True))
-    with graph.as_default():
-        writer = v1.summary.FileWriter(str(paths["events_dir"]), graph)
-        for step, metadata in enumerate(metadatas):
-            writer.add_run_metadata(metadata, f"step_{step}", global_step=step)
-        writer.close()
-    yield {"md": md, "metadatas": metadatas, "graph": graph, "session": sess, "feed": feed,
-           "train_op": train_op, "loss": loss, **paths}
-    sess.close()
+@pytest.fixture(scope="session", params=["recorded", pytest.param("live", marks=pytest.mark.tf)])
+def tf1_files(request) -> dict[str, Path]:
+    """A TF 2.21 capture as files (``pb``, ``pbtxt``, ``pickle``, ``timeline``,
+    ``events_dir``): the one recorded in tests/data/tf1_mlp, which needs no TensorFlow,
+    and a live one (``tf_run``), which keeps the test true for the TensorFlow installed
+    and runs in the oneDNN pass too."""
+    if request.param == "recorded":
+        return file_paths(RECORDED_TF1)
+    live = request.getfixturevalue("tf_run")
+    return {key: live[key] for key in file_paths(RECORDED_TF1)}
 
 
 def loopback_cluster(tf):

@@ -55,8 +55,8 @@ def bad_inputs(tmp_path, tf_pb_bytes=None):
     return paths
 
 
-def test_library_raises_typed_errors(tmp_path, tf_run):
-    for name, path in bad_inputs(tmp_path, tf_run["pb"].read_bytes()).items():
+def test_library_raises_typed_errors(tmp_path, tf1_files):
+    for name, path in bad_inputs(tmp_path, tf1_files["pb"].read_bytes()).items():
         with pytest.raises(TraceFormatError) as info:
             tracebridge.load(path)
         assert str(path) in str(info.value), name
@@ -80,9 +80,9 @@ def test_malicious_pickles_run_nothing(tmp_path):
         assert not marker.exists(), name
 
 
-def test_cli_bad_inputs_one_line_exit_2_no_output(tmp_path, tf_run):
+def test_cli_bad_inputs_one_line_exit_2_no_output(tmp_path, tf1_files):
     marker = tmp_path / "pwned"
-    paths = bad_inputs(tmp_path, tf_run["pb"].read_bytes())
+    paths = bad_inputs(tmp_path, tf1_files["pb"].read_bytes())
     evil = tmp_path / "evil.pickle"
     evil.write_bytes(malicious_pickles(marker)["os.system"])
     paths["evil.pickle"] = evil
@@ -102,19 +102,19 @@ def test_cli_bad_inputs_one_line_exit_2_no_output(tmp_path, tf_run):
     assert leftovers == []
 
 
-def test_cli_usage_errors(tmp_path, tf_run):
-    result = run_cli("convert", tf_run["pb"], tmp_path / "out.unknown")
+def test_cli_usage_errors(tmp_path, tf1_files):
+    result = run_cli("convert", tf1_files["pb"], tmp_path / "out.unknown")
     assert result.returncode == 2 and "cannot tell the output format" in result.stderr
-    result = run_cli("summary", tf_run["pb"], "--device", "([")
+    result = run_cli("summary", tf1_files["pb"], "--device", "([")
     assert result.returncode == 2 and "bad regular expression" in result.stderr
-    result = run_cli("convert", tf_run["pb"], tmp_path / "x.json", "--step", "99")
+    result = run_cli("convert", tf1_files["pb"], tmp_path / "x.json", "--step", "99")
     assert result.returncode == 2 and "no such step" in result.stderr
-    result = run_cli("convert", tf_run["pb"], tmp_path / "no_such_dir" / "x.json")
+    result = run_cli("convert", tf1_files["pb"], tmp_path / "no_such_dir" / "x.json")
     assert result.returncode == 2 and result.stderr.startswith("error: ")
 
 
-def test_interrupted_write_leaves_nothing(tmp_path, tf_run):
-    trace = tracebridge.load(tf_run["pb"])
+def test_interrupted_write_leaves_nothing(tmp_path, tf1_files):
+    trace = tracebridge.load(tf1_files["pb"])
     out = tmp_path / "partial.json"
     calls = []
 

@@ -489,8 +489,17 @@ def test_sigint_during_profiler_hook_writes(tf, tiny, clean_tmp, tmp_path):
     assert_recovered(tf, tiny, clean_tmp, tmp_path)
 
 
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler for the test, whatever this process inherited: started
+    as a background job of a script (``make test &``), it starts with SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("kind", ["tf2", "tf1"])
-def test_interrupt_as_exit_begins_is_held_back(tf, tiny, mlp, kind, clean_tmp, tmp_path):
+def test_interrupt_as_exit_begins_is_held_back(tf, tiny, mlp, kind, python_sigint, clean_tmp, tmp_path):
     """Python can raise KeyboardInterrupt on the first instruction of ``__exit__``, before
     any of its code runs. The SIGINT handler tracebridge puts in place for the block holds
     it back there and ``__exit__`` raises it once everything is stopped. (Called here
@@ -515,6 +524,40 @@ def test_interrupt_as_exit_begins_is_held_back(tf, tiny, mlp, kind, clean_tmp, t
     assert "run" not in vars(session)
     assert_recovered(tf, tiny, clean_tmp, tmp_path)
 
+
+
+IGNORED_SIGINT_CAPTURES = """
+import signal, sys
+import tensorflow as tf
+import tracebridge
+from tests.conftest import build_mlp, mlp_feed
+seen = [signal.getsignal(signal.SIGINT)]
+a = tf.random.normal([64, 64], seed=1)
+with tracebridge.trace() as tf2:
+    tf.matmul(a, a)
+    seen.append(signal.getsignal(signal.SIGINT))
+seen.append(signal.getsignal(signal.SIGINT))
+graph, x, y, train_op, loss, init = build_mlp(tf)
+session = tf.compat.v1.Session(graph=graph)
+session.run(init)
+with tracebridge.trace(session) as tf1:
+    session.run(train_op, mlp_feed(x, y))
+    seen.append(signal.getsignal(signal.SIGINT))
+seen.append(signal.getsignal(signal.SIGINT))
+assert len(tf2.trace) > 0 and len(tf1.trace) > 0
+print(["ignored" if h is signal.SIG_IGN else repr(h) for h in seen])
+"""
+
+
+def test_an_ignored_sigint_stays_ignored(tf):
+    """A process that inherits SIGINT ignored (a background job of a script) keeps it
+    ignored through TF2 and TF1 captures: tracebridge neither replaces nor restores it."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run([sys.executable, "-c", IGNORED_SIGINT_CAPTURES], capture_output=True, text=True,
+                            env=env, timeout=300, cwd=str(Path(__file__).parents[1]),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == str(["ignored"] * 5)
 
 @pytest.mark.slow
 def test_sigint_at_random_moments(tf, tiny, mlp, clean_tmp, tmp_path):
@@ -621,6 +664,7 @@ def test_users_tf2_profiler_running(tf, tiny, mlp, route, clean_tmp, tmp_path):
     assert_recovered(tf, tiny, clean_tmp, tmp_path)
 
 
+@pytest.mark.slow  # fixed waits: a second for the server's Terminate, their 4 s capture
 def test_someone_elses_remote_capture_of_this_process(tf, tiny, mlp, clean_tmp, tmp_path):
     """A capture through this process's profiler server cannot be seen beforehand: a TF2
     capture gets CaptureError, and a TF1 FULL_TRACE run a CaptureError after its step ran

@@ -292,6 +292,7 @@ def test_tf2_trace_to_run_metadata_for_timeline_py(mlp_step, tmp_path):
     assert names == {o.name for o in ops}
 
 
+@pytest.mark.tf  # TensorFlow in subprocesses
 def test_cpu_memory_events_need_the_allocator_variable(tmp_path):
     code = """
 import json, tracebridge
@@ -335,6 +336,7 @@ def _start_workers(count: int, seconds: float):
     return ports, workers
 
 
+@pytest.mark.tf  # TensorFlow in subprocesses
 def test_remote_capture_of_two_workers_merges_hosts(tmp_path):
     ports, workers = _start_workers(2, 60)
     try:
@@ -347,7 +349,7 @@ def test_remote_capture_of_two_workers_merges_hosts(tmp_path):
         for host in hosts:
             assert (trace.ops["category"][[trace.devices[d].host == host
                                            for d in trace.ops["device"].tolist()]] == Category.OP).any()
-        from tests.conftest import run_cli
+        from tests.conftest import run_cli_process as run_cli
         out = tmp_path / "remote.json"
         result = run_cli("capture", ",".join(f"localhost:{p}" for p in ports), out, "--duration-ms", "500")
         assert result.returncode == 0 and "from 2 hosts" in result.stdout, result.stderr
@@ -358,8 +360,9 @@ def test_remote_capture_of_two_workers_merges_hosts(tmp_path):
             worker.wait()
 
 
+@pytest.mark.tf  # TensorFlow in subprocesses
 def test_remote_capture_dead_port_is_one_clear_error():
-    from tests.conftest import run_cli
+    from tests.conftest import run_cli_process as run_cli  # a capture: the real command
     port = free_port()
     result = run_cli("capture", f"localhost:{port}", "out.json", "--duration-ms", "200")
     assert result.returncode == 2

@@ -366,15 +366,16 @@ def test_a_crafted_pickle_runs_nothing(tmp_path):
     assert not canary.exists()
 
 
-def test_to_pickle_is_atomic(tf_run, tmp_path):
+def test_to_pickle_is_atomic(tf1_files, tmp_path):
+    md = protos.RunMetadata.FromString(tf1_files["pb"].read_bytes())
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     with pytest.raises(OutputError):
-        Timeline(run_metadata=tf_run["md"]).to_pickle(blocker / "run.pickle")
+        Timeline(run_metadata=md).to_pickle(blocker / "run.pickle")
     target = tmp_path / "folder.pickle"
     target.mkdir()  # the target is a folder: refused, nothing left beside it
     with pytest.raises(OutputError):
-        Timeline(run_metadata=tf_run["md"]).to_pickle(target)
+        Timeline(run_metadata=md).to_pickle(target)
     assert sorted(os.listdir(tmp_path)) == ["a-file", "folder.pickle"]
 
 
@@ -385,12 +386,13 @@ def _meta(page: str) -> dict:
     return json.loads(match.group(1))
 
 
-def test_visualize_returns_or_writes_the_page(tf_run, tmp_path):
-    timeline = Timeline(run_metadata=tf_run["md"])
+def test_visualize_returns_or_writes_the_page(tf1_files, tmp_path):
+    md = protos.RunMetadata.FromString(tf1_files["pb"].read_bytes())
+    timeline = Timeline(run_metadata=md)
     page = timeline.visualize()
     assert page.startswith("<!DOCTYPE html>") or page.lstrip().lower().startswith("<!doctype html>")
     meta = _meta(page)
-    assert meta["op_count"] == sum(len(d.node_stats) for d in tf_run["md"].step_stats.dev_stats)
+    assert meta["op_count"] == sum(len(d.node_stats) for d in md.step_stats.dev_stats)
     out = tmp_path / "view.html"
     assert timeline.visualize(out) is None
     assert _meta(out.read_text())["op_count"] == meta["op_count"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tracebridge
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process as run_cli  # the command a new user runs, TF and all
 
 
 def test_demo_writes_both_runs(tmp_path, tf):

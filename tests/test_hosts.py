@@ -51,6 +51,7 @@ def test_ops_only_read_summarizes_as_the_full_read(corpus, name):
     assert len(ops_only) == len(full) and [s.number for s in ops_only.steps] == [s.number for s in full.steps]
 
 
+@pytest.mark.slow
 def test_corpus_hosts_merge_like_one_trace(corpus, tmp_path):
     """A GPU host, a TPU host and the GPU host again (same device names on two hosts)."""
     logdir = _logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
@@ -159,6 +160,7 @@ def _worker_environment(_):
     return os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.getpid()
 
 
+@pytest.mark.slow  # starts a Dask LocalCluster
 def test_local_cluster_workers_keep_glibc_sliding_mmap_threshold():
     # Dask's default MALLOC_TRIM_THRESHOLD_ tripled a host's CPU time in a worker
     # (see host_runner); a user's own setting in this process is still passed on.
@@ -259,6 +261,7 @@ def test_overview_page_escapes_host_names_and_writes_timelines_on_demand(corpus,
     assert missing.returncode == 2 and "no such host" in missing.stderr
 
 
+@pytest.mark.slow
 def test_two_multi_host_runs_compared_group_by_group(corpus, tmp_path):
     from tracebridge.analysis.compare import compare
     from tracebridge.analysis.host_groups import host_group
@@ -282,6 +285,7 @@ def test_two_multi_host_runs_compared_group_by_group(corpus, tmp_path):
     assert json.loads(json.dumps(direct.to_dict())) == pair["comparison"]
 
 
+@pytest.mark.slow
 def test_filters_apply_host_by_host_as_to_the_merged_trace(corpus, tmp_path):
     logdir = _logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
                                 "gpu-b": corpus / "xspace" / GPU})

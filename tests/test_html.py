@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 
 import tracebridge
+from tests.conftest import skip_without_corpus
 from tests.helpers.browser import browser_mark
 from tracebridge import OutputError, Trace
 from tracebridge.model.builder import TraceBuilder
@@ -39,7 +40,6 @@ from tracebridge.model.schema import Category, OpFlag
 from tracebridge.writers.html import html_document, is_network_type, notebook_html, write_html
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus"
 SHOTS = Path(os.environ.get("TRACEBRIDGE_HTML_SHOTS", "/tmp/html-shots"))
 VIEWPORT = {"width": 1600, "height": 1000}
 BASE = 1_700_000_000_000_000_000
@@ -444,9 +444,7 @@ def test_tf1_training_step(tf_run, pages, browser):
 
 @browser_mark
 def test_corpus_gpu_trace(pages, browser):
-    source = CORPUS / "chrome" / "ikhlestov_gpu_timeline_01.json"
-    if not source.is_file():
-        pytest.skip(f"corpus file not found: {source}")
+    source = skip_without_corpus() / "chrome" / "ikhlestov_gpu_timeline_01.json"
     trace, path = pages("corpus_gpu", lambda: tracebridge.load(source))
     with fully_checked(browser, trace, path, "corpus_gpu", "random_normal") as opened:
         # the GPU streams' longest kernel, zoomed in and hovered
@@ -754,14 +752,13 @@ def test_notebook_html_is_a_sandboxed_iframe():
 
 
 def test_writing_html_imports_no_tensorflow(tmp_path):
+    corpus = skip_without_corpus()
     code = f"""
 import sys, tracebridge
 from tracebridge.writers.html import write_html
-write_html(tracebridge.load({str(CORPUS / 'chrome' / 'ikhlestov_gpu_timeline_01.json')!r}), {str(tmp_path / 'x.html')!r})
+write_html(tracebridge.load({str(corpus / 'chrome' / 'ikhlestov_gpu_timeline_01.json')!r}), {str(tmp_path / 'x.html')!r})
 print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tensorboard')))
 """
-    if not (CORPUS / "chrome").is_dir():
-        pytest.skip("corpus not found")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -6,15 +6,19 @@ runnable as it stands) and ``expect.json``: the trace files it writes (``outputs
 it prints instead (``stdout``), event folders whose RunMetadata sits in a text summary
 (``text_summaries``: folder -> tag), and the measured outcomes of running it unchanged
 (``as_is``) and after TF's own upgrade script (``tf_upgrade_v2``) under TF 2.21. Those
-records are re-measured here, so they stay true; re-record them with
-``python tests/test_migration_examples.py --record [EXAMPLE...]``.
+two records measure TensorFlow, not tracebridge: the suite checks that the migration
+guide's table and tallies say what they record, and re-measuring them is a tool, run when
+the TensorFlow pin changes (``git diff`` then shows what changed)::
+
+    python tests/test_migration_examples.py --record [EXAMPLE...]
 
 Examples ``12_`` on are idioms of real legacy scripts (seed ``idiom``). Those that use what
 TF 2.21 cannot run list it under ``missing``: for them, ``tracebridge migrate --check``
 must fail and its report name each of those strings on a ``not in TF 2.21`` line.
 
-Real TensorFlow in subprocesses, one script at a time, each in its own temporary folder
-(the scripts write relative paths). ``-rA`` shows the summary table at the end.
+What tracebridge does is run here: ``tracebridge migrate`` in this process, then the
+migrated script with real TensorFlow in a subprocess, in its own temporary folder (the
+scripts write relative paths).
 """
 
 from __future__ import annotations
@@ -30,8 +34,7 @@ from pathlib import Path
 import pytest
 
 import tracebridge
-
-pytestmark = [pytest.mark.tf, pytest.mark.slow]
+from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO / "migration_guide" / "examples"
@@ -40,9 +43,9 @@ TIMEOUT = 300
 HTML_MARKER = 'class="tracebridge-trace"'  # tracebridge/writers/html.py: the page's trace metadata
 HTML_META = re.compile(r'<script type="application/json" id="[^"]*-meta" class="tracebridge-trace">(.*?)</script>',
                        re.S)
-
-# Measured in this test session, for the summary table: {(example, column): text}.
-RESULTS: dict[tuple[str, str], str] = {}
+GUIDE = REPO / "migration_guide" / "README.md"
+# A row of the guide's table: | [`name`](examples/name/) | seed | writes | as-is | tf_upgrade_v2 | migrate |
+GUIDE_ROW = re.compile(r"^\| \[`(?P<name>[^`]+)`\]\(examples/[^)]*\) \|(?P<cells>.*)\|$")
 
 
 def _expect(example: Path) -> dict:
@@ -147,18 +150,35 @@ def test_examples_exist():
             f"{before.parent.name}: nothing to check"
 
 
-def test_as_is_outcome(example, tmp_path):
-    """The unmodified script under TF 2.21 does what expect.json's ``as_is`` says."""
-    measured = run_as_is(example, tmp_path)
-    RESULTS[(example.name, "as_is")] = _short(measured)
-    _assert_same_outcome(measured, _expect(example)["as_is"])
+def _guide_rows() -> dict[str, list[str]]:
+    rows = {}
+    for line in GUIDE.read_text(encoding="utf-8").splitlines():
+        match = GUIDE_ROW.match(line)
+        if match:
+            rows[match["name"]] = [cell.strip() for cell in match["cells"].split(" | ")]
+    return rows
 
 
-def test_tf_upgrade_v2_outcome(example, tmp_path):
-    """After TF's own upgrade script, the script does what expect.json's ``tf_upgrade_v2`` says."""
-    measured = run_tf_upgrade_v2(example, tmp_path)
-    RESULTS[(example.name, "tf_upgrade_v2")] = _short(measured)
-    _assert_same_outcome(measured, _expect(example)["tf_upgrade_v2"])
+def _says(cell: str, recorded: dict) -> bool:
+    """Whether a table cell states a recorded outcome: ``runs``, or ``fails: `error```
+    (the error line, cut with ``...`` where long)."""
+    if recorded["runs"]:
+        return cell == "runs"
+    match = re.fullmatch(r"fails: `(.*)`", cell)
+    return bool(match) and recorded["error"].startswith(match[1].removesuffix("..."))
+
+
+def test_as_is_outcome(example):
+    """The guide's table says what expect.json records of the script as it is."""
+    row = _guide_rows().get(example.name)
+    assert row, f"{example.name} has no row in {GUIDE.name}'s table"
+    assert _says(row[-3], _expect(example)["as_is"]), (row[-3], _expect(example)["as_is"])
+
+
+def test_tf_upgrade_v2_outcome(example):
+    """The guide's table says what expect.json records of the script after tf_upgrade_v2."""
+    row = _guide_rows()[example.name]
+    assert _says(row[-2], _expect(example)["tf_upgrade_v2"]), (row[-2], _expect(example)["tf_upgrade_v2"])
 
 
 def _check_html(path: Path) -> None:
@@ -203,38 +223,31 @@ def check_outputs(workdir: Path, expect: dict, stdout: str) -> None:
         assert text in stdout, f"{text!r} not printed; stdout ends with {stdout[-1000:]!r}"
 
 
-def _migrate_env() -> dict[str, str]:
+def _script_env() -> dict[str, str]:
     return _env(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
 
+@pytest.mark.tf
+@pytest.mark.slow
 def test_migrated_script_runs_and_writes_its_trace(example, tmp_path):
     """``tracebridge migrate before.py --write``, then the script runs and writes its trace;
     or, for a script using what TF 2.21 lacks, ``--check`` fails and names exactly that."""
     expect = _expect(example)
     shutil.copy(example / "before.py", tmp_path / "before.py")
-    env = _migrate_env()
-    RESULTS[(example.name, "tracebridge")] = "migrate failed"
     if expect.get("missing"):
-        check = _run([sys.executable, "-m", "tracebridge", "migrate", "before.py", "--check"], tmp_path, env)
+        check = run_cli("migrate", "before.py", "--check", cwd=tmp_path)
         assert check.returncode == 1, f"--check: exit {check.returncode}\n{check.stderr[-3000:]}"
         named = [line for line in check.stderr.splitlines() if ": not in TF 2.21: " in line]
         for what in expect["missing"]:
             assert any(what in line for line in named), f"{what!r} not named in the report:\n{check.stderr}"
-        RESULTS[(example.name, "tracebridge")] = "--check fails, names what TF 2.21 lacks"
         return
-    migrate = _run([sys.executable, "-m", "tracebridge", "migrate", "before.py", "--write"], tmp_path, env)
+    migrate = run_cli("migrate", "before.py", "--write", cwd=tmp_path)
     assert migrate.returncode == 0, f"migrate: exit {migrate.returncode}\n{migrate.stdout}\n{migrate.stderr[-3000:]}"
-    process = _run([sys.executable, "before.py"], tmp_path, env)
+    process = _run([sys.executable, "before.py"], tmp_path, _script_env())
     measured = outcome(process, tmp_path, expect["outputs"])
-    RESULTS[(example.name, "tracebridge")] = _short(measured)
     assert process.returncode == 0, (f"migrated script: {measured['error']}\n--- migrated code:\n"
                                      f"{(tmp_path / 'before.py').read_text()}\n--- stderr:\n{process.stderr[-3000:]}")
-    try:
-        check_outputs(tmp_path, expect, process.stdout)
-    except AssertionError:
-        RESULTS[(example.name, "tracebridge")] = "runs, trace missing"
-        raise
-    RESULTS[(example.name, "tracebridge")] = "runs, trace written"
+    check_outputs(tmp_path, expect, process.stdout)
 
 
 def test_after_file_is_the_codemods_output(example):
@@ -248,29 +261,26 @@ def test_after_file_is_the_codemods_output(example):
     assert result.code == after.read_text()
 
 
-def summary_table() -> str:
-    """One row per example: as-is, tf_upgrade_v2, tracebridge (measured now, else recorded*)."""
-    rows = [("example", "seed", "as-is", "tf_upgrade_v2", "tracebridge migrate")]
-    for before in EXAMPLES:
-        name, expect = before.parent.name, _expect(before.parent)
-        cells = []
-        for column in ("as_is", "tf_upgrade_v2"):
-            measured = RESULTS.get((name, column))
-            cells.append(measured if measured else _short(expect[column]) + " *")
-        cells.append(RESULTS.get((name, "tracebridge"), "not run"))
-        rows.append((name, expect["seed"], *cells))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    runs = [sum(row[i].startswith("runs") for row in rows[1:]) for i in (2, 3, 4)]
-    totals = f"scripts that run: as-is {runs[0]}, tf_upgrade_v2 {runs[1]}, tracebridge migrate {runs[2]} " \
-             f"(of {len(rows) - 1})"
-    return "\n".join(lines + [totals, "(* recorded in expect.json, not measured in this session)"])
-
-
 def test_summary_table():
-    """Prints the table (shown with ``-rA`` or ``-s``); runs last in this module."""
-    print("\nSeed profiling examples under TensorFlow 2.21\n" + summary_table())
+    """The guide's table has a row per example, whose tracebridge column is what
+    test_migrated_script_runs_and_writes_its_trace checks, and the tallies in the guide and
+    the README are the records' ("Of all 26 scripts: 1, 2 and 21")."""
+    rows = _guide_rows()
+    names = [before.parent.name for before in EXAMPLES]
+    assert sorted(rows) == names
+    expects = [_expect(before.parent) for before in EXAMPLES]
+    for name, expect in zip(names, expects):
+        wanted = "`--check` fails, names what TF 2.21 lacks" if expect.get("missing") else "runs, writes its trace"
+        assert rows[name][-1] == wanted, name
+    as_is = sum(e["as_is"]["runs"] for e in expects)
+    upgraded = sum(e["tf_upgrade_v2"]["runs"] for e in expects)
+    migrated = sum(not e.get("missing") for e in expects)
+    guide = " ".join(GUIDE.read_text(encoding="utf-8").split())
+    assert f"Of all {len(expects)} scripts: {as_is}, {upgraded} and {migrated}." in guide
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert (f"Of the {len(expects)} seed examples and idiom scripts in `migration_guide/examples/`, measured under "
+            f"TF 2.21, {as_is} runs as it is, {upgraded} after `tf_upgrade_v2` and {migrated} after "
+            f"`tracebridge migrate`") in readme
 
 
 def _record(names: list[str]) -> None:

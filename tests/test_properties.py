@@ -270,6 +270,7 @@ def test_random_bytes_give_a_trace_or_our_error(data, filename, decoder):
     _assert_contract(malformed.Case(f"random/{filename}", "random", "random", filename, data), decoder)
 
 
+@pytest.mark.slow  # the longest of the check tier (every reader on many mutated files)
 @common
 @given(st.integers(0, len(SEEDS) - 1), st.data(), decoders)
 def test_mutated_files_give_a_trace_or_our_error(seed_index, data, decoder):

@@ -87,13 +87,15 @@ def test_chrome_gzip(corpus, tmp_path):
 
 
 @pytest.mark.usefixtures("wire_decoder")
-def test_tf_capture_every_form_gives_the_same_trace(tf_run):
-    base = tracebridge.load(tf_run["pb"])
+def test_tf_capture_every_form_gives_the_same_trace(tf1_files):
+    from tracebridge import protos
+    base = tracebridge.load(tf1_files["pb"])
     assert base.source_format == "runmetadata"
-    nodes = sum(len(d.node_stats) for d in tf_run["md"].step_stats.dev_stats)
+    md = protos.RunMetadata.FromString(tf1_files["pb"].read_bytes())
+    nodes = sum(len(d.node_stats) for d in md.step_stats.dev_stats)
     assert len(base) == nodes
     for key, fmt in (("pbtxt", "pbtxt"), ("pickle", "pickle")):
-        other = tracebridge.load(tf_run[key])
+        other = tracebridge.load(tf1_files[key])
         assert other.source_format == fmt
         assert other == base.with_metadata(source_format=fmt)
 
@@ -120,17 +122,17 @@ def test_tf_capture_content(tf_run, tf_build):
 
 
 @pytest.mark.usefixtures("wire_decoder")
-def test_event_files_one_step_per_tag(tf_run):
-    trace = tracebridge.load(tf_run["events_dir"])
+def test_event_files_one_step_per_tag(tf1_files):
+    trace = tracebridge.load(tf1_files["events_dir"])
     assert trace.source_format == "events"
     assert [(s.number, s.name) for s in trace.steps] == [(0, "step_0"), (1, "step_1")]
-    single = tracebridge.load(next(tf_run["events_dir"].iterdir()))
+    single = tracebridge.load(next(tf1_files["events_dir"].iterdir()))
     assert len(single) == len(trace)
 
 
 @pytest.mark.usefixtures("wire_decoder")
-def test_event_file_truncated_last_record_is_tolerated(tf_run, tmp_path):
-    source = next(tf_run["events_dir"].iterdir())
+def test_event_file_truncated_last_record_is_tolerated(tf1_files, tmp_path):
+    source = next(tf1_files["events_dir"].iterdir())
     data = source.read_bytes()
     cut = tmp_path / ("events.out.tfevents.1.cut")
     cut.write_bytes(data[:-200])
@@ -171,8 +173,8 @@ def test_sniffing():
     assert sniff("x", b"\n\x12\n\x10") == "runmetadata"
 
 
-def test_chrome_with_nanoseconds_round_trips_exactly(tf_run, tmp_path):
-    trace = tracebridge.load(tf_run["pb"])
+def test_chrome_with_nanoseconds_round_trips_exactly(tf1_files, tmp_path):
+    trace = tracebridge.load(tf1_files["pb"])
     out = tmp_path / "ns.json"
     trace.save(out)
     again = tracebridge.load(out)
@@ -181,9 +183,9 @@ def test_chrome_with_nanoseconds_round_trips_exactly(tf_run, tmp_path):
 
 
 @pytest.mark.usefixtures("wire_decoder")
-def test_directory_copy_of_events(tf_run, tmp_path):
+def test_directory_copy_of_events(tf1_files, tmp_path):
     copy = tmp_path / "logs"
-    shutil.copytree(tf_run["events_dir"], copy)
+    shutil.copytree(tf1_files["events_dir"], copy)
     assert len(tracebridge.load(copy).steps) == 2
 
 

@@ -162,11 +162,11 @@ def test_tf1_gpu_dump_matches_timeline_py(tmp_path, config_pb2):
     assert ("/device:GPU:0/memcpy", "unknown", "MatMul/_1") in {g[:3] for g in got}
 
 
-def test_chrome_output_is_deterministic(tf_run, tmp_path):
-    trace = tracebridge.load(tf_run["pb"])
+def test_chrome_output_is_deterministic(tf1_files, tmp_path):
+    trace = tracebridge.load(tf1_files["pb"])
     a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
     trace.save(a, memory=True)
-    tracebridge.load(tf_run["pb"]).save(b, memory=True)
+    tracebridge.load(tf1_files["pb"]).save(b, memory=True)
     assert a.read_bytes() == b.read_bytes()
 
 

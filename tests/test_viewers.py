@@ -36,10 +36,10 @@ from urllib.parse import urlsplit
 import pytest
 
 import tracebridge
+from tests.conftest import skip_without_corpus
 from tests.helpers.browser import SETUP, missing_browser
 
 HERE = Path(__file__).resolve().parent
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 NODE_MODULES = HERE / "viewers" / "node_modules"
 SHOTS = Path(os.environ.get("TRACEBRIDGE_VIEWER_SHOTS", "/tmp/viewer-shots"))
 
@@ -133,9 +133,7 @@ def tf1_step(tf_run, tmp_path_factory):
 @pytest.fixture(scope="module")
 def corpus_gpu(tmp_path_factory):
     """(c) tracebridge's conversion of a TF ~1.0 GPU timeline.py file, and that file."""
-    source = CORPUS / "chrome" / "ikhlestov_gpu_timeline_01.json"
-    if not source.is_file():
-        pytest.skip(f"corpus file not found: {source}")
+    source = skip_without_corpus() / "chrome" / "ikhlestov_gpu_timeline_01.json"
     converted = tmp_path_factory.mktemp("viewer_corpus") / "corpus_gpu.tracebridge.json"
     tracebridge.load(source).save(converted, memory=True)
     return {"tracebridge": converted, "timeline_py": source}
@@ -146,9 +144,7 @@ def corpus_xspace(request, tmp_path_factory):
     """(d) tracebridge's Chrome trace of a TF2 GPU or TPU XSpace from the corpus and (e)
     xprof's own trace-viewer JSON of the same file (TF2's counterpart of timeline.py)."""
     raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
-    source = CORPUS / "xspace" / f"{request.param}.xplane.pb"
-    if not source.is_file():
-        pytest.skip(f"corpus file not found: {source}")
+    source = skip_without_corpus() / "xspace" / f"{request.param}.xplane.pb"
     folder = tmp_path_factory.mktemp(f"viewer_{request.param}")
     copy = folder / source.name  # xprof writes cache files beside its input
     shutil.copy(source, copy)

@@ -8,7 +8,9 @@ way.) So while a capture's with-block is open in the main thread, tracebridge's 
 handler stands in for Python's: an interrupt arriving while one of the ``__exit__``
 methods marked with :func:`deferred_in` is the running frame waits until that
 ``__exit__`` has done its work, and is raised at its end; any other moment gets Python's
-own handler, unchanged. A handler set by the user is left alone.
+own handler, unchanged. A handler set by the user is left alone, and so is an ignored
+SIGINT (``SIG_IGN``, which a background job of a shell script inherits): it stays ignored
+during and after the capture.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ def _handler(signum, frame):
 
 def enter() -> bool:
     """Stand in for Python's SIGINT handler if it is the one in place and this is the main
-    thread (only it runs Python's signal handlers); returns whether this call did."""
+    thread (only it runs Python's signal handlers); returns whether this call did. Any
+    other handler, ``SIG_IGN`` and ``SIG_DFL`` included, is kept as it is: the process
+    asked for that, and :func:`leave` puts back only what this call replaced."""
     if threading.current_thread() is not threading.main_thread():
         return False
     try:
