@@ -133,7 +133,7 @@ def _empty_window(trace: Trace):
                       f"{meta.get('steps_seen', 0)} steps seen; {meta.get('notes', 'no events')}",
                       "start the profiler before the steps and stop it after them; with a schedule, "
                       "lower warmup or run more steps")
-    elif len(trace) and not work.any():
+    elif len(trace) and not work.any() and _stats_read(trace):
         yield Problem("empty_window", "the profiling window covers no traced steps",
                       f"{len(trace)} events, none of them a TF op, kernel or copy; {len(trace.steps)} steps",
                       "start the profiler before the training steps and stop it after them "
@@ -210,11 +210,16 @@ def _no_device_activity(trace: Trace):
         return
     if accelerators:
         return
+    # A host that used a GPU says so twice: its driver launches, and TF's GPU allocators.
     names = set(trace.column_strings("ops", "name")) if len(trace) else set()
     launches = sorted(n for n in names if n.startswith(("cuLaunchKernel", "cudaLaunchKernel", "cuMemcpy")))
-    if launches:
+    allocators = sorted({a for a in trace.column_strings("counters", "allocator") if re.match(r"GPU_\d+_bfc", a)}) \
+        if trace.counters.rows else []
+    if launches or allocators:
+        evidence = ", ".join(([f"launch events {', '.join(launches[:3])}"] if launches else []) +
+                             ([f"GPU allocators {', '.join(allocators[:4])}"] if allocators else []))
         yield Problem("no_device_activity", "a GPU host without a device plane",
-                      f"host events {', '.join(launches[:3])} launch GPU work, no /device:GPU plane",
+                      f"{evidence}; no /device:GPU plane",
                       "the GPU tracer did not run: see profiler_errors (CUPTI), and keep device_tracer_level=1")
 
 
@@ -257,7 +262,7 @@ def _clock_skew(trace: Trace):
 
 def _no_steps(trace: Trace):
     if trace.source_format not in _XSPACE_FORMATS:
-        if trace.source_format == "chrome" and trace.metadata.get("chrome_writer") != "timeline.py":
+        if trace.source_format == "chrome" and not _timeline_py(trace):
             yield "no_steps: a Chrome trace from another writer has no step markers to look for"
         return
     if not trace.table("event_stats").rows:
@@ -318,7 +323,7 @@ def _ops_without_time(trace: Trace):
 def _no_memory_records(trace: Trace):
     fmt = trace.source_format
     if fmt == "chrome":
-        if trace.metadata.get("chrome_writer") == "timeline.py":
+        if _timeline_py(trace):
             if not trace.counters.rows and not trace.memory.rows:
                 yield Problem("no_memory_records", "no allocator records in this timeline",
                               "no memory counter events (timeline.py writes them only with show_memory=True)",
@@ -369,6 +374,19 @@ def _no_memory_records(trace: Trace):
 # --- helpers ------------------------------------------------------------------------------------
 def _split(text) -> list[str]:
     return [part.strip() for part in str(text).split("; ") if part.strip()] if text else []
+
+
+def _timeline_py(trace: Trace) -> bool:
+    """A Chrome trace that TF's timeline.py wrote: its processes are TF devices (the
+    reader calls every Chrome trace not tracebridge's own timeline.py's; another writer's
+    processes are hosts, threads or numbers, and what it left out cannot be told)."""
+    return trace.metadata.get("chrome_writer") == "timeline.py" and all(d.type for d in trace.devices)
+
+
+def _stats_read(trace: Trace) -> bool:
+    """False for an XSpace read for its op rows only (``load(..., ops_only=True)``, as a
+    summary reads): without event stats, eager ops and step markers cannot be told."""
+    return trace.source_format not in _XSPACE_FORMATS or trace.table("event_stats").rows > 0
 
 
 def _work_rows(trace: Trace) -> np.ndarray:
