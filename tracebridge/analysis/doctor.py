@@ -211,7 +211,7 @@ def _no_device_activity(trace: Trace):
     if accelerators:
         return
     # A host that used a GPU says so twice: its driver launches, and TF's GPU allocators.
-    names = set(trace.column_strings("ops", "name")) if len(trace) else set()
+    names = {trace.strings[i] for i in np.unique(trace.ops["name"]).tolist()}  # not a string per row
     launches = sorted(n for n in names if n.startswith(("cuLaunchKernel", "cudaLaunchKernel", "cuMemcpy")))
     allocators = sorted({a for a in trace.column_strings("counters", "allocator") if re.match(r"GPU_\d+_bfc", a)}) \
         if trace.counters.rows else []
