@@ -215,7 +215,7 @@ def test_public_names():
     assert sorted(tracebridge.__all__) == sorted([
         "CaptureError", "Device", "Lane", "MigrationError", "MissingDependencyError", "Op",
         "OutputError", "Step", "Trace", "TraceFormatError", "TracebridgeError", "UnsafePickleError",
-        "__version__", "advise", "capture_remote", "compare", "load", "summarize_hosts", "trace"])
+        "__version__", "advise", "capture_remote", "compare", "doctor", "load", "summarize_hosts", "trace"])
     for name in tracebridge.__all__:
         assert hasattr(tracebridge, name)
 

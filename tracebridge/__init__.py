@@ -42,7 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CaptureError", "Device", "Lane", "MigrationError", "MissingDependencyError", "Op",
     "OutputError", "Step", "Trace", "TraceFormatError", "TracebridgeError", "UnsafePickleError",
-    "__version__", "advise", "capture_remote", "compare", "load", "summarize_hosts", "trace",
+    "__version__", "advise", "capture_remote", "compare", "doctor", "load", "summarize_hosts", "trace",
 ]
 
 
@@ -95,3 +95,12 @@ def advise(trace, *, warmup=0):
     time, memory growing across steps; see :mod:`tracebridge.analysis.findings`."""
     from .analysis.findings import advise as _advise
     return _advise(trace if isinstance(trace, Trace) else load(trace), warmup=warmup)
+
+
+def doctor(target, *, run=None):
+    """Why a profile (a trace, a trace file, a run folder, a logdir, or one XSpace file per
+    host) is empty or lacks time, memory, steps or devices, and what to change: a
+    :class:`~tracebridge.analysis.doctor.Diagnosis` of coded problems, most serious first;
+    see :mod:`tracebridge.diagnosis`."""
+    from .diagnosis import doctor as _doctor
+    return _doctor(target, run=run)

@@ -116,6 +116,16 @@ def _parser() -> argparse.ArgumentParser:
     _add_workers(advice)
     advice.set_defaults(handler=_advise)
 
+    checkup = commands.add_parser(
+        "doctor", help="why a profile is empty or lacks time, memory, steps or devices, and what to change",
+        description="One line per problem, most serious first: code, what is missing, the evidence, the fix. "
+                    "Exit status 0: nothing wrong; 1: problems found; 2: bad input.")
+    checkup.add_argument("input", nargs="+", help="a trace file, a run folder, a profile logdir, or one XSpace "
+                         "file per host")
+    checkup.add_argument("--json", action="store_true")
+    checkup.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
+    checkup.set_defaults(handler=_doctor)
+
     view = commands.add_parser("html", help="write the standalone HTML timeline view")
     view.add_argument("input")
     view.add_argument("output")
@@ -207,7 +217,7 @@ class _UsageError(TracebridgeError):
 
 def _info(args) -> int:
     trace = _load(args)
-    info = trace.info()
+    info = {**trace.info(), "notes": _notes(trace)}
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
@@ -228,6 +238,8 @@ def _info(args) -> int:
     if info["memory"]["allocators"]:
         peaks = ", ".join(f"{k} {v} B" for k, v in info["memory"]["allocators"].items())
         print(f"memory peaks: {peaks}")
+    for note in info["notes"]:
+        print(f"note: {note}")
     return 0
 
 
@@ -260,13 +272,16 @@ def _summary(args) -> int:
     if args.by_host or _several_hosts(args):
         return _summary_by_host(args)
     # Only the op rows of an XSpace (a summary needs no more): the same result, sooner.
-    summary = _load(args, args.input[0], ops_only=True).summary(top=args.top)
+    trace = _load(args, args.input[0], ops_only=True)
+    summary = trace.summary(top=args.top)
     if args.json:
         print(summary.to_json())
     elif args.csv:
         sys.stdout.write(summary.to_csv())
     else:
         print(summary.to_text())
+        for note in _notes(trace):
+            print(f"note: {note}")
     return 0
 
 
@@ -390,6 +405,22 @@ def _advise(args) -> int:
         findings = advise(_load(args, args.input[0]), warmup=args.warmup)
     print(findings.to_json() if args.json else findings.to_text())
     return 0
+
+
+def _doctor(args) -> int:
+    from .diagnosis import doctor
+    found = doctor(args.input if len(args.input) > 1 else args.input[0], run=args.input_run)
+    if args.json:
+        print(found.to_json())
+    elif found.problems or found.not_checked:
+        print(found.to_text())
+    return 0 if found.ok else 1
+
+
+def _notes(trace) -> list[str]:
+    """The doctor's findings on ``trace``, as the notes info and summary print."""
+    from .analysis.doctor import trace_notes
+    return trace_notes(trace)
 
 
 def _html(args) -> int:

@@ -52,6 +52,7 @@ from .compare_result import Comparison, Row
 from .compare_sides import chosen_time, prepare_side, self_times
 from .compare_stats import (add_both_times, device_groups, make_row, memory_peaks, row_groups, rule_shares,
                             step_stats)
+from .doctor import trace_notes
 from .kernels import trace_kernel_family
 from .structure import align_graphs
 
@@ -66,7 +67,8 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
     ``"host"`` the TF ops' own time, ``"auto"`` device time when both runs have some."""
     time = chosen_time(control, test, time)
     compiled = [user_rule(text) for text in rules or []]
-    notes = []
+    notes = [f"{name}: {note}" for name, trace in (("control", control), ("test", test))
+             for note in trace_notes(trace)]  # what the doctor finds in each run
     skipped = {}
     for name, trace in (("control", control), ("test", test)):
         # The same warm-up on both sides; a side too short for it keeps all its steps, said aloud.

@@ -365,11 +365,9 @@ class ProfileTrace:
         if self._graph:
             metadata["graph"] = self._graph
         trace = read_xspace_files([(path, data, None) for path, data in self._files], metadata)
-        notes = list(self._notes)
-        if trace.counters.rows == 0:
-            notes.append(f"no memory events: TensorFlow records CPU allocations only with "
-                         f"{_MEMORY_ENV}=true set before it starts "
-                         "(tracebridge.capture.enable_cpu_memory_events())")
+        from ..analysis.doctor import trace_notes
+        # The doctor's memory check says what is missing and why (one place for that text).
+        notes = list(self._notes) + trace_notes(trace, codes=("no_memory_records",))
         if notes:
             previous = trace.metadata.get("notes")
             trace = trace.with_metadata(notes="; ".join(([previous] if previous else []) + notes))

@@ -92,6 +92,10 @@ class TraceBuilder:
         """Metadata entries for the trace; a later value replaces an earlier one."""
         self._metadata.update(entries)
 
+    def metadata_value(self, key: str, default: Any = None) -> Any:
+        """A metadata entry noted so far (a reader summing over files adds to it)."""
+        return self._metadata.get(key, default)
+
     def note_first(self, **entries: Any) -> None:
         """Metadata entries, where not noted yet (several files: the first one's stay)."""
         for key, value in entries.items():

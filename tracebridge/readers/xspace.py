@@ -136,6 +136,11 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     _read_stat_metadata(raw, planes_f, planes)
     _read_event_metadata(raw, planes_f, planes)
     _read_plane_stats(raw, planes_f, planes)
+    # How many XLA modules brought their HLO (doctor: XLA ops whose TF ops cannot be named).
+    hlo = sum("Hlo Proto" in stats for plane in planes if plane.name == "/host:metadata"
+              for stats in plane.event_stats.values())
+    if hlo:
+        builder.note(hlo_protos=builder.metadata_value("hlo_protos", 0) + hlo)
     base_ns = 0
     for plane in planes:
         if plane.name == _TASK_ENVIRONMENT and isinstance(plane.stats.get("profile_start_time"), int):

@@ -115,8 +115,23 @@ def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | No
     script = page_script(comparison=False)
     timeline = TimelineData(trace, device_pattern=device_pattern, title=title)
     yield page_head(script, timeline.title, "timeline")
+    yield doctor_panel(trace)
     yield from timeline.blocks("tb0")
     yield page_end(script)
+
+
+def doctor_panel(trace: Trace) -> str:
+    """The doctor's findings (:mod:`tracebridge.analysis.doctor`) as plain HTML outside the
+    app: escaped text in a list, no script, nothing when there are none."""
+    from ..analysis.doctor import diagnose
+    problems = diagnose(trace).problems
+    if not problems:
+        return ""
+    items = "".join(f"<li><b>{html.escape(p.code)}</b>: {html.escape(p.missing)} ({html.escape(p.evidence)}); "
+                    f"fix: {html.escape(p.fix)}</li>" for p in problems)
+    text = (f'<section id="tb-doctor" style="font:12px sans-serif;padding:4px 8px;background:#fff8e1">'
+            f"<b>tracebridge doctor</b><ul>{items}</ul></section>\n")
+    return text.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
 def _json(value) -> str:
