@@ -285,7 +285,12 @@ def test_info_summary_and_compare_print_the_same_findings(captures):
 
 @pytest.mark.tf
 def test_html_page_shows_the_findings_escaped_and_inert(captures, tmp_path):
-    from tracebridge.writers.html import doctor_panel
+    from tracebridge.analysis.doctor import diagnose
+    from tracebridge.writers.html import problems_panel
+
+    def doctor_panel(trace):
+        return problems_panel(diagnose(trace).problems)
+
     trace = tracebridge.load(captures["plain"] / "nosteps")
     trace = trace.with_metadata(xspace_errors="<script>alert(1)</script>")
     page = tmp_path / "page.html"

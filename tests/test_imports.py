@@ -58,10 +58,12 @@ ROOM_IMPORTS = {
     "compat": {"capture", "model", "readers", "writers", "errors", "protos", "_files"},
     "keras": {"capture", "model", "errors"},
     "demo": {"capture", "analysis", "writers", "_files"},
+    # doctor: the checks over files (readers.layout) and over a trace (analysis.doctor)
+    "diagnosis": {"analysis", "errors", "model", "readers", "formats"},
     # front doors
-    "__init__": {"model", "formats", "readers", "analysis", "capture", "errors"},
+    "__init__": {"model", "formats", "readers", "analysis", "capture", "errors", "diagnosis"},
     "cli": {"formats", "readers", "writers", "analysis", "capture", "demo", "migrate", "errors", "options",
-            "_files", "tracebridge"},
+            "_files", "tracebridge", "diagnosis"},
     "__main__": {"cli"},
 }
 # Imports that only run inside a function, never when the importing module loads.
@@ -70,6 +72,8 @@ LAZY_ONLY = {("formats", "writers"), ("formats", "analysis")} | {
 # Crossings outside the room table, each deliberate: (file, room) -> why.
 CROSSINGS = {
     ("writers/html.py", "tracebridge"): "the page names the tracebridge version that wrote it (__version__)",
+    ("capture/profiler.py", "analysis"): "a capture's note on missing memory events is the doctor's "
+                                         "(analysis.doctor: one place says what is missing and why)",
 }
 
 

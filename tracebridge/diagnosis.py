@@ -66,7 +66,7 @@ def _one(path: str, run: str | None) -> Diagnosis:
 
 
 def _hosts(paths: list[str]) -> Diagnosis:
-    from .analysis.hosts import host_files
+    from .readers.host_files import host_files
     from .readers.sources import read_file
     from .readers.xspace import read_xspace_files
     files = host_files(paths)

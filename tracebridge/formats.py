@@ -39,6 +39,14 @@ def _lazy(reference: str) -> Callable[..., Any]:
     return call
 
 
+def _html_with_problems(writer: str, trace, *args, **options):
+    """An HTML page of ``trace`` with the doctor's panel: the writer shows what it is
+    handed, and the analysis that finds the problems is imported here, on first use."""
+    from .analysis.doctor import diagnose
+    from .writers import html
+    return getattr(html, writer)(trace, *args, problems=diagnose(trace).problems, **options)
+
+
 @dataclass(frozen=True)
 class Format:
     """One format. ``sniff(name, data)`` says how surely a file is in it;
@@ -91,7 +99,8 @@ FORMATS: tuple[Format, ...] = (
     Format("pickle", "tfvis pickles (`pickle.dump(run_metadata)`), pickled tftracer `Timeline`s", "pickle opcodes; see *Safety*",
            sniff=sources.sniff_pickle, read=_lazy("tracebridge.readers.pickles:read")),
     Format("html", "the timeline view (`to_html`)", "(written only)",
-           write=_lazy("tracebridge.writers.html:write_html"), suffixes=(".html", ".htm"),
+           write=lambda trace, path, **options: _html_with_problems("write_html", trace, path, **options),
+           suffixes=(".html", ".htm"),
            write_options=("device_pattern", "title")),
 )
 BY_NAME = {fmt.name: fmt for fmt in FORMATS}
@@ -246,7 +255,7 @@ install_consumers(types.SimpleNamespace(
     save=save,
     to_run_metadata=_lazy("tracebridge.writers.stepstats:to_run_metadata"),
     to_tensorboard=_lazy("tracebridge.writers.tensorboard:write_tensorboard"),
-    notebook_html=_lazy("tracebridge.writers.html:notebook_html"),
+    notebook_html=lambda trace, **options: _html_with_problems("notebook_html", trace, **options),
     summary=_lazy("tracebridge.analysis.summary:summarize"),
     info=_lazy("tracebridge.analysis.summary:describe"),
 ))

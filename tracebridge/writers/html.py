@@ -47,7 +47,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -76,22 +76,24 @@ def is_network_type(op_type: str) -> bool:
 
 
 def html_document(trace: Trace, *, device_pattern: str | None = None,
-                  title: str | None = None) -> str:
+                  title: str | None = None, problems: Sequence = ()) -> str:
     """The whole page as text (ASCII only). See :func:`write_html` for the options."""
-    return "".join(_document_parts(trace, device_pattern=device_pattern, title=title))
+    return "".join(_document_parts(trace, device_pattern=device_pattern, title=title, problems=problems))
 
 
 def write_html(trace: Trace, path: str | os.PathLike, *, device_pattern: str | None = None,
-               title: str | None = None) -> None:
+               title: str | None = None, problems: Sequence = ()) -> None:
     """Write the timeline page of ``trace`` to ``path``: one self-contained HTML file that
     works from ``file://`` without any network.
 
     ``device_pattern``: a regular expression searched in device names; only matching
     devices are shown (and summarized). ``title``: the page title (default: the source
-    format and op count). Raises :class:`~tracebridge.errors.OutputError` when the file
+    format and op count). ``problems``: what ``tracebridge doctor`` found in the trace
+    (objects with ``code``, ``missing``, ``evidence`` and ``fix``; :func:`tracebridge.save`
+    passes them), shown as a panel above the timeline. Raises :class:`~tracebridge.errors.OutputError` when the file
     cannot be written (no partial file is left) and ``re.error`` for a bad pattern.
     """
-    parts = _document_parts(trace, device_pattern=device_pattern, title=title)
+    parts = _document_parts(trace, device_pattern=device_pattern, title=title, problems=problems)
     with atomic_output(path, compress=os.fspath(path).endswith(".gz")) as out:
         for part in parts:
             out.write(part.encode("ascii"))
@@ -111,20 +113,20 @@ def notebook_html(trace: Trace, *, height: int = 640, max_ops: int = 300_000, **
 
 # --------------------------------------------------------------------------- the page
 
-def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | None) -> Iterator[str]:
+def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | None,
+                    problems: Sequence) -> Iterator[str]:
     script = page_script(comparison=False)
     timeline = TimelineData(trace, device_pattern=device_pattern, title=title)
     yield page_head(script, timeline.title, "timeline")
-    yield doctor_panel(trace)
+    yield problems_panel(problems)
     yield from timeline.blocks("tb0")
     yield page_end(script)
 
 
-def doctor_panel(trace: Trace) -> str:
-    """The doctor's findings (:mod:`tracebridge.analysis.doctor`) as plain HTML outside the
-    app: escaped text in a list, no script, nothing when there are none."""
-    from ..analysis.doctor import diagnose
-    problems = diagnose(trace).problems
+def problems_panel(problems: Sequence) -> str:
+    """The doctor's findings (computed by :mod:`tracebridge.analysis.doctor`, handed in by
+    the caller) as plain HTML outside the app: escaped text in a list, no script, nothing
+    when there are none."""
     if not problems:
         return ""
     items = "".join(f"<li><b>{html.escape(p.code)}</b>: {html.escape(p.missing)} ({html.escape(p.evidence)}); "
