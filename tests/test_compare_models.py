@@ -19,7 +19,8 @@ from tests.models_structure import (LSTM_LAYERS, RESNET_CONVS, STEPS, TRANSFORME
                                     transformer_tf2)
 from tests.test_compare import _run_tf1, _run_tf2
 from tracebridge.analysis.compare import compare
-from tracebridge.analysis.structure import align_graphs, decode_graph, graph_node_name
+from tracebridge.analysis.recorded_graph import decode_graph, graph_node_name
+from tracebridge.analysis.structure import align_graphs
 
 RESNET_LAYERS = {name for name, _ in RESNET_CONVS} | {"dense"}
 COMPUTE = re.compile(r"Conv2D|MatMul|FusedBatchNorm|BatchMatMul")

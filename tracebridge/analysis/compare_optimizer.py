@@ -11,7 +11,8 @@ import re
 
 from .compare_names import gradient_key, pair_key
 from .compare_sides import Side
-from .structure import Alignment, Graph
+from .recorded_graph import Graph
+from .structure import Alignment
 
 _UPDATE_TYPES = {"ResourceApplyGradientDescent", "ApplyGradientDescent", "AssignSubVariableOp",
                  "AssignAddVariableOp", "ResourceApplyAdam", "ApplyAdam", "ResourceApplyMomentum",
