@@ -9,9 +9,9 @@ import re
 from collections import defaultdict
 
 from .compare_matcher import SIDES, Matcher, Rule
-from .compare_names import op_scope, pair_key, plain_name
+from .compare_names import op_scope, pair_key, plain_name, same_scope
 from .compare_sides import Side
-from .recorded_graph import graph_node_name
+from .recorded_graph import SHAPE_ONLY_OPS, graph_node_name
 from .structure import Alignment
 
 
@@ -89,15 +89,18 @@ def structure_rules(control: Side, test: Side, alignment: Alignment, notes: list
     return [StructurePairs(alignment, names, notes), StructureGroups(alignment, names)]
 
 
-# Left over after the other rules: constants (TF1 runs its constants) and shape ops (a
-# reshape whose counterpart Grappler folded away).
-_ATTACHED_TYPES = {"Const", "Shape", "Reshape", "Transpose", "ExpandDims", "Squeeze", "Identity", "Cast"}
+# What joins a neighbour's row when left over: shape-only ops (a reshape whose counterpart
+# Grappler folded away), and what only feeds a value in, computing nothing (TF1 runs its
+# constants; a Shape reads only its input's shape).
+_JOINS_A_NEIGHBOUR = SHAPE_ONLY_OPS | {"Const", "Shape"}
 
 
 class ShapeOpsJoinNeighbours(Rule):
-    """Constants and shape ops left over join the row of a graph neighbour that has one:
-    one in their own scope first, then what they feed, then what feeds them. No rows of
-    its own: a joined op takes its neighbour's row, rule and confidence."""
+    """Constants and shape-only ops left over join the row of a graph neighbour that has
+    one: in their own scope first, then in their layer, what they feed before what feeds
+    them; never another layer's row (the LSTM's last time step, sliced out for the
+    classifier alone, stays alone). No rows of its own: a joined op takes its neighbour's
+    row, rule and confidence."""
 
     name = "joined to a neighbour"
 
@@ -105,14 +108,25 @@ class ShapeOpsJoinNeighbours(Rule):
         for side_name in SIDES:
             side, pool = matcher.side(side_name), matcher.unmatched(side_name)
             row_of = {name: index for index, pair in enumerate(matcher.pairs) for name in getattr(pair, side_name)}
-            for name in [n for n in pool if side.graph.types.get(n) in _ATTACHED_TYPES]:
-                near = [*side.graph.consumers.get(name, ()), *side.graph.producers.get(name, ())]
-                scope = op_scope(side.rewritten[name])
-                near = sorted((n for n in near if n in row_of),
-                              key=lambda n: op_scope(side.rewritten.get(n, n)) != scope)
+            for name in [n for n in pool if side.graph.types.get(n) in _JOINS_A_NEIGHBOUR]:
+                near = [n for n in (*side.graph.consumers.get(name, ()), *side.graph.producers.get(name, ()))
+                        if n in row_of and _farness(name, side, n) is not None]
+                near.sort(key=lambda n: _farness(name, side, n))
                 if near:
                     row_of[name] = row_of[near[0]]
                     matcher.join(side_name, name, row_of[name])
+
+
+def _farness(name: str, side: Side, neighbour: str) -> int | None:
+    """How near ``neighbour`` is to ``name`` in the model: 0 in the same scope, 1 in the
+    same layer (a scope inside or around it, or the op ``name`` is named under, as a
+    ``Tile``'s ``multiples``), None in another layer."""
+    text, other_text = side.rewritten[name], side.rewritten.get(neighbour, neighbour)
+    scope, other = op_scope(text), op_scope(other_text)
+    if other == scope:
+        return 0
+    same_layer = other[1] == scope[1] and same_scope(other[0], scope[0])
+    return 1 if same_layer or text.startswith(other_text + "/") else None
 
 
 def matched_scopes(matcher: Matcher):

@@ -78,8 +78,8 @@ def graph_node_name(trace_name: str) -> str:
 
 
 # Ops that only move or relabel data, so alignment looks through them: structure follows
-# dataflow edges past them, and one left unpaired joins the row of the op it feeds or
-# shapes rather than standing alone (its counterpart may not exist: Keras 3 lowers an
+# dataflow edges past them, and one left unpaired joins the row of a neighbour in its
+# layer rather than standing alone (its counterpart may not exist: Keras 3 lowers an
 # einsum to transpose, reshape and matmul; Grappler folds a reshape away on one side).
 SHAPE_ONLY_OPS = frozenset({
     "Reshape", "ExpandDims", "Squeeze",       # the same elements under another shape
