@@ -1,5 +1,6 @@
 """The alignment rules of a comparison, in order (see :mod:`.compare`): structure from the
-recorded graphs, names, gradients, fusions, optimizer updates, and position last. A
+recorded graphs, names, gradients, fusions, optimizer updates; then what only one side
+records joins the rows made (shape-only ops, a TF1 loop's control flow); position last. A
 :class:`~.compare_matcher.Matcher` runs them (:func:`alignment_rules` lists them)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Callable, Hashable
 
 from .compare_align_graph import ShapeOpsJoinNeighbours, matched_scopes, structure_rules
 from .compare_fusion import group_fusions
+from .compare_loops import LoopControlJoinsCondition
 from .compare_matcher import Matcher, Rule
 from .compare_names import Pair, gradient_key, op_scope, pair_key, plain_name
 from .compare_optimizer import optimizer_groups
@@ -46,6 +48,7 @@ def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alig
             Fusions(),
             OptimizerUpdates(alignment),
             *((ShapeOpsJoinNeighbours(),) if with_graphs else ()),
+            LoopControlJoinsCondition(),
             EagerFusions(),  # eager ops: no scopes, no inputs
             ByPosition(within_matched_scopes=with_graphs, notes=notes)]
 
