@@ -29,6 +29,7 @@ the same pairs whatever the warm-up or the timing.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -181,8 +182,10 @@ def _paired_around(graph: Graph, start: str, paired: dict[str, str], control_nam
 
 
 def _closeness(around_a: dict[str, int], around_b: dict[str, int]) -> float:
-    """How much two nodes' surroundings agree: shared paired nodes, the nearer the more."""
-    return sum(1.0 / (around_a[n] + around_b[n]) for n in around_a.keys() & around_b.keys())
+    """How much two nodes' surroundings agree: shared paired nodes, the nearer the more.
+    Summed exactly (fsum): a set's order changes with the hash seed, and a plain sum's last
+    bit with it, which reordered pairs whose closeness ties."""
+    return math.fsum(1.0 / (around_a[n] + around_b[n]) for n in around_a.keys() & around_b.keys())
 
 
 def _neighbours(graph: Graph, name: str, edges: str, depth: int = 3) -> list[str]:
