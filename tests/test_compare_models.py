@@ -19,7 +19,8 @@ from tests.models_structure import (LSTM_LAYERS, RESNET_CONVS, STEPS, TRANSFORME
                                     transformer_tf2)
 from tests.test_compare import _run_tf1, _run_tf2
 from tracebridge.analysis.compare import compare
-from tracebridge.analysis.structure import align_graphs, decode_graph, graph_node_name
+from tracebridge.analysis.recorded_graph import decode_graph, graph_node_name
+from tracebridge.analysis.structure import align_graphs
 
 RESNET_LAYERS = {name for name, _ in RESNET_CONVS} | {"dense"}
 COMPUTE = re.compile(r"Conv2D|MatMul|FusedBatchNorm|BatchMatMul")
@@ -232,6 +233,14 @@ def test_lstm_while_loop_pair_aligns_by_structure(lstm_while_runs):
     which = re.compile(r"(MatMul(_\d+)?_grad/)?MatMul(_\d+)?$")
     assert all(which.search(r.control_names[0]).group(0) == which.search(r.test_names[0]).group(0)
                for r in in_loops), report
+    # TF1 times the control flow its loops are lowered to, every Switch and Merge each
+    # iteration, where TF2 records none: it joins the row of its loop's condition (or, an
+    # Enter of a variable, of what reads it in the loop)
+    control_flow = re.compile(r"^(Enter|Merge|Switch|NextIteration|LoopCond|Exit)$")
+    assert not [r.key for r in result.rows if r.rule == "unmatched" and control_flow.match(r.op_type)], report
+    conditions = [r for r in result.rows if "LoopCond" in r.op_type.split("/")]
+    assert len(conditions) == 2 and all(r.rule == "structure" and "Less" in r.op_type.split("/")
+                                        for r in conditions), report
     unmatched_loop_matmuls = [r for r in result.rows if not r.test_names and "MatMul" in r.op_type
                               and any("/body/_" in n for n in r.control_names)]
     if unmatched_loop_matmuls:

@@ -7,7 +7,8 @@ from .compare_sides import Side
 from .kernels import fusion_parts
 
 
-def group_fusions(pairs: list[Pair], control: Side, test: Side, left: dict, right: dict) -> None:
+def group_fusions(pairs: list[Pair], control: Side, test: Side, unmatched_control: dict,
+                  unmatched_test: dict) -> None:
     """A fused kernel on one side against its parts, unfused, on the other: one group.
 
     The parts are the other side's still unmatched ops of a type the kernel fuses, found
@@ -20,26 +21,27 @@ def group_fusions(pairs: list[Pair], control: Side, test: Side, left: dict, righ
             position["control", name] = index
         for name in pair.test:
             position["test", name] = index
-    for side_name, side, other, others_left, own_left in (("control", control, test, right, left),
-                                                           ("test", test, control, left, right)):
+    for side_name, side, other, others_unmatched, own_unmatched in (
+            ("control", control, test, unmatched_test, unmatched_control),
+            ("test", test, control, unmatched_control, unmatched_test)):
         for name in side.names:
             parts = fusion_parts(side.type[name])
             if not parts:
                 continue
             index = position.get((side_name, name))
-            if index is None and name not in own_left:
+            if index is None and name not in own_unmatched:
                 continue
             pair = pairs[index] if index is not None else None
             counterparts = (pair.test if side_name == "control" else pair.control) if pair else ()
             if any(other.plain_type[n] == side.plain_type[name] for n in counterparts):
                 continue  # fused on both sides
-            found = _fused_by_dataflow(counterparts, other, parts, others_left) or \
-                _fused_by_scope(side.rewritten[name], other, parts, others_left)
+            found = _fused_by_dataflow(counterparts, other, parts, others_unmatched) or \
+                _fused_by_scope(side.rewritten[name], other, parts, others_unmatched)
             if not found:
                 continue
             for n in found:
-                others_left.pop(n)
-            own_left.pop(name, None)
+                others_unmatched.pop(n)
+            own_unmatched.pop(name, None)
             group = tuple(counterparts) + tuple(found)
             kinds = "+".join(sorted({other.plain_type[n] for n in group},
                                     key=lambda kind: parts.index(kind) if kind in parts else -1))
@@ -55,7 +57,7 @@ def group_fusions(pairs: list[Pair], control: Side, test: Side, left: dict, righ
                 position["test" if side_name == "control" else "control", n] = index
 
 
-def _fused_by_dataflow(counterparts, other: Side, parts: tuple[str, ...], others_left) -> list[str]:
+def _fused_by_dataflow(counterparts, other: Side, parts: tuple[str, ...], others_unmatched) -> list[str]:
     """The unfused ops around a fused op's counterpart, along the other side's dataflow: a
     fused kernel keeps the name of its last part (``dense/Relu`` for MatMul+BiasAdd+Relu),
     so walk up to producers, or of its first (``bn1/FusedBatchNormV3`` for BN+ReLU), so walk
@@ -70,18 +72,19 @@ def _fused_by_dataflow(counterparts, other: Side, parts: tuple[str, ...], others
         name = frontier.pop(0)
         for near in (other.consumers.get(name, ()) if downstream else other.producers.get(name, ())):
             kind = other.plain_type.get(near)
-            if near in others_left and kind in parts and kind not in taken_types and near not in found:
+            if near in others_unmatched and kind in parts and kind not in taken_types and near not in found:
                 taken_types.add(kind)
                 found.append(near)
                 frontier.append(near)
     return found
 
 
-def _fused_by_scope(fused_name: str, other: Side, parts: tuple[str, ...], others_left) -> list[str]:
+def _fused_by_scope(fused_name: str, other: Side, parts: tuple[str, ...], others_unmatched) -> list[str]:
     """The other side's unmatched ops of the fused kind in the fused op's layer scope;
     forward and gradient ops never group."""
     scope, gradient = op_scope(fused_name)
-    return [n for n in others_left if other.plain_type[n] in parts and op_scope(other.rewritten[n])[1] == gradient
+    return [n for n in others_unmatched if other.plain_type[n] in parts
+            and op_scope(other.rewritten[n])[1] == gradient
             and same_scope(scope, op_scope(other.rewritten[n])[0])]
 
 

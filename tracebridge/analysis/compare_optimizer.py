@@ -11,7 +11,8 @@ import re
 
 from .compare_names import gradient_key, pair_key
 from .compare_sides import Side
-from .structure import Alignment, Graph
+from .recorded_graph import Graph
+from .structure import Alignment
 
 _UPDATE_TYPES = {"ResourceApplyGradientDescent", "ApplyGradientDescent", "AssignSubVariableOp",
                  "AssignAddVariableOp", "ResourceApplyAdam", "ApplyAdam", "ResourceApplyMomentum",
@@ -29,13 +30,13 @@ def is_update(side: Side, name: str) -> bool:
         (side.plain_type[name] == "Mul" and re.fullmatch(r"mul(_\d+)?", name) is not None)
 
 
-def optimizer_groups(control: Side, test: Side, alignment: Alignment | None, left: dict, right: dict
-                     ) -> list[tuple[list[str], list[str], str]]:
-    """``(control names, test names, key)`` per group of updates, taken from the unmatched
-    ``left``/``right``: one per paired trainable variable both sides update on their own,
-    then the rest of each side's updates as one group."""
-    updates_c = [n for n in left if is_update(control, n)]
-    updates_t = [n for n in right if is_update(test, n)]
+def optimizer_groups(control: Side, test: Side, alignment: Alignment | None, unmatched_control: dict,
+                     unmatched_test: dict) -> list[tuple[list[str], list[str], str]]:
+    """``(control names, test names, key)`` per group of updates, taken from each side's
+    unmatched ops: one per paired trainable variable both sides update on their own, then
+    the rest of each side's updates as one group."""
+    updates_c = [n for n in unmatched_control if is_update(control, n)]
+    updates_t = [n for n in unmatched_test if is_update(test, n)]
     if not (updates_c and updates_t):
         return []
     groups = []
@@ -47,8 +48,8 @@ def optimizer_groups(control: Side, test: Side, alignment: Alignment | None, lef
             if not (names_c and names_t):
                 continue
             # The variable's own handle op, where a side runs one (TF1's VarHandleOp).
-            names_c += [v for v in (variable_c,) if v in left and v not in names_c]
-            names_t += [v for v in (variable_t,) if v in right and v not in names_t]
+            names_c += [v for v in (variable_c,) if v in unmatched_control and v not in names_c]
+            names_t += [v for v in (variable_t,) if v in unmatched_test and v not in names_t]
             key = pair_key(names_c[0], names_t[0]) if len(names_c) == len(names_t) == 1 else \
                 f"updates of {variable_c} [{len(names_c)} ~ {len(names_t)} ops]"
             groups.append((names_c, names_t, key))

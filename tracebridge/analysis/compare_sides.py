@@ -12,7 +12,7 @@ from ..model.accelerator import device_rows
 from ..model.accelerator import self_times as accelerator_self_times
 from ..model.trace import Trace
 from .kernels import plain_kernel
-from .structure import decode_graph, graph_node_name
+from .recorded_graph import decode_graph, graph_node_name
 from .summary import counted_rows
 
 

@@ -12,34 +12,43 @@ unmatched eager op of that type that comes after the previous part.
 from __future__ import annotations
 
 from ..model.schema import is_eager_name
+from .compare_matcher import Matcher, Rule
 from .kernels import fusion_parts
 
 
-def group_fusions_by_position(control, test, left: dict, right: dict, take) -> None:
-    """``control``/``test``: the comparison's sides; ``left``/``right``: their unmatched
-    names; ``take(control_names, test_names, key, rule)`` records a row."""
-    for side_name, side, other, own_left, others_left in (("control", control, test, left, right),
-                                                           ("test", test, control, right, left)):
-        eager = sorted((n for n in others_left if is_eager_name(n)), key=other.order.__getitem__)
-        if not eager:
-            continue
-        for name in sorted((n for n in own_left if fusion_parts(side.type[n])), key=side.order.__getitem__):
-            parts = fusion_parts(side.type[name])
-            first = next((n for n in eager if n in others_left and other.plain_type[n] == parts[0]), None)
-            if first is None:
+class EagerFusions(Rule):
+    """Each side's unmatched fused kernels take the other side's unmatched eager ops of
+    their parts' types, in order: one ``fusion`` row each."""
+
+    name = "fusion"
+
+    def match(self, matcher: Matcher) -> None:
+        for side_name, other_name in (("control", "test"), ("test", "control")):
+            side, other = matcher.side(side_name), matcher.side(other_name)
+            own_unmatched, others_unmatched = matcher.unmatched(side_name), matcher.unmatched(other_name)
+            eager = sorted((n for n in others_unmatched if is_eager_name(n)), key=other.order.__getitem__)
+            if not eager:
                 continue
-            group, last = [first], other.order[first]
-            for part in parts[1:]:
-                following = next((n for n in eager if n in others_left and n not in group
-                                  and other.plain_type[n] == part and other.order[n] > last), None)
-                # A fusion's parts are adjacent in the eager order: a part further on
-                # belongs to a later layer, and a fusion holds each part type once.
-                if following is not None and other.order[following] - last <= 3:
-                    group.append(following)
-                    last = other.order[following]
-            kinds = "+".join(other.plain_type[n] for n in group)
-            key = f"{name} [{side.type[name]} = {kinds}]"
-            if side_name == "control":
-                take([name], group, key, "fusion")
-            else:
-                take(group, [name], key, "fusion")
+            for name in sorted((n for n in own_unmatched if fusion_parts(side.type[n])), key=side.order.__getitem__):
+                parts = fusion_parts(side.type[name])
+                first = next((n for n in eager if n in others_unmatched and other.plain_type[n] == parts[0]), None)
+                if first is None:
+                    continue
+                group, last = [first], other.order[first]
+                for part in parts[1:]:
+                    following = next((n for n in eager if n in others_unmatched and n not in group
+                                      and other.plain_type[n] == part and other.order[n] > last), None)
+                    # A fusion's parts are adjacent in the eager order: a part further on
+                    # belongs to a later layer, and a fusion holds each part type once.
+                    if following is not None and other.order[following] - last <= 3:
+                        group.append(following)
+                        last = other.order[following]
+                kinds = "+".join(other.plain_type[n] for n in group)
+                key = f"{name} [{side.type[name]} = {kinds}]"
+                if side_name == "control":
+                    matcher.pair([name], group, key, self.name)
+                else:
+                    matcher.pair(group, [name], key, self.name)
+
+
+__all__ = ["EagerFusions"]

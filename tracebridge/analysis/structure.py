@@ -29,66 +29,12 @@ the same pairs whatever the warm-up or the timing.
 
 from __future__ import annotations
 
-import json
-import re
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .structure_regions import op_kind, pair_regions
-
-
-@dataclass
-class Graph:
-    """A recorded graph (capture/graph_record.py): nodes in creation order."""
-
-    order: dict[str, int]
-    types: dict[str, str]
-    producers: dict[str, tuple[str, ...]]
-    consumers: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    variables: list[tuple[str, tuple, str]] = field(default_factory=list)  # (node, shape, role) in graph order
-
-
-def decode_graph(metadata) -> Graph | None:
-    """The graph a trace's capture recorded, or None (an old file, a with-block capture)."""
-    text = metadata.get("graph") if metadata else None
-    if not text:
-        return None
-    try:
-        record = json.loads(text)
-        nodes, variables = record["nodes"], record["variables"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    graph = Graph(order={}, types={}, producers={})
-    for index, (name, op_type, inputs, _shape) in enumerate(nodes):
-        graph.order[name] = index
-        graph.types[name] = op_type
-        graph.producers[name] = tuple(dict.fromkeys(inputs))
-    # Identity ops only forward a tensor (TF1's gradients wrap every output in one): edges
-    # go through them, so a gradient's consumers are the ops that use it.
-    def source(name: str) -> str:
-        seen = set()
-        while graph.types.get(name) == "Identity" and graph.producers.get(name) and name not in seen:
-            seen.add(name)
-            name = graph.producers[name][0]
-        return name
-    for name, inputs in graph.producers.items():
-        graph.producers[name] = tuple(dict.fromkeys(source(n) for n in inputs))
-    for name, inputs in graph.producers.items():
-        for producer in inputs:
-            graph.consumers[producer].append(name)
-    graph.variables = sorted(((name, tuple(shape or ()), _role(variable)) for name, (variable, shape)
-                              in variables.items() if name in graph.order), key=lambda item: graph.order[item[0]])
-    return graph
-
-
-# An op inside a functional loop runs as ``<loop>/body/_<runtime id>/<body node>`` (or
-# ``cond``); the recorded graph has it as ``<loop>/body/<body node>`` (capture/graph_record.py).
-_IN_LOOP = re.compile(r"/(?P<part>body|cond)/_\d+/")
-
-
-def graph_node_name(trace_name: str) -> str:
-    """The recorded graph's name for an op a trace names: without a loop's runtime ids."""
-    return _IN_LOOP.sub(lambda m: f"/{m.group('part')}/", trace_name)
+from .recorded_graph import SHAPE_ONLY_OPS, Graph, op_kind
+from .structure_regions import pair_regions
 
 
 @dataclass
@@ -167,25 +113,15 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
             ("test", test, paired_t, grouped_t, lambda n: paired_t[n])):
         attached[side] = {}
         for name, op_type in graph.types.items():
-            if op_type in _SHAPE_OPS and name not in paired and name not in grouped:
+            if op_type in SHAPE_ONLY_OPS and name not in paired and name not in grouped:
                 near = [n for edges in ("producers", "consumers") for n in _neighbours(graph, name, edges)
-                        if n in paired and graph.types[n] not in _SHAPE_OPS]
+                        if n in paired and graph.types[n] not in SHAPE_ONLY_OPS]
                 if near:
                     attached[side][name] = control_name_of(min(near, key=graph.order.__getitem__))
     return Alignment(pairs=pairs, groups=groups, attached=attached)
 
 
-
-
-# Variable names both worlds share (tf.compat.v1.layers, tf_keras and Keras 3 alike); any
-# other variable (optimizer slots, counters) has the role "other".
-_ROLES = ("kernel", "recurrent_kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance", "embeddings")
 _WEIGHTS = ("kernel", "recurrent_kernel", "embeddings")  # the anchors whose shapes tell layers apart
-
-
-def _role(variable_name: str) -> str:
-    leaf = variable_name.split(":")[0].rsplit("/", 1)[-1]
-    return leaf if leaf in _ROLES else "other"
 
 
 def _matching_neighbours(control: Graph, names_c: list[str], test: Graph, names_t: list[str]):
@@ -218,7 +154,7 @@ def _matching_neighbours(control: Graph, names_c: list[str], test: Graph, names_
 
 def _uses(graph: Graph, name: str) -> tuple[str, ...]:
     return tuple(sorted({op_kind(graph.types[n]) for n in _neighbours(graph, name, "consumers")
-                         if graph.types[n] not in _SHAPE_OPS}))
+                         if graph.types[n] not in SHAPE_ONLY_OPS}))
 
 
 def _paired_around(graph: Graph, start: str, paired: dict[str, str], control_name_of, limit: int = 10,
@@ -246,14 +182,12 @@ def _paired_around(graph: Graph, start: str, paired: dict[str, str], control_nam
 
 
 def _closeness(around_a: dict[str, int], around_b: dict[str, int]) -> float:
-    """How much two nodes' surroundings agree: shared paired nodes, the nearer the more."""
-    return sum(1.0 / (around_a[n] + around_b[n]) for n in around_a.keys() & around_b.keys())
+    """How much two nodes' surroundings agree: shared paired nodes, the nearer the more.
+    Summed exactly (fsum): a set's order changes with the hash seed, and a plain sum's last
+    bit with it, which reordered pairs whose closeness ties."""
+    return math.fsum(1.0 / (around_a[n] + around_b[n]) for n in around_a.keys() & around_b.keys())
 
 
-# Ops that only move or relabel data: one side's einsum is the other's transpose, reshape
-# and matmul (Keras 3 lowers einsum so), so edges are followed through them.
-_SHAPE_OPS = {"Reshape", "Transpose", "ExpandDims", "Squeeze", "Cast", "Identity", "ConjugateTranspose",
-              "Unpack", "StridedSlice", "Slice"}  # the last three: a sequence cut into its time steps
 def _neighbours(graph: Graph, name: str, edges: str, depth: int = 3) -> list[str]:
     """Consumers or producers of ``name``, and beyond shape-only ones, theirs."""
     table = graph.consumers if edges == "consumers" else graph.producers
@@ -264,7 +198,7 @@ def _neighbours(graph: Graph, name: str, edges: str, depth: int = 3) -> list[str
             for near in table.get(node, ()):
                 if near in graph.types and near not in out:
                     out.append(near)
-                    if graph.types[near] in _SHAPE_OPS:
+                    if graph.types[near] in SHAPE_ONLY_OPS:
                         following.append(near)
         frontier = following
     return out
@@ -277,4 +211,4 @@ def _by_type(graph: Graph, names: list[str]) -> dict[str, list[str]]:
     return out
 
 
-__all__ = ["Alignment", "Graph", "align_graphs", "decode_graph", "graph_node_name"]
+__all__ = ["Alignment", "align_graphs"]

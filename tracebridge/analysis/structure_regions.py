@@ -12,10 +12,7 @@ the paired nodes around the region.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .structure import Graph
+from .recorded_graph import Graph, op_kind
 
 
 def pair_regions(control: Graph, test: Graph, paired_c: dict[str, str], paired_t: dict[str, str],
@@ -189,14 +186,3 @@ def _between(graph: Graph, sources: list[str], sinks: list[str], paired: dict[st
         return seen
     inside = reach(sources, graph.consumers) & reach(sinks, graph.producers)
     return tuple(sorted(inside, key=graph.order.__getitem__))
-
-
-# Op types that compute the same thing under other names.
-_KINDS = {"Einsum": "matmul", "MatMul": "matmul", "BatchMatMul": "matmul", "BatchMatMulV2": "matmul",
-          "BatchMatMulV3": "matmul", "_FusedMatMul": "matmul", "Add": "add", "AddV2": "add",
-          "RandomUniform": "random", "StatelessRandomUniformV2": "random",  # dropout masks
-          "While": "while", "StatelessWhile": "while"}  # a loop that reads a variable or not
-
-
-def op_kind(op_type: str) -> str:
-    return _KINDS.get(op_type, op_type)
