@@ -269,6 +269,11 @@ def _convert(args) -> int:
     if progress:
         options["progress"] = _progress("writing")
     check_options(target, args.output, options)  # before the input is read
+    if target.name == "perfetto" and _streams_hosts(args):
+        from .writers.perfetto import write_perfetto_logdir
+        hosts = write_perfetto_logdir(args.input, args.output, dataflow=not args.no_dataflow, workers=args.workers)
+        print(f"wrote {args.output} (perfetto, host by host, {hosts} hosts)")
+        return 0
     trace = _load(args)
     written = save(trace, args.output, to=target.name, **options)
     if progress:
@@ -278,6 +283,18 @@ def _convert(args) -> int:
     else:
         print(f"wrote {args.output} ({target.name}, {len(trace)} ops, {len(trace.steps)} steps)")
     return 0
+
+
+def _streams_hosts(args) -> bool:
+    """A profile logdir of several hosts, with no filter or slice: written host by host."""
+    import os
+
+    from .readers.sources import profile_run_hosts
+    if any(getattr(args, k, None) is not None for k in ("step", "device", "name", "op_type", "steps", "start",
+                                                         "end", "min_duration")):
+        return False
+    found = profile_run_hosts(args.input, None) if os.path.isdir(args.input) else None
+    return bool(found) and len(found[1]) > 1
 
 
 def _summary(args) -> int:
