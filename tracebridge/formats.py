@@ -71,7 +71,7 @@ FORMATS: tuple[Format, ...] = (
            "tracebridge writes it", "the suffix `.pftrace` or `.perfetto-trace`",
            sniff=sources.sniff_perfetto, read=_lazy("tracebridge.readers.perfetto:read"),
            write=_lazy("tracebridge.writers.perfetto:write_perfetto"), suffixes=(".pftrace", ".perfetto-trace"),
-           write_options=("dataflow", "memory", "progress")),
+           write_options=("dataflow", "memory", "progress", "workers")),
     Format("runmetadata", "`RunMetadata` / `StepStats`, binary",
            "the content (what no other format claims); both messages are told apart",
            read=_lazy("tracebridge.readers.stepstats:read"),

@@ -32,6 +32,7 @@ into one valid trace.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -41,17 +42,20 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from .._files import atomic_output
+from .._fork import ChildFailed, ForkedJob
 from ..errors import OutputError
 from ..model.lanes import nested_fit
 from ..model.schema import NO_STEP, Category, OutputFlag
 from ..model.trace import Trace
+from ..options import choose_parallelism
 from .chrome import _merged_counters, cross_lane_flows, device_threads
 from .chrome_threads import NETWORK_TID, pids_and_tids
-from .protowire import (Piece, Ragged, assemble, concat, constant_piece, fixed64_field, matrix_piece,
+from .protowire import (Piece, Ragged, assemble, assemble_into, concat, constant_piece, fixed64_field, matrix_piece,
                         message_bytes, message_field, ragged_piece, tag, total_length, varint_bytes, varint_field,
-                        varint_piece)
+                        varint_lengths, varint_piece)
 
 CHUNK_EVENTS = 400_000  # events encoded at once: bounds the encoder's memory
+PARALLEL_MIN_EVENTS = 600_000  # below this, a second process costs more than it saves
 
 # Field numbers of Perfetto's trace schema (protos/perfetto/trace/...): facts of the format.
 TRACE_PACKET = 1
@@ -80,24 +84,29 @@ BASE_KEYS = ("name", "tf_op", "op_type", "step", STEP_NUM, *TRANSFER_KEYS)
 
 
 def write_perfetto(trace: Trace, path: str | os.PathLike, *, dataflow: bool = True, memory: bool = True,
-                   progress=None) -> None:
+                   progress=None, workers: int | None = None) -> None:
     """Write ``trace`` to ``path`` as a Perfetto trace (``.pftrace``).
 
     ``dataflow``: flows between tracks (producer -> consumer, launch -> kernel);
-    ``memory``: allocator counter tracks; ``progress(done, total)`` as ops are written."""
+    ``memory``: allocator counter tracks; ``progress(done, total)`` as ops are written;
+    ``workers``: processes that encode events (see :mod:`tracebridge.options`; by default
+    two for large traces where forking is safe: a forked child encodes the second half of
+    the events into a part file beside ``path``, appended when it is done)."""
     with atomic_output(path, compress=False) as out:
-        _HostWriter(out, 0, dataflow=dataflow, memory=memory, label_hosts=False).write(trace, progress)
+        _HostWriter(out, 0, dataflow=dataflow, memory=memory, label_hosts=False,
+                    workers=workers).write(trace, progress)
 
 
 def write_perfetto_hosts(traces: Iterable[Trace], path: str | os.PathLike, *, dataflow: bool = True,
-                         memory: bool = True) -> int:
+                         memory: bool = True, workers: int | None = None) -> int:
     """Write the traces of several hosts into one ``.pftrace``, one after the other: only
     the trace being written is needed in memory (pass a generator that loads each host
     when asked). Returns the number of hosts written."""
     count = 0
     with atomic_output(path, compress=False) as out:
         for count, trace in enumerate(traces, start=1):
-            _HostWriter(out, count - 1, dataflow=dataflow, memory=memory, label_hosts=True).write(trace)
+            _HostWriter(out, count - 1, dataflow=dataflow, memory=memory, label_hosts=True,
+                        workers=workers).write(trace)
     return count
 
 
@@ -133,15 +142,18 @@ def _write_host_part(job, *, dataflow: bool, memory: bool) -> str:
     from ..analysis.host_summary import load_full_host
     index, file, part = job
     with open(part, "wb") as out:
-        _HostWriter(out, index, dataflow=dataflow, memory=memory, label_hosts=True).write(load_full_host(file))
+        _HostWriter(out, index, dataflow=dataflow, memory=memory, label_hosts=True,
+                    workers=1).write(load_full_host(file))
     return part
 
 
 class _HostWriter:
     """Writes one host's trace: its id ranges, its tracks and their sequences."""
 
-    def __init__(self, out, host_index: int, *, dataflow: bool, memory: bool, label_hosts: bool):
+    def __init__(self, out, host_index: int, *, dataflow: bool, memory: bool, label_hosts: bool,
+                 workers: int | None = None):
         self.out, self.host_index = out, host_index
+        self.parallelism = choose_parallelism(workers)
         self.dataflow, self.memory, self.label_hosts = dataflow, memory, label_hosts
         self._uuid = (host_index + 1) << 32
         self._sequence = host_index * _SEQUENCES_PER_HOST + 1  # 1 holds the descriptors
@@ -209,33 +221,88 @@ class _HostWriter:
                 (12, rank))))
         if not len(trace):
             return
-        key_of = {key: index for index, key in enumerate(keys)}
-        op_key = pid.astype(np.int64) * (NETWORK_TID + 1) + tid.astype(np.int64)
-        distinct, inverse = np.unique(op_key, return_inverse=True)
-        track_of = np.array([key_of[(int(k) // (NETWORK_TID + 1), int(k) % (NETWORK_TID + 1))]
-                             for k in distinct.tolist()], dtype=np.int64)[inverse.ravel()]
+        # each op's track by a lookup table of (pid, tid) (tids are small; the network
+        # thread's is renumbered after them): no sort of the ops
+        top_tid = max([t for _, t in keys if t != NETWORK_TID], default=0) + 1
+        local = np.where(tid == NETWORK_TID, top_tid, tid).astype(np.int64)
+        table = np.full((int(pid.max()) + 1) * (top_tid + 1), -1, dtype=np.int64)
+        for index, (p, t) in enumerate(keys):
+            table[p * (top_tid + 1) + (top_tid if t == NETWORK_TID else t)] = index
+        track_of = table[pid.astype(np.int64) * (top_tid + 1) + local]
         fields = _OpFields(trace, self._flows(trace, pid, tid))
         start, end = ops["start_ns"], ops["end_ns"]
         order = np.lexsort((-end, start, track_of))
         cuts = np.searchsorted(track_of[order], np.arange(len(keys) + 1))
-        done = 0
+        # The work as units of at most CHUNK_EVENTS events of one track; each track has its
+        # sequence from the start, so that two processes can write a half each.
+        tracks, units = [], []
         for track in range(len(keys)):
             rows = order[cuts[track]:cuts[track + 1]]
-            if not len(rows):
-                continue
-            # Event names numbered by use on this track, most used first: most names then
-            # fit a one-byte iid.
-            names, uses = np.unique(ops["kernel"][rows], return_counts=True)
-            name_iids = np.empty(len(names), dtype=np.int64)
-            name_iids[np.argsort(-uses, kind="stable")] = np.arange(1, len(names) + 1)
-            interned = _interned(strings, event_names=(names, name_iids), values=fields.value_ids(rows),
-                                 annotation_names=fields.vocabulary)
-            self._write_slices(uuids[track], start[rows], end[rows], interned,
-                               lambda chunk, rows=rows, names=names, name_iids=name_iids:
-                               fields.pieces(rows[chunk], names, name_iids))
-            done += len(rows)
-            if progress:
-                progress(done, len(trace))
+            if len(rows):
+                tracks.append(_Track(uuids[track], self._next_sequence(), rows))
+                units += [(len(tracks) - 1, lo, min(lo + CHUNK_EVENTS, 2 * len(rows)))
+                          for lo in range(0, 2 * len(rows), CHUNK_EVENTS)]
+        context = (trace, strings, fields)
+        split = _half(units) if self.parallelism.splits(2 * len(trace), PARALLEL_MIN_EVENTS) else len(units)
+        if split < len(units):
+            self._write_in_two(context, tracks, units, split, progress)
+        else:
+            self._write_units(context, tracks, units, progress)
+
+    def _write_units(self, context, tracks: list["_Track"], units: list[tuple[int, int, int]], progress=None) -> None:
+        trace, strings, fields = context
+        ops = trace.ops
+        for index, lo, hi in units:
+            track = tracks[index]
+            rows = track.rows
+            if track.times is None:
+                track.times, track.order = _event_order(ops["start_ns"][rows], ops["end_ns"][rows])
+            if track.names is None:
+                # Event names numbered by use on this track, most used first: most names
+                # then fit a one-byte iid.
+                uses = np.bincount(ops["kernel"][rows])
+                track.names = np.flatnonzero(uses)
+                track.name_iids = np.empty(len(track.names), dtype=np.int64)
+                track.name_iids[np.argsort(-uses[track.names], kind="stable")] = np.arange(1, len(track.names) + 1)
+            if lo == 0:
+                interned = _interned(strings, event_names=(track.names, track.name_iids),
+                                     values=fields.value_ids(rows), annotation_names=fields.vocabulary)
+                self._start_sequence(track.sequence, track.uuid, int(track.times[track.order[0]]), interned)
+            self._write_events(track.sequence, track.times, track.order, lo, hi,
+                               lambda chunk, track=track: fields.pieces(track.rows[chunk], track.names,
+                                                                        track.name_iids))
+            if progress and hi == 2 * len(rows):
+                progress(min(len(trace), sum(len(t.rows) for t in tracks[:index + 1])), len(trace))
+
+    def _write_in_two(self, context, tracks, units, split: int, progress) -> None:
+        """Units ``[:split]`` here while a forked child writes the rest into a part file
+        beside the output, appended afterwards (as the Chrome writer does)."""
+        name = getattr(self.out, "name", None)
+        folder = os.path.dirname(os.path.abspath(name)) if isinstance(name, str) else None
+        fd, part = tempfile.mkstemp(prefix=".tracebridge-", suffix=".part", dir=folder)
+        os.close(fd)
+        try:
+            def child() -> bytes:
+                with open(part, "wb") as target:
+                    _HostWriter(target, self.host_index, dataflow=self.dataflow, memory=self.memory,
+                                label_hosts=self.label_hosts, workers=1)._write_units(context, tracks, units[split:])
+                return b""
+            job = ForkedJob.start(child)
+            if job is None:
+                self._write_units(context, tracks, units, progress)
+                return
+            with job:
+                self._write_units(context, tracks, units[:split], progress)
+                try:
+                    job.wait()
+                except ChildFailed as failure:
+                    raise OutputError(f"the second writer process failed: {failure}") from None
+            self.out.flush()
+            with open(part, "rb") as source:
+                shutil.copyfileobj(source, self.out, 1 << 22)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
 
     def _flows(self, trace: Trace, pid: np.ndarray, tid: np.ndarray) -> tuple[Ragged, Ragged]:
         """Per op: the flow ids it starts (field 47) and the ones it ends (field 48)."""
@@ -298,7 +365,7 @@ class _HostWriter:
             self._packet((P_TRACK_DESCRIPTOR, message_bytes(
                 (1, uuid), (5, ALLOCATORS_UUID), (2, strings.text(int(allocator[lo])) + suffix),
                 (8, message_bytes((3, UNIT_SIZE_BYTES))))))
-            sequence = self._start_sequence(uuid, int(time_ns[lo]), b"")
+            sequence = self._start_sequence(self._next_sequence(), uuid, int(time_ns[lo]), b"")
             for at in range(lo, hi, CHUNK_EVENTS):
                 values = in_use[at:min(hi, at + CHUNK_EVENTS)]
                 head = message_bytes((E_TYPE, TYPE_COUNTER)) + tag(E_COUNTER_VALUE, 0)
@@ -306,10 +373,9 @@ class _HostWriter:
                              [constant_piece(head, len(values)), varint_piece(values)])
 
     # --- sequences --------------------------------------------------------------------
-    def _start_sequence(self, uuid: int, first_ns: int, interned: bytes) -> int:
-        """A new packet sequence for track ``uuid``: cleared state, defaults (the track, the
-        sequence clock), the clock snapshot at ``first_ns`` and the interned data."""
-        sequence = self._next_sequence()
+    def _start_sequence(self, sequence: int, uuid: int, first_ns: int, interned: bytes) -> int:
+        """Start packet sequence ``sequence`` for track ``uuid``: cleared state, defaults (the
+        track, the sequence clock), the clock snapshot at ``first_ns`` and the interned data."""
         defaults = message_bytes((58, SEQUENCE_CLOCK), (11, message_bytes((11, uuid))))
         clocks = message_bytes(
             (1, message_bytes((1, CLOCK_BOOTTIME), (2, first_ns))),
@@ -325,56 +391,114 @@ class _HostWriter:
 
     def _write_slices(self, uuid: int, start: np.ndarray, end: np.ndarray, interned: bytes, begin_pieces) -> None:
         """The slices ``start``/``end`` (sorted by start, longest first; they nest) as begin
-        and end events of one sequence, in time order; ``begin_pieces(index)`` gives the
-        begin events' TrackEvent fields after the type (name, category, annotations, flows)."""
-        n = len(start)
-        rank = np.arange(n, dtype=np.int64)
-        times = np.concatenate([start, end])
-        # At one time: ends of slices with a duration, then begins (outer first), then the
-        # ends of zero-length slices; ends innermost first.
-        kind = np.concatenate([np.ones(n, dtype=np.int64), np.where(end > start, 0, 2)])
-        order = _event_order(times, kind, rank)
-        sequence = self._start_sequence(uuid, int(times[order[0]]), interned)
-        previous = int(times[order[0]])
-        for lo in range(0, 2 * n, CHUNK_EVENTS):
-            events = order[lo:lo + CHUNK_EVENTS]
-            begins = events < n
-            at = np.flatnonzero(begins)
-            types = np.where(begins[:, None], _BEGIN_TYPE, _END_TYPE)
-            pieces = [matrix_piece(types)] + [piece.spread(at, len(events)) for piece in begin_pieces(events[at])]
-            self._events(sequence, times[events], previous, pieces)
-            previous = int(times[events[-1]])
+        and end events of a new sequence, in time order; ``begin_pieces(index)`` gives the
+        begin events' TrackEvent fields after the type."""
+        times, order = _event_order(start, end)
+        sequence = self._next_sequence()
+        self._start_sequence(sequence, uuid, int(times[order[0]]), interned)
+        for lo in range(0, len(order), CHUNK_EVENTS):
+            self._write_events(sequence, times, order, lo, min(len(order), lo + CHUNK_EVENTS), begin_pieces)
+
+    def _write_events(self, sequence: int, times: np.ndarray, order: np.ndarray, lo: int, hi: int,
+                      begin_pieces) -> None:
+        """Events ``order[lo:hi]`` of a sequence (an event below n begins slice i, else ends
+        slice i - n). Begin and end packets are assembled apart, into one output."""
+        n = len(times) // 2
+        events = order[lo:hi]
+        previous = int(times[order[lo - 1]]) if lo else int(times[order[0]])
+        delta = np.diff(times[events], prepend=previous)
+        begins = events < n
+        totals = np.empty(len(events), dtype=np.int64)
+        kinds = []
+        for where, head in ((np.flatnonzero(begins), _BEGIN_TYPE), (np.flatnonzero(~begins), _END_TYPE)):
+            if not len(where):
+                continue
+            event_pieces = [constant_piece(head.tobytes(), len(where))]
+            if head is _BEGIN_TYPE:
+                event_pieces += begin_pieces(events[where])
+            pieces = self._packet_pieces(sequence, delta[where], event_pieces)
+            totals[where] = total_length(pieces)
+            kinds.append((where, pieces))
+        out = np.empty(int(totals.sum()), dtype=np.uint8)
+        position = np.cumsum(totals) - totals
+        for where, pieces in kinds:
+            assemble_into(pieces, out, position[where])
+        self.out.write(out.data)
 
     def _events(self, sequence: int, times: np.ndarray, previous: int, event_pieces: list[Piece]) -> None:
         """Packets of one sequence at ``times`` (deltas from ``previous``), each holding a
         TrackEvent made of ``event_pieces``."""
-        n = len(times)
-        event_length = total_length(event_pieces)
-        delta = varint_piece(np.diff(times, prepend=previous))
-        after_delta = constant_piece(message_bytes((P_SEQUENCE, sequence)) + tag(P_TRACK_EVENT, 2), n)
-        event_length_piece = varint_piece(event_length)
-        packet_length = (1 + delta.lengths + after_delta.lengths + event_length_piece.lengths + event_length)
-        pieces = [constant_piece(tag(TRACE_PACKET, 2), n), varint_piece(packet_length),
-                  constant_piece(tag(P_TIMESTAMP, 0), n), delta, after_delta, event_length_piece, *event_pieces]
+        pieces = self._packet_pieces(sequence, np.diff(times, prepend=previous), event_pieces)
         self.out.write(assemble(pieces).data)
 
+    @staticmethod
+    def _packet_pieces(sequence: int, delta: np.ndarray, event_pieces: list[Piece]) -> list[Piece]:
+        """A Trace.packet field per event: its length, the time delta, the sequence, the
+        TrackEvent of ``event_pieces``."""
+        event_length = total_length(event_pieces)
+        time = varint_piece(delta, prefix=tag(P_TIMESTAMP, 0))
+        # the sequence id and the TrackEvent's tag, then its length
+        event_head = varint_piece(event_length, prefix=message_bytes((P_SEQUENCE, sequence)) + tag(P_TRACK_EVENT, 2))
+        packet_length = time.lengths + event_head.lengths + event_length
+        return [varint_piece(packet_length, prefix=tag(TRACE_PACKET, 2)), time, event_head, *event_pieces]
 
-def _event_order(times: np.ndarray, kind: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Events sorted by (time, kind, rank of begins / reverse rank of ends). Where the three
-    fit one int64 (relative times under 2**40 ns, about 18 minutes, and under 2**21 slices),
-    one stable sort of the packed keys: begins and ends are each nearly sorted already,
-    which a stable sort (a merge of runs) finds."""
-    n = len(rank)
-    span = int(times.max() - times.min()) if len(times) else 0
-    if span < (1 << 40) and n < (1 << 21):
-        secondary = np.concatenate([rank, (n - 1) - rank])
-        key = ((times - times.min()) << 23) | (kind << 21) | secondary
-        return np.argsort(key, kind="stable")
-    return np.lexsort((np.concatenate([rank, -rank]), kind, times))
+
+def _event_order(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The begin and end events of slices sorted by (start, longest first), as ``times``
+    (begins, then ends) and their time ``order``: at one time, ends of slices with a
+    duration first, then begins (outer first), then ends of zero-length slices; ends
+    innermost first. Begins are in order already: only the ends are sorted (a stable sort,
+    nearly sorted input), then the two are merged."""
+    n = len(start)
+    times = np.concatenate([start, end])
+    rank = np.arange(n, dtype=np.int64)
+    kind = np.where(end > start, 0, 2)
+    span = int(times.max() - times.min()) if n else 0
+    if span >= (1 << 40) or n >= (1 << 21):
+        order = np.lexsort((np.concatenate([rank, -rank]), np.concatenate([np.ones(n, dtype=np.int64), kind]), times))
+        return times, order
+    low = times.min()
+    begin_key = start - low  # in place from here: fewer temporaries of n int64
+    begin_key <<= 23
+    begin_key |= (1 << 21) | rank
+    end_key = end - low
+    end_key <<= 23
+    kind <<= 21
+    end_key |= kind
+    end_key += (n - 1) - rank
+    end_order = np.argsort(end_key, kind="stable")  # nearly sorted: a stable sort finds the runs
+    # merge: a begin's place is its rank plus the ends before it; the ends take the rest
+    begin_at = np.searchsorted(end_key[end_order], begin_key)
+    begin_at += rank
+    order = np.empty(2 * n, dtype=np.int64)
+    taken = np.zeros(2 * n, dtype=bool)
+    taken[begin_at] = True
+    order[begin_at] = rank
+    order[~taken] = end_order + n
+    return times, order
 
 
 _BEGIN_TYPE = np.frombuffer(message_bytes((E_TYPE, TYPE_BEGIN)), dtype=np.uint8)
 _END_TYPE = np.frombuffer(message_bytes((E_TYPE, TYPE_END)), dtype=np.uint8)
+
+
+class _Track:
+    """One track's ops (rows, in start order) and what its sequence needs, made when first used."""
+
+    def __init__(self, uuid: int, sequence: int, rows: np.ndarray):
+        self.uuid, self.sequence, self.rows = uuid, sequence, rows
+        self.times = self.order = self.names = self.name_iids = None
+
+
+def _half(units: list[tuple[int, int, int]]) -> int:
+    """The index of the first unit of the second half, by events."""
+    total = sum(hi - lo for _, lo, hi in units)
+    done = 0
+    for index, (_, lo, hi) in enumerate(units):
+        if done >= total / 2:
+            return index
+        done += hi - lo
+    return len(units)
 
 
 class _StringTable:
@@ -476,8 +600,7 @@ class _OpFields:
         """The begin-event fields of ops ``rows`` (after the type); ``names``: the sorted
         kernel string ids of their sequence, ``name_iids`` their iids there."""
         ops, m = self.trace.ops, len(rows)
-        pieces = [constant_piece(tag(E_NAME_IID, 0), m),
-                  varint_piece(name_iids[np.searchsorted(names, ops["kernel"][rows])])]
+        pieces = [varint_piece(name_iids[np.searchsorted(names, ops["kernel"][rows])], prefix=tag(E_NAME_IID, 0))]
         # TF ops (the category of most rows) carry no category: 2 of about 40 bytes an op.
         # Every other row names its category; the reader takes none as an op.
         category = self.category[rows]
@@ -496,11 +619,11 @@ class _OpFields:
         step = ops["step"][rows]
         has_step = step != NO_STEP
         if has_step.any():
-            number = varint_piece(self.step_numbers[step], has_step)
+            numbers = self.step_numbers[step]
             head = np.empty((m, 5), dtype=np.uint8)
             head[:, :] = [tag(E_ANNOTATIONS, 2)[0], 0, tag(A_NAME_IID, 0)[0], self.key["step"], tag(A_INT, 0)[0]]
-            head[:, 1] = 3 + number.lengths
-            pieces += [matrix_piece(head, np.where(has_step, 5, 0)), number]
+            head[:, 1] = 3 + varint_lengths(numbers.view(np.uint64))
+            pieces.append(varint_piece(numbers, has_step, prefix=head))
         if self.extras is not None:
             pieces.append(ragged_piece(self.extras, rows))
         return pieces
@@ -520,18 +643,19 @@ class _OpFields:
             if trace.transfers.rows:
                 at = mine[trace.transfers["op"]]
                 used += [trace.transfers[name][at] for name in ("src", "dst", "tensor")]
-        return np.unique(np.concatenate(used).astype(np.int64))
+        # string ids are below len(strings): a count finds the distinct ones without a sort
+        return np.flatnonzero(np.bincount(np.concatenate(used).astype(np.int64), minlength=1))
 
 
 def _string_annotation(keys: np.ndarray, string_ids: np.ndarray, present: np.ndarray | None = None) -> list[Piece]:
     """A DebugAnnotation {name_iid: key, string_value_iid: id + 1} per record: a 6-byte head
     (field tag, length, key field, value tag) and the value's varint."""
-    value = varint_piece(string_ids.astype(np.int64) + 1, present)
+    values = string_ids.astype(np.int64) + 1
     head = np.empty((len(keys), 6), dtype=np.uint8)
     head[:, :] = [tag(E_ANNOTATIONS, 2)[0], 0, tag(A_NAME_IID, 0)[0], 0, *tag(A_STRING_IID, 0)]
-    head[:, 1] = 4 + value.lengths
+    head[:, 1] = 4 + varint_lengths(values.view(np.uint64))
     head[:, 3] = keys
-    return [matrix_piece(head, None if present is None else np.where(present, 6, 0)), value]
+    return [varint_piece(values, present, prefix=head)]
 
 
 def _per_op(rows: Ragged, owner: np.ndarray, n: int) -> Ragged:

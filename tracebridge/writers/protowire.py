@@ -187,13 +187,16 @@ class Piece:
     """One field part of every record: ``lengths`` (n,) and ``block(rows, length)``, the
     bytes of ``rows`` (all of that length) as a (len(rows), length) array."""
 
-    __slots__ = ("lengths", "matrix", "ragged", "index")
+    __slots__ = ("lengths", "matrix", "ragged", "index", "constant")
 
     def __init__(self, lengths: np.ndarray, matrix: np.ndarray | None = None, ragged: Ragged | None = None,
-                 index: np.ndarray | None = None):
+                 index: np.ndarray | None = None, constant: np.ndarray | None = None):
         self.lengths, self.matrix, self.ragged, self.index = lengths, matrix, ragged, index
+        self.constant = constant  # the same bytes in every record: copied without a gather
 
     def block(self, rows: np.ndarray, length: int) -> np.ndarray:
+        if self.constant is not None:
+            return self.constant[:length]
         records = self.index[rows] if self.index is not None else rows
         if self.matrix is not None:
             return self.matrix[records, :length]
@@ -206,13 +209,13 @@ class Piece:
         lengths[at] = self.lengths
         index = np.zeros(n, dtype=np.int64)
         index[at] = self.index if self.index is not None else np.arange(len(at))
-        return Piece(lengths, self.matrix, self.ragged, index)
+        return Piece(lengths, self.matrix, self.ragged, index, self.constant)
 
 
 def constant_piece(data: bytes, n: int, present: np.ndarray | None = None) -> Piece:
     row = np.frombuffer(data, dtype=np.uint8)
     lengths = np.full(n, len(row), dtype=np.int64) if present is None else np.where(present, len(row), 0)
-    return Piece(lengths, np.broadcast_to(row, (n, len(row))))
+    return Piece(lengths, np.broadcast_to(row, (n, len(row))), constant=row)
 
 
 def matrix_piece(matrix: np.ndarray, lengths: np.ndarray | None = None) -> Piece:
@@ -222,16 +225,26 @@ def matrix_piece(matrix: np.ndarray, lengths: np.ndarray | None = None) -> Piece
     return Piece(lengths, matrix)
 
 
-def varint_piece(values, present: np.ndarray | None = None) -> Piece:
+def varint_piece(values, present: np.ndarray | None = None, prefix=None) -> Piece:
+    """Each value as a varint, after ``prefix`` (bytes, e.g. the field's tag, or a matrix
+    with a row per record): one piece where a tag and its value would be two."""
     values = np.asarray(values)
     if values.dtype != np.uint64:
         values = values.astype(np.int64).view(np.uint64)
     lengths = varint_lengths(values)
     width = int(lengths.max()) if len(lengths) else 1
-    matrix = np.empty((len(values), width), dtype=np.uint8)
+    if prefix is None:
+        head = 0
+        matrix = np.empty((len(values), width), dtype=np.uint8)
+    else:
+        prefix = np.frombuffer(prefix, dtype=np.uint8) if isinstance(prefix, bytes) else prefix
+        head = prefix.shape[-1]
+        matrix = np.empty((len(values), head + width), dtype=np.uint8)
+        matrix[:, :head] = prefix
+        lengths = lengths + head
     for k in range(width):
         group = (values >> np.uint64(7 * k)) & np.uint64(0x7F)
-        matrix[:, k] = group | np.where(lengths > k + 1, np.uint64(0x80), np.uint64(0))
+        matrix[:, head + k] = group | np.where(lengths - head > k + 1, np.uint64(0x80), np.uint64(0))
     if present is not None:
         lengths = np.where(present, lengths, 0)
     return Piece(lengths, matrix)
@@ -254,12 +267,18 @@ def total_length(pieces: list[Piece]) -> np.ndarray:
 
 def assemble(pieces: list[Piece]) -> np.ndarray:
     """The records, each the concatenation of its pieces, back to back (uint8 array)."""
-    n = len(pieces[0].lengths)
     total = total_length(pieces)
     out = np.empty(int(total.sum()), dtype=np.uint8)
+    assemble_into(pieces, out, np.cumsum(total) - total)
+    return out
+
+
+def assemble_into(pieces: list[Piece], out: np.ndarray, position: np.ndarray) -> None:
+    """Write record i (the concatenation of its pieces) at ``out[position[i]:]``: records
+    of several kinds (begin and end events, say) can share one output."""
+    n = len(pieces[0].lengths)
     if not n or not len(out):
-        return out
-    position = np.cumsum(total) - total
+        return
     layout = _layouts(pieces)
     order = np.argsort(layout, kind="stable")
     cuts = np.flatnonzero(np.r_[True, layout[order][1:] != layout[order][:-1], True])
@@ -281,7 +300,6 @@ def assemble(pieces: list[Piece]) -> np.ndarray:
         # assignment copies each record to its place.
         places = np.ndarray((len(out) - width + 1,), dtype=item, buffer=out, strides=(1,))
         places[position[rows]] = block.view(item).ravel()
-    return out
 
 
 def _layouts(pieces: list[Piece]) -> np.ndarray:
