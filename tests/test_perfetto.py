@@ -407,3 +407,17 @@ def test_view_prints_the_url_without_a_browser(corpus, tmp_path):
         assert response.read() == trace_file.read_bytes()
     served.join(10)
     assert said[-1] is True
+
+
+def test_two_processes_and_small_chunks_write_the_same_file(corpus, tmp_path, monkeypatch):
+    """The forked second writer (large traces) and chunked tracks give the bytes of one
+    process writing whole tracks."""
+    from tracebridge.writers import perfetto
+    trace = tracebridge.load(corpus / "xspace" / "tfprofiler_gpu_multi_worker.xplane.pb")
+    trace.save(tmp_path / "one.pftrace", workers=1)
+    trace.save(tmp_path / "two.pftrace", workers=2)
+    assert (tmp_path / "one.pftrace").read_bytes() == (tmp_path / "two.pftrace").read_bytes()
+    monkeypatch.setattr(perfetto, "CHUNK_EVENTS", 997)
+    trace.save(tmp_path / "chunks.pftrace", workers=2)
+    assert (tmp_path / "chunks.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()
+    assert not list(tmp_path.glob(".tracebridge-*")), "no part file is left"

@@ -225,7 +225,8 @@ class _HostWriter:
         # thread's is renumbered after them): no sort of the ops
         top_tid = max([t for _, t in keys if t != NETWORK_TID], default=0) + 1
         local = np.where(tid == NETWORK_TID, top_tid, tid).astype(np.int64)
-        table = np.full((int(pid.max()) + 1) * (top_tid + 1), -1, dtype=np.int64)
+        top_pid = max(int(pid.max()), max(p for p, _ in keys))
+        table = np.full((top_pid + 1) * (top_tid + 1), -1, dtype=np.int64)
         for index, (p, t) in enumerate(keys):
             table[p * (top_tid + 1) + (top_tid if t == NETWORK_TID else t)] = index
         track_of = table[pid.astype(np.int64) * (top_tid + 1) + local]
