@@ -43,12 +43,14 @@ WRITE = """
 import json, os, sys, time
 import tracebridge
 trace = tracebridge.load(sys.argv[1])
-began = time.perf_counter()
+began, cpu = time.perf_counter(), os.times()
 if sys.argv[2].endswith(".json"):
     trace.save(sys.argv[2], memory=True)
 else:
     trace.save(sys.argv[2])
-print(json.dumps({"write_s": time.perf_counter() - began, "bytes": os.path.getsize(sys.argv[2]),
+after = os.times()  # the writer's forked child is reaped by now: its CPU counts too
+used = sum(getattr(after, k) - getattr(cpu, k) for k in ("user", "system", "children_user", "children_system"))
+print(json.dumps({"write_s": time.perf_counter() - began, "cpu_s": used, "bytes": os.path.getsize(sys.argv[2]),
                   "events": len(trace)}))
 """
 
@@ -63,8 +65,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ui", action="store_true", help="also open the large traces in the Perfetto UI")
     parser.add_argument("--ui-timeout", type=int, default=480, help="seconds the UI gets per trace")
     parser.add_argument("--skip-large", action="store_true", help="only the 3M-event comparison")
+    parser.add_argument("--keep", help="keep the large .pftrace and JSON in this folder (for --ui-only)")
+    parser.add_argument("--ui-only", nargs="+", metavar="FILE", help="only open these files in the Perfetto UI")
     parser.add_argument("--json", help="also write the result rows here (bench/targets.py)")
     args = parser.parse_args(argv)
+    if args.ui_only:
+        for path in args.ui_only:
+            print(f"{path}: {json.dumps(_in_ui(path, args.ui_timeout))}", flush=True)
+        return
     out_dir = os.path.join(HERE, "out")
     source = xspace_profile(out_dir, args.ops, args.steps)
     print(f"machine: {machine()}")
@@ -73,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.skip_large:
         events = rows[0]["details"]["events"]
         hosts = args.hosts or max(1, -(-args.events // max(events, 1)))
-        rows.append(_large(source, hosts, out_dir, judged, ui=args.ui, ui_timeout=args.ui_timeout))
+        rows.append(_large(source, hosts, out_dir, judged, ui=args.ui, ui_timeout=args.ui_timeout, keep=args.keep))
     if args.json:
         write_rows(args.json, rows)
 
@@ -94,7 +102,8 @@ def _side_by_side(source: str, repeat: int, judged: bool) -> dict:
                 runs[kind].append(_write(source, os.path.join(work, f"out.{kind}")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    medians = {kind: {key: statistics.median(r[key] for r in rs) for key in ("write_s", "wall_s", "peak_mib", "bytes")}
+    medians = {kind: {key: statistics.median(r[key] for r in rs)
+                      for key in ("write_s", "cpu_s", "wall_s", "peak_mib", "bytes")}
                for kind, rs in runs.items()}
     ours, theirs = medians["pftrace"], medians["json"]
     time_ratio = ours["write_s"] / theirs["write_s"]
@@ -102,9 +111,11 @@ def _side_by_side(source: str, repeat: int, judged: bool) -> dict:
     events = runs["json"][0]["events"]
     print(f"input: {source} ({os.path.getsize(source) / 1e6:.1f} MB, {events:,} ops); medians of {repeat} "
           "fresh processes each")
-    print(f"{'':18}{'write s':>9}{'process s':>11}{'peak MiB':>10}{'output MB':>11}")
+    print(f"{'':18}{'write s':>9}{'write CPU s':>13}{'process s':>11}{'peak MiB':>10}{'output MB':>11}")
     for name, m in (("Chrome JSON", theirs), (".pftrace", ours)):
-        print(f"{name:18}{m['write_s']:9.2f}{m['wall_s']:11.2f}{m['peak_mib']:10.0f}{m['bytes'] / 1e6:11.1f}")
+        print(f"{name:18}{m['write_s']:9.2f}{m['cpu_s']:13.2f}{m['wall_s']:11.2f}{m['peak_mib']:10.0f}"
+              f"{m['bytes'] / 1e6:11.1f}")
+    print(f"CPU time of the writers (both processes): {ours['cpu_s'] / theirs['cpu_s']:.2f}x")
     met = time_ratio <= TIME_RATIO and size_ratio <= SIZE_RATIO
     print(f".pftrace / JSON: {time_ratio:.2f}x write time, {size_ratio:.2f}x size; target <= {TIME_RATIO}x time "
           f"and <= {SIZE_RATIO}x size: {verdict(met if judged else None).upper()}")
@@ -116,12 +127,14 @@ def _side_by_side(source: str, repeat: int, judged: bool) -> dict:
         target="T10" if judged else None, met=met if judged else None,
         figure=f"{time_ratio:.2f}× write time, {size_ratio:.2f}× size",
         notes=f"`trace.save(OUT.pftrace)` vs `trace.save(OUT.json, memory=True)` after the same load, timed in "
-              f"fresh processes, alternating; {ours['bytes'] / 1e6:.0f} MB vs {theirs['bytes'] / 1e6:.0f} MB; whole "
+              f"fresh processes, alternating; writer CPU (both processes) {ours['cpu_s']:.1f} s vs "
+              f"{theirs['cpu_s']:.1f} s; {ours['bytes'] / 1e6:.0f} MB vs {theirs['bytes'] / 1e6:.0f} MB; whole "
               f"processes {ours['wall_s']:.1f} s vs {theirs['wall_s']:.1f} s",
         details={"events": events, "repeat": repeat, "pftrace": ours, "json": theirs})
 
 
-def _large(source: str, hosts: int, out_dir: str, judged: bool, *, ui: bool, ui_timeout: int) -> dict:
+def _large(source: str, hosts: int, out_dir: str, judged: bool, *, ui: bool, ui_timeout: int,
+           keep: str | None = None) -> dict:
     work = tempfile.mkdtemp(prefix="bench-perfetto-large-", dir=out_dir)
     try:
         run_dir = os.path.join(work, "logdir", "plugins", "profile", "2026_01_01_00_00_00")
@@ -149,6 +162,11 @@ def _large(source: str, hosts: int, out_dir: str, judged: bool, *, ui: bool, ui_
                 os.unlink(pftrace)  # room for the JSON in the page cache
                 measured["ui"]["json"] = _in_ui(as_json, ui_timeout)
                 print(f"Perfetto UI, JSON: {measured['ui']['json']}")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            for made in (pftrace, as_json):
+                if os.path.exists(made):
+                    shutil.move(made, os.path.join(keep, os.path.basename(made)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     events = hosts * 3_034_500 if judged else None
