@@ -11,7 +11,9 @@ in the same run on the same input:
 * bench_hosts.py: one host's summary vs xprof's framework_op_stats, and a 16-host logdir
   summarized host by host in process and on 2 Dask workers (issue 18);
 * bench_html.py: the HTML view's first draw in headless Chromium, redraws and file size
-  vs timeline.py's JSON (issue 4).
+  vs timeline.py's JSON (issue 4);
+* bench_perfetto.py: XSpace -> .pftrace vs tracebridge's Chrome JSON writer, a 10M-event
+  logdir host by host, and both in the Perfetto UI (issue 26).
 
 Each writes its result rows (``--json``, see bench/targets.py); this collects them and
 writes RESULTS.md atomically: the date (UTC), the machine, the command, one table of
@@ -80,6 +82,8 @@ BENCHMARKS = [
     Benchmark("html", "bench_html.py", ("--sizes", "10000,100000,1000000", "--repeat", "3", "--tf-max", "100000"),
               ("--sizes", "1000,5000", "--repeat", "1", "--tf-max", "1000")),
 ]
+BENCHMARKS.append(Benchmark("perfetto", "bench_perfetto.py", ("--repeat", "3", "--ui"),
+                            ("--ops", "30", "--steps", "20", "--repeat", "1", "--hosts", "2")))
 BY_NAME = {benchmark.name: benchmark for benchmark in BENCHMARKS}
 
 

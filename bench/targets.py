@@ -58,6 +58,10 @@ TARGETS = [
            "bench_hosts.py", "the 2,000 ops × 1,500 steps XSpace"),
     Target("T9", 18, "a logdir of 16 hosts × the 3M-event profile (about 780 MB, 48M events) summarized with "
            "peak client RSS ≤ 1.5 GB and worker RSS ≤ 1.5 GB each", "bench_hosts.py", "16 × the 3M-event XSpace"),
+    Target("T10", 26, "3M-event XSpace → `.pftrace`: ≤ 0.5× the time of tracebridge's own Chrome JSON writer, "
+           "and ≤ 0.3× the JSON's size", "bench_perfetto.py", "the 2,000 ops × 1,500 steps XSpace"),
+    Target("T11", 26, "10M events: peak RSS ≤ 1.5 GB", "bench_perfetto.py",
+           "a logdir of hosts × the 3M-event XSpace, 10M events or more"),
 ]
 BY_ID = {target.id: target for target in TARGETS}
 

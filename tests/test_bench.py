@@ -36,6 +36,8 @@ QUICK_ROWS = {
     "HTML view (issue 4)": 6,
     "XSpace summary, one host (issue 18)": 1,
     "XSpace summary, 2 hosts (issue 18)": 1,
+    "XSpace → .pftrace (issue 26)": 1,
+    "multi-host logdir → .pftrace (host by host) (issue 26)": 1,
 }
 COLUMNS = ["#", "benchmark", "input", "unit", "tracebridge", "peak MiB", "anchor", "anchor value",
            "anchor peak MiB", "anchor / tracebridge", "target", "met?"]

@@ -52,10 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("input")
     convert.add_argument("output")
     convert.add_argument("--to", choices=WRITABLE, help="output format (default: from the output's suffix)")
-    convert.add_argument("--no-dataflow", action="store_true", help="Chrome: no flow arrows")
+    convert.add_argument("--no-dataflow", action="store_true", help="Chrome, Perfetto: no flow arrows")
     convert.add_argument("--split-steps", action="store_true",
                          help=".pb/.pbtxt hold one step: write one file per step, NAME.step-N.pb")
-    convert.add_argument("--memory", action="store_true", help="Chrome: allocator counter tracks")
+    convert.add_argument("--memory", action="store_true",
+                         help="Chrome: allocator counter tracks (Perfetto writes them always)")
     _add_filters(convert)
     convert.set_defaults(handler=_convert)
 
@@ -141,6 +142,19 @@ def _parser() -> argparse.ArgumentParser:
     _add_filters(board)
     board.set_defaults(handler=_tensorboard)
 
+    show = commands.add_parser(
+        "view", help="open a trace in a viewer: the HTML view, or the Perfetto UI (--perfetto)",
+        description="Open TRACE in the HTML timeline view, or with --perfetto in the Perfetto UI: the trace "
+                    "(converted to .pftrace unless it is one) is served once on 127.0.0.1 and "
+                    "https://ui.perfetto.dev is opened on it; the URL is printed when no browser can be started.")
+    show.add_argument("input")
+    show.add_argument("--perfetto", action="store_true", help="open it in the Perfetto UI")
+    show.add_argument("--port", type=int, default=9001,
+                      help="--perfetto: the local port (default 9001, the one the Perfetto UI fetches from)")
+    show.add_argument("--out", metavar="FILE", help="keep the converted file here (default: a temporary file)")
+    _add_filters(show)
+    show.set_defaults(handler=_view)
+
     capture = commands.add_parser("capture", help="capture TF profiler servers (host:port,...) into a trace file")
     capture.add_argument("addresses", help="HOST:PORT[,HOST:PORT...] of tf.profiler.experimental.server.start")
     capture.add_argument("output", help="trace file to write (.json, .json.gz, .pb, .pbtxt)")
@@ -176,6 +190,11 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", metavar="REGEX", help="only devices matching REGEX")
     parser.add_argument("--name", metavar="REGEX", help="only ops whose name matches REGEX")
     parser.add_argument("--op-type", metavar="REGEX", help="only ops whose type matches REGEX")
+    slices = parser.add_argument_group("slices (ops kept whole, with their kernels; the notes say what was left out)")
+    slices.add_argument("--steps", metavar="STEPS", help="only these step numbers: 3-5 or 3,7")
+    slices.add_argument("--start", metavar="TIME", help="window start after the trace start, e.g. 2ms")
+    slices.add_argument("--end", metavar="TIME", help="window end after the trace start, e.g. 5.5ms")
+    slices.add_argument("--min-duration", metavar="TIME", help="drop events shorter than this, e.g. 10us")
     _add_workers(parser)
 
 
@@ -194,6 +213,11 @@ def _load(args, path: str | None = None, ops_only: bool = False):
             numbers = ", ".join(str(s.number) for s in trace.steps) or "none"
             raise _UsageError(f"--step {filters['step']}: no such step (steps: {numbers})")
         trace = trace.filter(**filters)
+    slicing = {k: getattr(args, k, None) for k in ("steps", "start", "end", "min_duration")}
+    slicing = {k: v for k, v in slicing.items() if v is not None}
+    if slicing:
+        trace = trace.slice(**slicing)
+        print(f"slice: {trace.metadata['slice']}", file=sys.stderr)
     return trace
 
 
@@ -257,6 +281,11 @@ def _convert(args) -> int:
     if progress:
         options["progress"] = _progress("writing")
     check_options(target, args.output, options)  # before the input is read
+    if target.name == "perfetto" and _streams_hosts(args):
+        from .writers.perfetto import write_perfetto_logdir
+        hosts = write_perfetto_logdir(args.input, args.output, dataflow=not args.no_dataflow, workers=args.workers)
+        print(f"wrote {args.output} (perfetto, host by host, {hosts} hosts)")
+        return 0
     trace = _load(args)
     written = save(trace, args.output, to=target.name, **options)
     if progress:
@@ -266,6 +295,18 @@ def _convert(args) -> int:
     else:
         print(f"wrote {args.output} ({target.name}, {len(trace)} ops, {len(trace.steps)} steps)")
     return 0
+
+
+def _streams_hosts(args) -> bool:
+    """A profile logdir of several hosts, with no filter or slice: written host by host."""
+    import os
+
+    from .readers.sources import profile_run_hosts
+    if any(getattr(args, k, None) is not None for k in ("step", "device", "name", "op_type", "steps", "start",
+                                                         "end", "min_duration")):
+        return False
+    found = profile_run_hosts(args.input, None) if os.path.isdir(args.input) else None
+    return bool(found) and len(found[1]) > 1
 
 
 def _summary(args) -> int:
@@ -433,6 +474,27 @@ def _html(args) -> int:
             raise _UsageError(f"--device-pattern: bad regular expression ({error})")
     trace.to_html(args.output, device_pattern=args.device_pattern, title=args.title)
     print(f"wrote {args.output} ({len(trace)} ops)")
+    return 0
+
+
+def _view(args) -> int:
+    import os
+    import tempfile
+
+    from .view import open_html, serve_for_perfetto
+    suffix = ".pftrace" if args.perfetto else ".html"
+    sliced = any(getattr(args, k, None) is not None for k in ("step", "device", "name", "op_type", "steps",
+                                                                 "start", "end", "min_duration"))
+    if args.perfetto and args.input.endswith((".pftrace", ".perfetto-trace")) and not sliced and not args.out:
+        return 0 if serve_for_perfetto(args.input, port=args.port) else 1
+    target = args.out or os.path.join(tempfile.mkdtemp(prefix="tracebridge-view-"),
+                                      os.path.basename(args.input).split(".")[0] + suffix)
+    trace = _load(args)
+    trace.save(target, to="perfetto" if args.perfetto else "html")
+    print(f"wrote {target} ({len(trace)} ops)", file=sys.stderr)
+    if args.perfetto:
+        return 0 if serve_for_perfetto(target, port=args.port) else 1
+    open_html(target)
     return 0
 
 

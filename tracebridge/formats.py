@@ -76,6 +76,11 @@ FORMATS: tuple[Format, ...] = (
            sniff=sources.sniff_chrome, read=_lazy("tracebridge.readers.chrome:read"),
            write=_lazy("tracebridge.writers.chrome:write_chrome"), suffixes=(".json", ".json.gz"),
            write_options=("dataflow", "memory", "progress", "workers")),
+    Format("perfetto", "Perfetto's own trace format (`.pftrace`: TracePacket/TrackEvent protobuf), as "
+           "tracebridge writes it", "the suffix `.pftrace` or `.perfetto-trace`",
+           sniff=sources.sniff_perfetto, read=_lazy("tracebridge.readers.perfetto:read"),
+           write=_lazy("tracebridge.writers.perfetto:write_perfetto"), suffixes=(".pftrace", ".perfetto-trace"),
+           write_options=("dataflow", "memory", "progress", "workers")),
     Format("runmetadata", "`RunMetadata` / `StepStats`, binary",
            "the content (what no other format claims); both messages are told apart",
            read=_lazy("tracebridge.readers.stepstats:read"),

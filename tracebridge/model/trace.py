@@ -265,6 +265,15 @@ class Trace:
             kept = kept._with(tables={**kept._tables, "counters": counters.take(window)})
         return kept
 
+    def slice(self, *, steps=None, start=None, end=None, min_duration=None) -> "Trace":
+        """A slice for a viewer: ``steps`` (``"3-5"``, ``"3,7"`` or numbers), a window
+        ``start``/``end`` after the trace start and ``min_duration`` (nanoseconds, or text
+        such as ``"10us"``). Ops are kept whole, with the kernels they launched; the
+        metadata (``slice``, ``notes``) says what was left out and how many short events
+        were dropped. See :mod:`tracebridge.model.slicing`."""
+        from .slicing import slice_trace
+        return slice_trace(self, steps=steps, start=start, end=end, min_duration=min_duration)
+
     def _string_match(self, ids: np.ndarray, pattern: str) -> np.ndarray:
         regex = re.compile(pattern)
         unique = np.unique(ids)

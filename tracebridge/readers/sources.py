@@ -126,6 +126,11 @@ def sniff_xspace(name: str, data: bytes) -> Evidence:
     return Evidence.NAME if name.endswith(".xplane.pb") else Evidence.NONE
 
 
+def sniff_perfetto(name: str, data: bytes) -> Evidence:
+    # By name only: a Perfetto trace starts with field 1, length-delimited, as a RunMetadata does.
+    return Evidence.NAME if name.endswith((".pftrace", ".perfetto-trace")) else Evidence.NONE
+
+
 def sniff_events(name: str, data: bytes) -> Evidence:
     return Evidence.NAME if "tfevents" in os.path.basename(name) else Evidence.NONE
 

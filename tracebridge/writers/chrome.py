@@ -134,12 +134,7 @@ class _Events:
         self.transfer_ops = np.array(sorted(self.transfers), dtype=np.int64)
         self.consumer = self.producer = np.zeros(0, dtype=np.int64)
         if dataflow:
-            consumer, producer = dataflow_edges(trace)
-            launcher, launched = _launch_edges(trace)  # host launch -> its kernel or copy
-            consumer, producer = np.concatenate([consumer, launched]), np.concatenate([producer, launcher])
-            if len(consumer):
-                differs = (self.pid[consumer] != self.pid[producer]) | (self.tid[consumer] != self.tid[producer])
-                self.consumer, self.producer = consumer[differs], producer[differs]
+            self.producer, self.consumer = cross_lane_flows(trace, self.pid, self.tid)
         self.counters = _merged_counters(trace.counters) if memory else None
 
     @staticmethod
@@ -332,17 +327,7 @@ def _metadata_events(trace: Trace, memory: bool, extra_threads: list = ()) -> li
         events.append(_process_name(ALLOCATORS_PID, "Allocators", -1))
         events.append(f'{{"ph":"M","name":"thread_name","pid":{ALLOCATORS_PID},"tid":0,'
                       f'"args":{{"name":"allocators"}}}}')
-    lanes_by_device: dict[int, list[tuple[int, str]]] = {}
-    local = local_lane_numbers(trace)
-    # Lines xprof derived from a device's streams (TensorFlow Ops, Steps, ...) say so.
-    derived = set(np.unique(trace.ops["lane"][trace.ops["category"] == Category.DERIVED]).tolist())
-    labels = [f"{lane.name}{DERIVED_SUFFIX}" if index in derived else lane.name
-              for index, lane in enumerate(trace.lanes)]
-    for index, lane in enumerate(trace.lanes):  # (tid, name, sort index)
-        lanes_by_device.setdefault(lane.device, []).append((int(local[index]), labels[index], _SORT * int(local[index])))
-    for pid, tid, lane, k in extra_threads:
-        lanes_by_device[pid - FIRST_DEVICE_PID].append((tid, labels[lane], _SORT * int(local[lane]) + min(k, _SORT - 1)))
-    network_devices = set(trace.ops["device"][trace.transfers["op"]].tolist()) if trace.transfers.rows else set()
+    lanes_by_device, network_devices = device_threads(trace, extra_threads)
     for index, device in enumerate(trace.devices):
         pid = FIRST_DEVICE_PID + index
         events.append(_process_name(pid, device.name, index))
@@ -358,6 +343,37 @@ def _metadata_events(trace: Trace, memory: bool, extra_threads: list = ()) -> li
             events.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{NETWORK_TID},'
                           f'"args":{{"name":"network"}}}}')
     return events
+
+
+def device_threads(trace: Trace, extra_threads: list = ()) -> tuple[dict[int, list[tuple[int, str, int]]], set[int]]:
+    """Every device's threads ``(tid, name, sort index)`` in lane order, sub-rows of a lane
+    (``extra_threads`` of :func:`pids_and_tids`) right after it, and the devices that
+    also have a network thread (transfers): the layout every trace viewer output shares."""
+    lanes_by_device: dict[int, list[tuple[int, str, int]]] = {}
+    local = local_lane_numbers(trace)
+    # Lines xprof derived from a device's streams (TensorFlow Ops, Steps, ...) say so.
+    derived = set(np.unique(trace.ops["lane"][trace.ops["category"] == Category.DERIVED]).tolist())
+    labels = [f"{lane.name}{DERIVED_SUFFIX}" if index in derived else lane.name
+              for index, lane in enumerate(trace.lanes)]
+    for index, lane in enumerate(trace.lanes):  # (tid, name, sort index)
+        lanes_by_device.setdefault(lane.device, []).append((int(local[index]), labels[index], _SORT * int(local[index])))
+    for pid, tid, lane, k in extra_threads:
+        lanes_by_device[pid - FIRST_DEVICE_PID].append((tid, labels[lane], _SORT * int(local[lane]) + min(k, _SORT - 1)))
+    network_devices = set(trace.ops["device"][trace.transfers["op"]].tolist()) if trace.transfers.rows else set()
+    return lanes_by_device, network_devices
+
+
+def cross_lane_flows(trace: Trace, pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(producer, consumer)`` op rows of the flow arrows: dataflow edges and host launch
+    -> kernel or copy, where the two ends are on different threads (``pid``/``tid`` of
+    :func:`pids_and_tids`)."""
+    consumer, producer = dataflow_edges(trace)
+    launcher, launched = _launch_edges(trace)  # host launch -> its kernel or copy
+    consumer, producer = np.concatenate([consumer, launched]), np.concatenate([producer, launcher])
+    if not len(consumer):
+        return producer.astype(np.int64), consumer.astype(np.int64)
+    differs = (pid[consumer] != pid[producer]) | (tid[consumer] != tid[producer])
+    return producer[differs], consumer[differs]
 
 
 def _process_name(pid: int, name: str, sort_index: int) -> str:
