@@ -149,7 +149,7 @@ def _many_hosts(source: str, hosts: int, out_dir: str, xprof_too: bool, judged: 
             xprof = _capped(python("-c", XPROF, *paths), XPROF_CAP_MIB, timeout=1800)
         finally:
             shutil.rmtree(copies, ignore_errors=True)
-        print(f"  xprof framework_op_stats, all hosts: "
+        print("  xprof framework_op_stats, all hosts: "
               + (f"{xprof.seconds:7.1f} s, peak {xprof.peak_rss_mb:.0f} MB" if not xprof.returncode
                  else f"failed ({xprof.output.strip().splitlines()[-1][:200] if xprof.output.strip() else xprof.returncode})"))
     one, two = measured[1], measured[2]

@@ -50,7 +50,7 @@ ROOM_IMPORTS = {
     "analysis": {"model", "errors"},
     # the table above readers and writers; writers and analyses are named as
     # "module:function" strings and imported on first use (see LAZY_ONLY)
-    "formats": {"model", "readers", "writers", "analysis", "errors", "options"},
+    "formats": {"model", "readers", "writers", "analysis", "errors", "options", "_files"},
     # the codemod reads source text; it runs nothing
     "migrate": {"errors"},
     # TensorFlow-facing rooms
@@ -63,7 +63,9 @@ ROOM_IMPORTS = {
     # front doors
     "__init__": {"model", "formats", "readers", "analysis", "capture", "errors", "diagnosis"},
     "cli": {"formats", "readers", "writers", "analysis", "capture", "demo", "migrate", "errors", "options",
-            "_files", "tracebridge", "diagnosis"},
+            "_files", "tracebridge", "diagnosis", "view"},
+    # `tracebridge view`: serves a file to the Perfetto UI or opens a page; reads nothing
+    "view": {"errors"},
     "__main__": {"cli"},
 }
 # Imports that only run inside a function, never when the importing module loads.

@@ -190,13 +190,13 @@ def multi_host_logdir(corpus: Path, folder: Path) -> Path:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_multi_host_logdir_host_by_host(corpus, tmp_path, workers):
-    from tracebridge.writers.perfetto import write_perfetto_logdir
+    from tracebridge.formats import save_hosts_perfetto
     if workers == 2:
         pytest.importorskip("distributed")
     logdir = multi_host_logdir(corpus, tmp_path)
     merged = tracebridge.load(logdir)
     merged.save(tmp_path / "merged.json", memory=True)
-    assert write_perfetto_logdir(logdir, tmp_path / "hosts.pftrace", workers=workers) == 2
+    assert save_hosts_perfetto(logdir, tmp_path / "hosts.pftrace", workers=workers) == 2
     checked = check_pftrace(tmp_path / "hosts.pftrace")
     expected = chrome_counts(tmp_path / "merged.json")
     for kind in ("slices", "flows", "counters"):

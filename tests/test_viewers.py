@@ -651,11 +651,9 @@ def pftrace_pair(request, tmp_path_factory):
     if name == "tf1_step":
         source = request.getfixturevalue("tf_run")["pb"]
     elif name == "corpus_gpu":
-        source = CORPUS / "chrome" / "ikhlestov_gpu_timeline_01.json"
+        source = skip_without_corpus() / "chrome" / "ikhlestov_gpu_timeline_01.json"
     else:
-        source = CORPUS / "xspace" / f"{name}.xplane.pb"
-    if not Path(source).is_file():
-        pytest.skip(f"corpus file not found: {source}")
+        source = skip_without_corpus() / "xspace" / f"{name}.xplane.pb"
     folder = tmp_path_factory.mktemp(f"pftrace_{name}")
     trace = tracebridge.load(source)
     paths = {"json": folder / f"{name}.json", "pftrace": folder / f"{name}.pftrace", "name": name,

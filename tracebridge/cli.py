@@ -282,8 +282,8 @@ def _convert(args) -> int:
         options["progress"] = _progress("writing")
     check_options(target, args.output, options)  # before the input is read
     if target.name == "perfetto" and _streams_hosts(args):
-        from .writers.perfetto import write_perfetto_logdir
-        hosts = write_perfetto_logdir(args.input, args.output, dataflow=not args.no_dataflow, workers=args.workers)
+        from .formats import save_hosts_perfetto
+        hosts = save_hosts_perfetto(args.input, args.output, dataflow=not args.no_dataflow, workers=args.workers)
         print(f"wrote {args.output} (perfetto, host by host, {hosts} hosts)")
         return 0
     trace = _load(args)

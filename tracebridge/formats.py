@@ -14,18 +14,22 @@ trace imports neither protobuf nor the HTML writer.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+import shutil
+import tempfile
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._files import atomic_output
 from .errors import OptionError, OutputError, TraceFormatError
 from .model.trace import Trace, install_consumers
 from .options import Parallelism, choose_parallelism
 from .readers import sources
-from .readers.host_files import HostFile, read_host
+from .readers.host_files import HostFile, host_files, read_host
 from .readers.sources import Evidence, InputFile, Source
 
 
@@ -147,6 +151,40 @@ def load_host(file: HostFile, *, ops_only: bool = False) -> Trace:
     data = read_host(file)
     fmt = BY_NAME["xspace"] if file.path.endswith(".xplane.pb") else BY_NAME[sniff(file.path, data)]
     return _read(fmt, Source(file.path, (InputFile(file.path, data, file.host),)), choose_parallelism(1), ops_only)
+
+
+def save_hosts_perfetto(inputs, path: str | os.PathLike, *, run: str | None = None, dataflow: bool = True,
+                        memory: bool = True, workers: int | None = None, scheduler: str | None = None) -> int:
+    """A multi-host profile (a logdir, a run folder or one XSpace file per host) as one
+    ``.pftrace``, host by host: in this process (one host in memory at a time), or on a
+    Dask cluster (``workers``/``scheduler``, as ``tracebridge summary``), where each worker
+    writes one host's packets to a part file beside ``path`` and this process appends the
+    parts in host order. Returns the number of hosts."""
+    from .analysis.hosts import host_runner
+    from .writers.perfetto import write_perfetto_hosts
+    files = host_files(inputs, run)
+    if scheduler is None and (workers is None or workers == 1):
+        write_perfetto_hosts((load_host(file) for file in files), path, dataflow=dataflow, memory=memory)
+        return len(files)
+    folder = tempfile.mkdtemp(prefix=".tracebridge-parts-", dir=os.path.dirname(os.path.abspath(os.fspath(path))))
+    try:
+        jobs = [(index, file, os.path.join(folder, f"{index}.part")) for index, file in enumerate(files)]
+        with host_runner(workers=workers, scheduler=scheduler) as run_hosts:
+            parts = run_hosts(functools.partial(_perfetto_host_part, dataflow=dataflow, memory=memory), jobs)
+        with atomic_output(path, compress=False) as out:
+            for part in parts:
+                with open(part, "rb") as source:
+                    shutil.copyfileobj(source, out, 1 << 22)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return len(files)
+
+
+def _perfetto_host_part(job, *, dataflow: bool, memory: bool) -> str:
+    """On a worker: one host read and its packets written to its part file."""
+    from .writers.perfetto import write_perfetto_host_part
+    index, file, part = job
+    return write_perfetto_host_part(load_host(file), part, index, dataflow=dataflow, memory=memory)
 
 
 def load_host_ops(file: HostFile) -> Trace:

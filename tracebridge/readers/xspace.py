@@ -29,7 +29,7 @@ from .. import protos
 from ..errors import TraceFormatError
 from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
-from ..model.schema import GRAPH_STAT, NO_STEP, Category, OpFlag
+from ..model.schema import GRAPH_STAT, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .eager_ops import mark_eager_ops

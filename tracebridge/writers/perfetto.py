@@ -33,7 +33,6 @@ into one valid trace.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import tempfile
@@ -110,41 +109,15 @@ def write_perfetto_hosts(traces: Iterable[Trace], path: str | os.PathLike, *, da
     return count
 
 
-def write_perfetto_logdir(inputs, path: str | os.PathLike, *, run: str | None = None, dataflow: bool = True,
-                          memory: bool = True, workers: int | None = None, scheduler: str | None = None) -> int:
-    """A multi-host profile (a logdir, a run folder or one XSpace file per host) as one
-    ``.pftrace``, host by host: in this process (one host in memory at a time), or on a
-    Dask cluster (``workers``/``scheduler``, as ``tracebridge summary``), where each worker
-    writes one host's packets to a part file beside ``path`` and this process appends the
-    parts in host order. Returns the number of hosts."""
-    from ..analysis.host_summary import load_full_host
-    from ..analysis.hosts import host_files, host_runner
-    files = host_files(inputs, run)
-    if scheduler is None and (workers is None or workers == 1):
-        return write_perfetto_hosts((load_full_host(file) for file in files), path, dataflow=dataflow,
-                                    memory=memory)
-    folder = tempfile.mkdtemp(prefix=".tracebridge-parts-", dir=os.path.dirname(os.path.abspath(os.fspath(path))))
-    try:
-        jobs = [(index, file, os.path.join(folder, f"{index}.part")) for index, file in enumerate(files)]
-        with host_runner(workers=workers, scheduler=scheduler) as run_hosts:
-            parts = run_hosts(functools.partial(_write_host_part, dataflow=dataflow, memory=memory), jobs)
-        with atomic_output(path, compress=False) as out:
-            for part in parts:
-                with open(part, "rb") as source:
-                    shutil.copyfileobj(source, out, 1 << 22)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    return len(files)
-
-
-def _write_host_part(job, *, dataflow: bool, memory: bool) -> str:
-    """On a worker: one host's packets into its part file."""
-    from ..analysis.host_summary import load_full_host
-    index, file, part = job
-    with open(part, "wb") as out:
-        _HostWriter(out, index, dataflow=dataflow, memory=memory, label_hosts=True,
-                    workers=1).write(load_full_host(file))
-    return part
+def write_perfetto_host_part(trace: Trace, path: str | os.PathLike, host_index: int, *, dataflow: bool = True,
+                             memory: bool = True) -> str:
+    """One host's packets, as host ``host_index`` of a multi-host ``.pftrace``, into the
+    part file ``path`` (for a worker of :func:`tracebridge.formats.save_hosts_perfetto`;
+    the parts, appended in host order, make the whole trace). Returns ``path``."""
+    with open(path, "wb") as out:
+        _HostWriter(out, host_index, dataflow=dataflow, memory=memory, label_hosts=True,
+                    workers=1).write(trace)
+    return os.fspath(path)
 
 
 class _HostWriter:
