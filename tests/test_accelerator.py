@@ -12,6 +12,7 @@ import pytest
 
 import tracebridge
 from tracebridge import protos
+from tracebridge.analysis.compare import PerSide
 from tracebridge.model.schema import Category, OpFlag
 
 GPU = "tfprofiler_gpu_multi_worker.xplane.pb"
@@ -280,7 +281,7 @@ def test_compare_tf1_gpu_run_with_its_tf2_xspace_on_device_time(corpus, tmp_path
     assert tf2.source_format == "xspace" and len(tf2.steps) == len(tf1.steps) == 5
     comparison = compare(tf1, tf2)
     assert comparison.time == "device"
-    assert comparison.coverage == {"control": 1.0, "test": 1.0}
+    assert comparison.coverage == PerSide(1.0, 1.0)
     device_by_op = {row["key"]: row["device_ns"] for row in tf1.summary().by_op if row["device_ns"]}
     assert sum(row.control_total_ns for row in comparison.rows) == sum(device_by_op.values())
     for row in comparison.rows:
@@ -291,14 +292,14 @@ def test_compare_tf1_gpu_run_with_its_tf2_xspace_on_device_time(corpus, tmp_path
     host = compare(tf1, tf2, time="host")
     kernels_of_ops = {row.key for row in comparison.rows if not row.key.startswith("edge_")}
     assert host.time == "host" and {row.key for row in host.rows} >= kernels_of_ops
-    assert host.coverage == {"control": 1.0, "test": 1.0}
+    assert host.coverage == PerSide(1.0, 1.0)
 
 
 def test_compare_gpu_xspace_with_itself(corpus):
     from tracebridge.analysis.compare import compare
     trace = tracebridge.load(corpus / "xspace" / GPU)
     comparison = compare(trace, trace, time="device")
-    assert comparison.coverage == {"control": 1.0, "test": 1.0}
+    assert comparison.coverage == PerSide(1.0, 1.0)
     total = trace.filter(step=trace.steps[0].number).summary().total_ns  # compare counts steps' ops
     assert sum(row.control_total_ns for row in comparison.rows) == total
     assert all(row.change == "=" and row.control_device_ns == row.test_device_ns for row in comparison.rows)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import tracebridge
-from tracebridge.analysis.compare import compare
+from tracebridge.analysis.compare import PerSide, compare
 from tracebridge.analysis.kernels import fusion_parts, kernel_family, plain_kernel
 
 WORKER = Path(__file__).parent / "helpers" / "build_worker.py"
@@ -53,9 +53,9 @@ def test_same_model_with_and_without_onednn_aligns_by_name(build_captures, world
     plain, _ = build_captures[world, False]
     onednn, _ = build_captures[world, True]
     result = compare(plain, onednn)
-    assert result.kernels == {"control": "plain", "test": "oneDNN"}
+    assert result.kernels == PerSide("plain", "oneDNN")
     assert "kernels are compared by their plain names" in result.to_text()
-    assert result.coverage["control"] >= 0.95 and result.coverage["test"] >= 0.95, result.coverage
+    assert result.coverage.control >= 0.95 and result.coverage.test >= 0.95, result.coverage
     # Only the build differs: every op matches under its own name, or as a fusion group.
     assert {r.rule for r in result.rows} <= {"exact", "fusion", "unmatched"}
     _check_kernels_pair_up(result)
@@ -67,7 +67,7 @@ def test_same_model_with_and_without_onednn_aligns_by_name(build_captures, world
 @pytest.mark.parametrize("control, test", [(("tf1", True), ("tf2", False)), (("tf1", False), ("tf2", True))])
 def test_tf1_and_tf2_runs_of_different_builds_align(build_captures, control, test):
     result = compare(build_captures[control][0], build_captures[test][0])
-    assert result.coverage["control"] >= 0.95 and result.coverage["test"] >= 0.95, result.coverage
+    assert result.coverage.control >= 0.95 and result.coverage.test >= 0.95, result.coverage
     _check_kernels_pair_up(result)
     assert any(r.rule == "fusion" for r in result.rows)
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tracebridge
-from tracebridge.analysis.compare import RULE_CONFIDENCE, compare
+from tracebridge.analysis.compare import RULE_CONFIDENCE, PerSide, TimeBasis, compare
+from tracebridge.errors import OptionError
 from tests.conftest import run_cli
 from tests.test_model import small_trace
 
@@ -16,12 +17,12 @@ from tests.test_model import small_trace
 def test_a_trace_against_itself():
     trace = small_trace()
     result = compare(trace, trace)
-    assert result.coverage == {"control": 1.0, "test": 1.0}
+    assert result.coverage == PerSide(1.0, 1.0)
     assert all(r.change == "=" and r.delta_ns == 0 for r in result.rows)
     assert {r.rule for r in result.rows} == {"exact"}
     assert result.step_pairs == [(5, 5), (6, 6)]
-    assert {g["key"] for g in result.groups["device"]} == {d.name for d in trace.devices}
-    assert all(g["delta_ns"] == 0 for g in result.groups["device"] + result.groups["op_type"])
+    assert {g.key for g in result.groups.device} == {d.name for d in trace.devices}
+    assert all(g.delta_ns == 0 for g in result.groups.device + result.groups.op_type)
 
 
 def test_self_time_subtracts_nested_rows():
@@ -140,15 +141,15 @@ def test_mlp_tf1_against_tf2(tf):
     tf1 = _run_tf1(tf, _mlp_tf1(tf, 256, 128, 256), values)
     tf2 = _run_tf2(tf, _mlp_tf2(tf, 128, 256), values)
     result = compare(tf1, tf2, warmup=1)
-    assert result.coverage["control"] >= 0.9 and result.coverage["test"] >= 0.9, _report(result)
+    assert result.coverage.control >= 0.9 and result.coverage.test >= 0.9, _report(result)
     rules = {r.rule for r in result.rows}
     # gradients pair by the recorded graphs' structure (names alone: the gradient rule)
     assert {"exact", "optimizer"} <= rules and rules & {"gradient", "structure"}, _report(result)
     relu = next(r for r in result.rows if r.key == "dense/Relu")
     assert relu.rule == "exact" and relu.control_count == relu.test_count == 3
     # Per rule shares add up to the coverage; confidence falls from names to position.
-    for side in ("control", "test"):
-        assert sum(share[side] for share in result.rule_shares.values()) == pytest.approx(result.coverage[side])
+    for side, covered in result.coverage.items():
+        assert sum(getattr(share, side) for share in result.rule_shares.values()) == pytest.approx(covered)
     assert "matched by rule" in result.to_text()
     for row in result.rows:
         if row.control_names and row.test_names:
@@ -162,7 +163,7 @@ def test_mlp_tf1_against_tf2(tf):
     for side in ("control", "test"):  # every unmatched op is listed with its time
         for row in result.unmatched[side]:
             assert getattr(row, f"{side}_total_ns") >= 0 and row.rule == "unmatched"
-    print(f"MLP coverage: control {result.coverage['control']:.1%}, test {result.coverage['test']:.1%}")
+    print(f"MLP coverage: control {result.coverage.control:.1%}, test {result.coverage.test:.1%}")
 
 
 def test_cnn_tf1_against_tf2(tf):
@@ -171,10 +172,10 @@ def test_cnn_tf1_against_tf2(tf):
     tf1 = _run_tf1(tf, _cnn_tf1(tf, 32), values)
     tf2 = _run_tf2(tf, _cnn_tf2(tf, 32), values)
     result = compare(tf1, tf2, warmup=1)
-    assert result.coverage["control"] >= 0.9 and result.coverage["test"] >= 0.9, _report(result)
+    assert result.coverage.control >= 0.9 and result.coverage.test >= 0.9, _report(result)
     types = {r.op_type for r in result.rows if r.control_names and r.test_names}
     assert any("Conv2D" in t for t in types) and any("MaxPool" in t for t in types), _report(result)
-    print(f"CNN coverage: control {result.coverage['control']:.1%}, test {result.coverage['test']:.1%}")
+    print(f"CNN coverage: control {result.coverage.control:.1%}, test {result.coverage.test:.1%}")
 
 
 def test_batch_size_growth_shows(tf):
@@ -204,3 +205,32 @@ def test_user_rules_and_cli(tmp_path):
     assert run_cli("compare", tmp_path / "a.json", tmp_path / "b.json", "--csv").stdout.startswith("key,")
     bad = run_cli("compare", tmp_path / "a.json", tmp_path / "b.json", "--rule", "([=x")
     assert bad.returncode == 2 and "bad regular expression" in bad.stderr
+
+
+def test_noise_ns_decides_what_is_noise(corpus):
+    """``compare(noise_ns=...)`` is the floor below which a row's change is noise, whatever
+    its share: two real TF1 timelines of the corpus (a CPU matmul run and an MLP step) share
+    ops whose medians moved by a few to tens of microseconds."""
+    control = tracebridge.load(corpus / "chrome" / "ikhlestov_cpu_timeline_01.json")
+    test = tracebridge.load(corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json")
+    changed = {}
+    for noise_ns in (0, 2_000, 20_000):
+        result = compare(control, test, noise_ns=noise_ns)
+        assert result.noise_ns == noise_ns
+        matched = [r for r in result.rows if r.control_names and r.test_names]
+        for row in matched:  # changed: beyond both the threshold's share and the noise floor
+            beyond = abs(row.delta_ns) > max(result.threshold * row.control_median_ns, noise_ns)
+            assert (row.change != "=") == beyond, row
+        changed[noise_ns] = sum(r.change != "=" for r in matched)
+    assert changed[0] > changed[2_000] > changed[20_000], changed
+
+
+def test_time_option_is_typed(corpus):
+    """``time`` takes a :class:`TimeBasis` or its text; anything else is an OptionError, and
+    the comparison keeps the time it resolved ``auto`` to."""
+    trace = tracebridge.load(corpus / "chrome" / "ikhlestov_gpu_timeline_01.json")
+    assert compare(trace, trace, time="auto").time is TimeBasis.DEVICE
+    assert compare(trace, trace, time=TimeBasis.HOST).time is TimeBasis.HOST
+    assert compare(trace, trace, time="host").to_dict()["time"] == "host"
+    with pytest.raises(OptionError, match="time='fast'"):
+        compare(trace, trace, time="fast")

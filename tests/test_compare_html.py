@@ -201,9 +201,9 @@ def test_compare_page_both_runs_and_coverage(pages, browser):
         assert heads[0][2] < heads[1][2]
         # coverage at the top
         bar = opened.page.locator(".tb-compare-bar").inner_text()
-        for side in ("control", "test"):
-            assert f"{comparison.coverage[side] * 100:.1f}%" in bar, bar
-        assert opened.js("() => tracebridge.compare.coverage()") == pytest.approx(comparison.coverage)
+        for covered in comparison.coverage:
+            assert f"{covered * 100:.1f}%" in bar, bar
+        assert opened.js("() => tracebridge.compare.coverage()") == pytest.approx(comparison.coverage.to_dict())
         bar_box = opened.page.locator(".tb-compare-bar").bounding_box()
         assert bar_box["y"] < opened.page.locator(".tb-trace-head").first.bounding_box()["y"]
         # every row is in the table, unmatched ones too (one side empty, marked)
@@ -585,8 +585,8 @@ def test_rows_coloured_by_rule_with_shares_and_confidence(pages, browser):
         # the bar lists each rule's share of both runs' op time
         legend = opened.page.locator(".tb-rule-shares").inner_text()
         for rule, share in comparison.rule_shares.items():
-            assert f"{rule} {share['control'] * 100:.1f}%/{share['test'] * 100:.1f}%" in legend, legend
+            assert f"{rule} {share.control * 100:.1f}%/{share.test * 100:.1f}%" in legend, legend
         shown = opened.js("() => tracebridge.compare.ruleShares()")
         assert shown.keys() == comparison.rule_shares.keys()
         for rule, share in comparison.rule_shares.items():
-            assert shown[rule] == pytest.approx(share), rule
+            assert shown[rule] == pytest.approx(share.to_dict()), rule

@@ -18,7 +18,7 @@ from tests.models_structure import (LSTM_LAYERS, RESNET_CONVS, STEPS, TRANSFORME
                                     resnet_data, resnet_tf1, resnet_tf2, transformer_data, transformer_tf1,
                                     transformer_tf2)
 from tests.test_compare import _run_tf1, _run_tf2
-from tracebridge.analysis.compare import compare
+from tracebridge.analysis.compare import PerSide, compare
 from tracebridge.analysis.recorded_graph import decode_graph, graph_node_name
 from tracebridge.analysis.structure import align_graphs
 
@@ -46,9 +46,9 @@ def quality(result, layers) -> dict[str, float]:
     total = sum(r.control_median_ns + r.test_median_ns for r in matched) or 1.0
     right = sum(r.control_median_ns + r.test_median_ns for r in matched
                 if layers_of(r.control_names, layers) == layers_of(r.test_names, layers))
-    shares = result.rule_shares.get("type+position", {"control": 0.0, "test": 0.0})
-    return {"coverage_control": result.coverage["control"], "coverage_test": result.coverage["test"],
-            "position_control": shares["control"], "position_test": shares["test"], "correct": right / total}
+    shares = result.rule_shares.get("type+position", PerSide(0.0, 0.0))
+    return {"coverage_control": result.coverage.control, "coverage_test": result.coverage.test,
+            "position_control": shares.control, "position_test": shares.test, "correct": right / total}
 
 
 def matched_pairs(result) -> set:

@@ -19,7 +19,8 @@ import pytest
 import tracebridge
 from tracebridge.analysis.compare import compare
 from tracebridge.analysis.findings import HOST_GAP_MIN_SHARE, KINDS, advise
-from tracebridge.analysis.run_findings import StepView, function_calls, host_gaps, per_step_medians, shared_times
+from tracebridge.analysis.pair_findings import per_step_medians, shared_times
+from tracebridge.analysis.run_findings import StepView, function_calls, host_gaps
 from tracebridge.analysis.kernels import fusion_parts, plain_kernel
 from tracebridge.model.schema import Category
 from tracebridge.writers.compare_html import compare_document, write_compare_html
@@ -84,29 +85,29 @@ def test_eager_ops_are_ops_and_compare_op_for_op(traces):
     assert {"Conv2D", "MatMul", "Relu", "Conv2DBackpropFilter", "AssignSubVariableOp"} <= types
     found, result = _findings(traces, "tf2_eager")
     # The issue's bar: a forgotten tf.function still compares op for op.
-    assert result.coverage["control"] >= 0.5 and result.coverage["test"] >= 0.5, result.coverage
+    assert result.coverage.control >= 0.5 and result.coverage.test >= 0.5, result.coverage
     assert "type+position" in result.rule_shares
     # Fused kernels of the graph run stand for their eager parts, one after another.
     fused = [r for r in result.rows if r.rule == "fusion"]
     assert fused and all(all(n.startswith("eager/") for n in r.test_names) for r in fused)
     finding = found["eager_ops"]
     assert finding.share > 0.5
-    assert min(finding.evidence["ops_per_step"]) >= 20
-    assert finding.evidence["steps"] == [s.number for s in eager.steps]
-    assert all(op.startswith("eager/") for op in finding.evidence["ops"])
+    assert min(finding.evidence.ops_per_step) >= 20
+    assert finding.evidence.steps == [s.number for s in eager.steps]
+    assert all(op.startswith("eager/") for op in finding.evidence.ops)
     assert "tf.function" in finding.advice and finding.link.endswith("#eager_ops")
     _good_port_free_of(traces, "eager_ops")
 
 
 def test_retracing(traces):
     found, result = _findings(traces, "tf2_retrace")
-    assert result.coverage["test"] >= 0.9  # the ops match: the time is elsewhere
+    assert result.coverage.test >= 0.9  # the ops match: the time is elsewhere
     finding = found["retracing"]
-    assert finding.evidence["graph_buildings_per_step"] == [1] * 5
+    assert finding.evidence.graph_buildings_per_step == [1] * 5
     # Each call ran a new function: __inference_train_on_<n>, five different n.
-    versions = finding.evidence["functions"]["train_on"]
+    versions = finding.evidence.functions["train_on"]
     assert len(versions) == 5 and all(v.startswith("__inference_train_on_") for v in versions)
-    assert finding.evidence["events"] == ["tf.function-graph_building"]
+    assert finding.evidence.events == ["tf.function-graph_building"]
     assert finding.share > 0.3
     assert "eager_ops" not in found and "host_gaps" not in found  # tracing time is retracing's
     _good_port_free_of(traces, "retracing")
@@ -116,11 +117,11 @@ def test_host_gaps(traces):
     found, _ = _findings(traces, "tf2_host")
     finding = found["host_gaps"]
     assert finding.share >= 0.15
-    assert finding.evidence["control_share"] < 0.15
-    gaps = finding.evidence["gap_ns_per_step"]
+    assert finding.evidence.control_share < 0.15
+    gaps = finding.evidence.gap_ns_per_step
     steps = traces["tf2_host"].steps
     assert len(gaps) == len(steps) and all(g > 0.3 * s.duration_ns for g, s in zip(gaps, steps))
-    assert all(longest > 0 for longest in finding.evidence["longest_gap_ns_per_step"])
+    assert all(longest > 0 for longest in finding.evidence.longest_gap_ns_per_step)
     _good_port_free_of(traces, "host_gaps")
 
 
@@ -133,9 +134,9 @@ def test_time_inside_a_function_call_is_call_overhead_not_a_gap(traces):
     view = StepView(good)
     assert [len(view.rows_in(calls, step)) for step in view.steps] == [1] * 5  # one call a step
     measure = host_gaps(view, [])
-    overhead = measure.evidence["call_overhead_ns_per_step"]
+    overhead = measure.call_overhead_ns_per_step
     assert all(ns > 0 for ns in overhead)
-    assert measure.share < HOST_GAP_MIN_SHARE / 2, measure.evidence
+    assert measure.share < HOST_GAP_MIN_SHARE / 2, measure
     assert "host_gaps" not in {f.kind for f in advise(good)}
     # The TF1 session has no tf.function calls: nothing is taken out of its gaps.
     assert not function_calls(traces["tf1"]).any()
@@ -145,7 +146,7 @@ def test_host_gaps_name_the_python_work_with_the_python_tracer(traces):
     trace = traces["tf2_host+python"]
     assert (trace.ops["category"] == Category.PYTHON).any()  # the tracer's frames are in the trace
     found, _ = _findings(traces, "tf2_host+python")
-    frames = found["host_gaps"].evidence["python_in_gaps_ns"]
+    frames = found["host_gaps"].evidence.python_in_gaps_ns
     # The worker's own numpy preparation is among the frames that ran while no op did.
     assert any("porting_worker.py" in frame for frame in frames), frames
     assert all(frame.startswith("$") and ns > 0 for frame, ns in frames.items())
@@ -155,9 +156,9 @@ def test_input_wait(traces):
     found, _ = _findings(traces, "tf2_input")
     finding = found["input_wait"]
     assert finding.share >= 0.05
-    assert "IteratorGetNextOp::DoCompute" in finding.evidence["events"]
-    assert all(w > 0 for w in finding.evidence["wait_ns_per_step"])
-    assert finding.evidence["control_share"] < 0.05  # the TF1 run is fed from numpy
+    assert "IteratorGetNextOp::DoCompute" in finding.evidence.events
+    assert all(w > 0 for w in finding.evidence.wait_ns_per_step)
+    assert finding.evidence.control_share < 0.05  # the TF1 run is fed from numpy
     _good_port_free_of(traces, "input_wait")
 
 
@@ -171,19 +172,19 @@ def _fused_kernels(trace, names) -> set[str]:
 def _gained_beyond_the_build(found: dict, trace, onednn: bool) -> set[str]:
     if "fusion_gained" not in found:
         return set()
-    names = [n for names in found["fusion_gained"].evidence["test_ops"] for n in names]
+    names = [n for names in found["fusion_gained"].evidence.test_ops for n in names]
     return _fused_kernels(trace, names) - TF2_ONLY_FUSIONS[onednn]
 
 
 def test_fusion_lost(traces, tf_build):
     found, _ = _findings(traces, "tf2_noremap")
     finding = found["fusion_lost"]
-    fused = _fused_kernels(traces["tf1"], [n for names in finding.evidence["control_ops"] for n in names])
+    fused = _fused_kernels(traces["tf1"], [n for names in finding.evidence.control_ops for n in names])
     # The control run's fused kernels are the build's own (_FusedMatMul, or oneDNN's).
     assert fused and all(("_Mkl" in k) == tf_build.onednn for k in fused), fused
     assert "_FusedMatMul" in {plain_kernel(k) for k in fused}
     parts = {traces["tf2_noremap"].op(i).op_type for i in range(len(traces["tf2_noremap"]))
-             if traces["tf2_noremap"].op(i).name in {n for names in finding.evidence["test_ops"] for n in names}}
+             if traces["tf2_noremap"].op(i).name in {n for names in finding.evidence.test_ops for n in names}}
     assert {"MatMul", "BiasAdd"} <= {plain_kernel(p) for p in parts}
     assert not _gained_beyond_the_build(found, traces["tf2_noremap"], tf_build.onednn)
     _good_port_free_of(traces, "fusion_lost")
@@ -192,8 +193,8 @@ def test_fusion_lost(traces, tf_build):
 def test_fusion_gained(traces, tf_build):
     found, _ = _findings(traces, "tf2_good", control="tf1_noremap")
     finding = found["fusion_gained"]
-    assert finding.evidence["ops"] and all("[" in key for key in finding.evidence["ops"])
-    gained = _fused_kernels(traces["tf2_good"], [n for names in finding.evidence["test_ops"] for n in names])
+    assert finding.evidence.ops and all("[" in key for key in finding.evidence.ops)
+    gained = _fused_kernels(traces["tf2_good"], [n for names in finding.evidence.test_ops for n in names])
     assert "_FusedMatMul" in {plain_kernel(k) for k in gained}, gained
     assert "fusion_lost" not in found
     # The good port against the TF1 run with Grappler's defaults gains only what the build
@@ -207,8 +208,8 @@ def _ops_explain_the_slowdown(result) -> bool:
     (fastest test step against the median control step), a group of slower rows whose shared
     time grew by 7.5% of the test step, and the matched ops' shared time grown by 40%
     of the steps' slowdown."""
-    c, t = result.steps["control"], result.steps["test"]
-    shared = [per_step_medians(x, shared_times(x), StepView(x).positions) for x in (result.control, result.test)]
+    c, t = result.steps
+    shared = [per_step_medians(x, shared_times(x), StepView(x).step_positions) for x in (result.control, result.test)]
 
     def grown(row) -> float:
         return sum(shared[1].get(n, 0.0) for n in row.test_names) - sum(shared[0].get(n, 0.0) for n in row.control_names)
@@ -219,9 +220,9 @@ def _ops_explain_the_slowdown(result) -> bool:
     for r in slower_rows:
         key = (plain_kernel(r.op_type.split("/")[0]), r.test_names[0].split("/")[0] if "/" in r.test_names[0] else "")
         groups[key] = groups.get(key, 0.0) + grown(r)
-    return (t["min_ns"] - c["median_ns"] > 0.1 * c["median_ns"]
-            and any(g >= 0.075 * t["median_ns"] for g in groups.values())
-            and sum(grown(r) for r in matched) >= 0.4 * (t["median_ns"] - c["median_ns"]))
+    return (t.min_ns - c.median_ns > 0.1 * c.median_ns
+            and any(g >= 0.075 * t.median_ns for g in groups.values())
+            and sum(grown(r) for r in matched) >= 0.4 * (t.median_ns - c.median_ns))
 
 
 def test_op_regression(traces, tf_build):
@@ -233,19 +234,28 @@ def test_op_regression(traces, tf_build):
         assert not regressions, [f.to_text() for f in regressions]
         return
     assert regressions and regressions[0].share >= 0.05
-    slower = {f.evidence["op_type"] for f in regressions}
+    slower = {f.evidence.op_type for f in regressions}
     assert slower & {"Conv2DBackpropFilter", "Conv2DBackpropInput", "_FusedConv2D", "Conv2D", "MatMul"}, slower
     for finding in regressions:
-        assert finding.evidence["test_median_ns"] > finding.evidence["control_median_ns"]
+        assert finding.evidence.test_median_ns > finding.evidence.control_median_ns
     if tf_build.onednn:  # oneDNN has no float64 kernels: the trace shows other kernels ran
-        assert any("different kernel" in f.evidence.get("cause", "") for f in regressions)
+        assert any("different kernel" in (f.evidence.cause or "") for f in regressions)
     _good_port_free_of(traces, "op_regression")
+    # compare(noise_ns=...) is the noise floor of both the rows' changes and the regressions:
+    # a floor above every change measured (a median moves at least as far as a minimum) makes
+    # them all noise.
+    matched = [r for r in result.rows if r.control_names and r.test_names]
+    floor = int(max(abs(r.delta_ns) for r in matched)) + 1
+    quiet = compare(traces["tf1"], traces["tf2_float64"], noise_ns=floor)
+    assert quiet.noise_ns == floor and "op_regression" not in {f.kind for f in quiet.findings}
+    assert all(r.change == "=" for r in quiet.rows if r.control_names and r.test_names)
+    assert any(r.change == "+" for r in matched)
 
 
 def test_memory_growth(traces):
     found, result = _findings(traces, "tf2_hoard")
     finding = found["memory_growth"]
-    ends = finding.evidence["in_use_at_step_end"]
+    ends = finding.evidence.in_use_at_step_end
     assert sum(b > a for a, b in zip(ends, ends[1:])) >= 3 and ends[-1] - ends[0] > 1 << 20
     assert "memory_growth" in {f.kind for f in advise(traces["tf2_hoard"])}
     _good_port_free_of(traces, "memory_growth")
@@ -300,13 +310,13 @@ def test_device_idle_on_gpu_profiles(corpus):
         trace = tracebridge.load(corpus / name)
         found = {f.kind: f for f in advise(trace)}
         finding = found["device_idle"]
-        assert finding.evidence["device"] == "/gpu:0/stream:all"
+        assert finding.evidence.device == "/gpu:0/stream:all"
         busy = trace.summary().by_device
         stream = next(d for d in busy if d["key"] == "/gpu:0/stream:all")
         # The idle share is the stream's own busy time against the step (the summary's too).
         step = trace.steps[0].duration_ns
-        assert finding.evidence["idle_share"] == pytest.approx(1 - stream["busy_ns"] / step, abs=1e-6)
-        assert finding.share <= finding.evidence["idle_share"]
+        assert finding.evidence.idle_share == pytest.approx(1 - stream["busy_ns"] / step, abs=1e-6)
+        assert finding.share <= finding.evidence.idle_share
         assert not compare(trace, trace).findings
 
 
@@ -319,9 +329,9 @@ def test_device_idle_needs_the_host_working(corpus):
     assert "device_idle" not in {f.kind for f in advise(tpu)}
     gpu = tracebridge.load(corpus / "xspace/tfprofiler_gpu_multi_worker.xplane.pb")
     finding = {f.kind: f for f in advise(gpu)}["device_idle"]
-    assert finding.evidence["device"] == "/device:GPU:6"
-    assert finding.evidence["idle_share"] == pytest.approx(1 - 14.9 / 21.3, abs=0.01)
-    assert finding.share <= finding.evidence["idle_share"]
+    assert finding.evidence.device == "/device:GPU:6"
+    assert finding.evidence.idle_share == pytest.approx(1 - 14.9 / 21.3, abs=0.01)
+    assert finding.share <= finding.evidence.idle_share
     for trace in (tpu, gpu):
         assert not compare(trace, trace).findings
     assert not [f for f in advise(tracebridge.load(corpus / "chrome/ikhlestov_cpu_timeline_01.json"))

@@ -68,6 +68,14 @@ def test_steps_and_extents():
     assert trace.start_ns == 5_000_000 and trace.end_ns == 6_000_900
 
 
+def test_string_id_finds_names_by_id():
+    trace = small_trace()
+    assert [trace.string_id(text) for text in trace.strings] == list(range(len(trace.strings)))
+    first = trace.strings[int(trace.ops["name"][0])]
+    assert (trace.ops["name"] == trace.string_id(first)).sum() == trace.column_strings("ops", "name").count(first)
+    assert trace.string_id("no such op") == -1 and not (trace.ops["name"] == -1).any()
+
+
 def test_filters_return_new_traces_and_keep_children():
     trace = small_trace()
     before = trace.ops["start_ns"].copy()

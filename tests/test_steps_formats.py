@@ -11,6 +11,7 @@ import pytest
 
 import tracebridge
 from tracebridge import formats
+from tracebridge.analysis.compare import PerSide
 from tracebridge.errors import OutputError
 from tests.conftest import run_cli
 from tests.test_compare import _mlp_tf1, _run_tf1
@@ -73,11 +74,13 @@ def test_cli_convert_refuses_or_splits(three_step_tf1, tmp_path):
 def test_compare_warmup_applies_to_both_sides_and_warns(three_step_tf1, tmp_path):
     trace = three_step_tf1
     both = tracebridge.compare(trace, trace, warmup=1)
-    assert both.steps["control"]["count"] == both.steps["test"]["count"] == 2 and not both.notes
+    assert both.steps.control.count == both.steps.test.count == 2 and not both.notes
+    assert both.warmup == PerSide(1, 1)
     assert len(both.step_pairs) == 2
     one_step = trace.filter(step=trace.steps[-1].number)
     short = tracebridge.compare(one_step, trace, warmup=1)
-    assert short.steps["control"]["count"] == 1 and short.steps["test"]["count"] == 2
+    assert short.steps.control.count == 1 and short.steps.test.count == 2
+    assert short.warmup == PerSide(0, 1)  # the warm-up each side used, kept for the findings
     assert any("control has only 1 step" in note for note in short.notes)
     assert "note: warmup 1: control has only 1 step" in short.to_text()
     # Warm-up changes statistics, never pairings.

@@ -50,62 +50,56 @@ from .compare_align import align_ops
 from .compare_names import RULE_CONFIDENCE, pair_key
 from .compare_result import Comparison, Row
 from .compare_sides import chosen_time, prepare_side, self_times
-from .compare_stats import (add_both_times, device_groups, make_row, memory_peaks, row_groups, rule_shares,
-                            step_stats)
+from .compare_stats import add_both_times, coverage, groups, make_row, rule_shares, step_stats
+from .compare_types import PerSide, TimeBasis
 from .doctor import trace_notes
 from .kernels import trace_kernel_family
+from .run_findings import memory_in_use
 from .structure import align_graphs
 
 
 def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warmup: int = 0,
-            threshold: float = 0.1, noise_ns: int = 2_000, time: str = "auto") -> Comparison:
+            threshold: float = 0.1, noise_ns: int = 2_000, time: TimeBasis | str = TimeBasis.AUTO) -> Comparison:
     """Align ``test`` against ``control``. ``rules``: ``"pattern=replacement"`` regular
     expressions applied to op names of both runs first; ``warmup``: steps of each run left
     out of the statistics; a row changes (``+``/``-``) when its per-step median moves by
-    more than ``threshold`` (a share) and more than ``noise_ns``. ``time``: ``"device"``
+    more than ``threshold`` (a share) and more than ``noise_ns``, and an op regression
+    needs the same margin. ``time`` (a :class:`TimeBasis` or its value): ``"device"``
     compares the device time credited to each TF op (kernels and copies, counted once),
     ``"host"`` the TF ops' own time, ``"auto"`` device time when both runs have some."""
     time = chosen_time(control, test, time)
     compiled = [user_rule(text) for text in rules or []]
-    notes = [f"{name}: {note}" for name, trace in (("control", control), ("test", test))
+    traces = PerSide(control, test)
+    notes = [f"{name}: {note}" for name, trace in traces.items()
              for note in trace_notes(trace)]  # what the doctor finds in each run
-    skipped = {}
-    for name, trace in (("control", control), ("test", test)):
-        # The same warm-up on both sides; a side too short for it keeps all its steps, said aloud.
-        skipped[name] = warmup if len(trace.steps) > warmup else 0
-        if warmup and not skipped[name]:
+    # The same warm-up on both sides; a side too short for it keeps all its steps, said aloud.
+    skipped = traces.map(lambda trace: warmup if len(trace.steps) > warmup else 0)
+    for (name, trace), kept in zip(traces.items(), skipped):
+        if warmup and not kept:
             notes.append(f"warmup {warmup}: {name} has only {len(trace.steps)} step(s); all of them are kept "
                          f"(a multi-step run saved as one RunMetadata is one step: keep steps with .json "
                          f"or .xplane.pb)")
-    sides = {name: prepare_side(trace, compiled, skipped[name], time)
-             for name, trace in (("control", control), ("test", test))}
+    sides = PerSide(prepare_side(control, compiled, skipped.control, time),
+                    prepare_side(test, compiled, skipped.test, time))
     alignment = None
-    if sides["control"].graph and sides["test"].graph:
-        alignment = align_graphs(sides["control"].graph, sides["test"].graph)
+    if sides.control.graph and sides.test.graph:
+        alignment = align_graphs(sides.control.graph, sides.test.graph)
     else:
         missing = " and ".join(name for name, side in sides.items() if not side.graph)
         notes.append(f"no graph recorded in {missing}: aligned by names and position only "
                      "(captures record the graph that ran; old files have none)")
-    pairs = align_ops(sides["control"], sides["test"], bool(compiled), alignment, notes)
+    pairs = align_ops(sides.control, sides.test, bool(compiled), alignment, notes)
     rows = [make_row(pair, sides, threshold, noise_ns) for pair in pairs]
     add_both_times(rows, control, test)
     rows.sort(key=lambda r: (-(r.delta_ns if r.control_names and r.test_names else
                                max(r.control_median_ns, r.test_median_ns)), r.key))
-    coverage = {}
-    for name, side in sides.items():
-        matched = sum(side.total[n] for pair in pairs if pair.control and pair.test
-                      for n in (pair.control if name == "control" else pair.test))
-        coverage[name] = matched / side.all_time if side.all_time else 1.0
-    step_pairs = list(zip([s.number for s in control.steps][skipped["control"]:],
-                          [s.number for s in test.steps][skipped["test"]:]))
-    groups = row_groups(rows)
-    groups["device"] = device_groups(sides)
-    return Comparison(control=control, test=test, rows=rows, coverage=coverage, step_pairs=step_pairs,
-                      steps={name: step_stats(side.trace, skipped[name]) for name, side in sides.items()},
-                      groups=groups, memory={name: memory_peaks(side.trace) for name, side in sides.items()},
-                      threshold=threshold,
-                      kernels={name: trace_kernel_family(side.trace) for name, side in sides.items()},
-                      time=time, rule_shares=rule_shares(pairs, sides), notes=notes)
+    step_pairs = list(zip([s.number for s in control.steps][skipped.control:],
+                          [s.number for s in test.steps][skipped.test:]))
+    return Comparison(control=control, test=test, rows=rows, coverage=coverage(pairs, sides), step_pairs=step_pairs,
+                      steps=PerSide(step_stats(control, skipped.control), step_stats(test, skipped.test)),
+                      groups=groups(rows, sides), memory=traces.map(memory_in_use),
+                      kernels=traces.map(trace_kernel_family), time=time, rule_shares=rule_shares(pairs, sides),
+                      warmup=skipped, threshold=threshold, noise_ns=noise_ns, notes=notes)
 
 
 def user_rule(text: str):
@@ -115,4 +109,4 @@ def user_rule(text: str):
     return re.compile(pattern), replacement
 
 
-__all__ = ["RULE_CONFIDENCE", "Comparison", "Row", "compare", "pair_key", "self_times"]
+__all__ = ["RULE_CONFIDENCE", "Comparison", "PerSide", "Row", "TimeBasis", "compare", "pair_key", "self_times"]

@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from ..model.trace import Trace
+from .compare_types import Groups, PerSide, StepStats, TimeBasis
+from .evidence import MemoryUse
 
 
 @dataclass
@@ -46,20 +48,23 @@ class Row:
 
 @dataclass
 class Comparison:
-    """``control`` against ``test``: aligned rows, coverage, steps, groupings, memory."""
+    """``control`` against ``test``: aligned rows and, per run, coverage, step statistics,
+    memory and kernels; groupings of the rows; the options it was made with."""
 
     control: Trace
     test: Trace
     rows: list[Row]
-    coverage: dict[str, float]
+    coverage: PerSide[float]                # the share of each run's compared time matched
     step_pairs: list[tuple[int, int]]
-    steps: dict[str, dict]
-    groups: dict[str, list[dict]] = field(default_factory=dict)
-    memory: dict[str, dict[str, int]] = field(default_factory=dict)
+    steps: PerSide[StepStats]
+    groups: Groups
+    memory: PerSide[MemoryUse]
+    kernels: PerSide[str]                   # "oneDNN", "plain" or "unknown"
+    time: TimeBasis                         # DEVICE (kernels per TF op) or HOST (TF ops)
+    rule_shares: dict[str, PerSide[float]]  # per rule, the share of each run's time its rows matched
+    warmup: PerSide[int]                    # steps left out of each run (0 where it had too few)
     threshold: float = 0.1
-    kernels: dict[str, str] = field(default_factory=dict)  # side -> "oneDNN", "plain", "unknown"
-    time: str = "host"  # the time compared: "device" (kernels per TF op) or "host" (TF ops)
-    rule_shares: dict[str, dict[str, float]] = field(default_factory=dict)  # rule -> side -> share of op time
+    noise_ns: int = 2_000                   # a change this small is noise, whatever its share
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -75,11 +80,13 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"findings": [f.to_dict() for f in self.findings],
-                "coverage": self.coverage, "steps": self.steps, "step_pairs": self.step_pairs,
-                "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
+                "coverage": self.coverage.to_dict(), "steps": self.steps.to_dict(StepStats.to_dict),
+                "step_pairs": self.step_pairs, "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
                 "unmatched": {side: [r.key for r in rows] for side, rows in self.unmatched.items()},
-                "groups": self.groups, "memory": self.memory, "kernels": self.kernels, "time": self.time,
-                "rule_shares": self.rule_shares, "notes": self.notes}
+                "groups": self.groups.to_dict(), "memory": self.memory.to_dict(lambda m: m.peaks),
+                "kernels": self.kernels.to_dict(), "time": self.time.value,
+                "rule_shares": {rule: share.to_dict() for rule, share in self.rule_shares.items()},
+                "notes": self.notes}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -97,18 +104,19 @@ class Comparison:
         return out.getvalue()
 
     def to_text(self, top: int = 25) -> str:
-        c, t = self.steps["control"], self.steps["test"]
+        c, t = self.steps
         lines = [
-            f"control: {self.control.source_format}, {c['count']} steps, median step {_ms(c['median_ns'])}",
-            f"test:    {self.test.source_format}, {t['count']} steps, median step {_ms(t['median_ns'])}",
-            f"coverage: control {self.coverage['control']:.1%}, test {self.coverage['test']:.1%} "
-            f"of {'device' if self.time == 'device' else 'op'} time matched",
+            f"control: {self.control.source_format}, {c.count} steps, median step {_ms(c.median_ns)}",
+            f"test:    {self.test.source_format}, {t.count} steps, median step {_ms(t.median_ns)}",
+            f"coverage: control {self.coverage.control:.1%}, test {self.coverage.test:.1%} "
+            f"of {'device' if self.time is TimeBasis.DEVICE else 'op'} time matched",
         ]
-        if self.kernels and self.kernels["control"] != self.kernels["test"] and "unknown" not in self.kernels.values():
-            lines.append(f"kernels: control {self.kernels['control']}, test {self.kernels['test']}: "
+        kernels = self.kernels
+        if kernels.control != kernels.test and "unknown" not in kernels:
+            lines.append(f"kernels: control {kernels.control}, test {kernels.test}: "
                          "kernels are compared by their plain names (_MklMatMul as MatMul)")
         if self.rule_shares:
-            shares = ", ".join(f"{rule} {share['control']:.1%}/{share['test']:.1%}"
+            shares = ", ".join(f"{rule} {share.control:.1%}/{share.test:.1%}"
                                for rule, share in self.rule_shares.items())
             lines.append(f"matched by rule (control/test op time): {shares}")
         lines += [f"note: {note}" for note in self.notes]

@@ -11,29 +11,31 @@ from ..errors import OptionError
 from ..model.accelerator import device_rows
 from ..model.accelerator import self_times as accelerator_self_times
 from ..model.trace import Trace
+from .compare_types import TimeBasis
 from .kernels import plain_kernel
 from .recorded_graph import decode_graph, graph_node_name
 from .summary import counted_rows
 
 
 # --- the time compared: a layer over the rows, so the alignment stays what it is ----------
-def chosen_time(control: Trace, test: Trace, time: str) -> str:
-    if time not in ("auto", "device", "host"):
-        raise OptionError(f"time={time!r}: choose 'device', 'host' or 'auto'")
+def chosen_time(control: Trace, test: Trace, time: TimeBasis | str) -> TimeBasis:
+    """The time both runs are compared on: ``time`` itself, or for ``AUTO`` device time
+    where both runs have some. A string is read as a :class:`TimeBasis` value."""
+    time = TimeBasis.parse(time)
     has_device = [bool(device_rows(t.ops["category"], t.ops["flags"]).any()) for t in (control, test)]
-    if time == "device" and not all(has_device):
+    if time is TimeBasis.DEVICE and not all(has_device):
         side = "control" if not has_device[0] else "test"
         raise OptionError(f"time='device': the {side} run has no device activity (kernels or copies)")
-    if time == "auto":
-        return "device" if all(has_device) else "host"
+    if time is TimeBasis.AUTO:
+        return TimeBasis.DEVICE if all(has_device) else TimeBasis.HOST
     return time
 
 
-def _timed_rows(trace: Trace, time: str) -> tuple[np.ndarray, np.ndarray]:
+def _timed_rows(trace: Trace, time: TimeBasis) -> tuple[np.ndarray, np.ndarray]:
     """The rows compared and each one's time: device rows and their self time, or the
     counted host rows and their durations."""
     ops = trace.ops
-    if time == "device":
+    if time is TimeBasis.DEVICE:
         mask = device_rows(ops["category"], ops["flags"])
         durations = np.zeros(len(trace), dtype=np.int64)
         durations[mask] = accelerator_self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(mask))
@@ -67,7 +69,7 @@ class Side:
         self.graph = decode_graph(trace.metadata)
 
 
-def prepare_side(trace: Trace, rules, warmup: int, time: str = "host") -> Side:
+def prepare_side(trace: Trace, rules, warmup: int, time: TimeBasis = TimeBasis.HOST) -> Side:
     side = Side(trace)
     mask, timed = _timed_rows(trace, time)
     ops = trace.ops
@@ -78,7 +80,7 @@ def prepare_side(trace: Trace, rules, warmup: int, time: str = "host") -> Side:
     rows = np.flatnonzero(mask)
     rows = rows[np.lexsort((ops["start_ns"][rows], ops["step"][rows]))]
     durations = timed[rows]
-    own = durations if time == "device" else self_times(trace)[rows]
+    own = durations if time is TimeBasis.DEVICE else self_times(trace)[rows]
     names = [trace.strings[i] for i in ops["name"][rows].tolist()]
     kernels = [trace.strings[i] for i in ops["kernel"][rows].tolist()]
     step_index = ops["step"][rows]

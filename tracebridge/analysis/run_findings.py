@@ -1,36 +1,34 @@
 """Findings one run shows by itself: eager ops, retracing, host gaps, input waits, device
-idle time, memory growing across steps.
+idle time, memory in use across steps.
 
 Each detector measures, per traced step, the time a porting mistake leaves its mark on,
-and returns a :class:`Measure`: that time's share of the step time, and the evidence it
-rests on. Deciding whether a share is a finding (thresholds, against a control run or
-alone) is :mod:`.findings`' job. Times are the union of intervals, so nested or
-concurrent events count once.
+and returns that kind's evidence (a dataclass): the time's share of the step time, and
+what it rests on. Deciding whether a share is a finding (thresholds, against a control run
+or alone) is :mod:`.findings`' job. Times are the union of intervals, so nested or
+concurrent events count once. Rows are picked by their name's id in the trace's string
+table (:meth:`~tracebridge.model.trace.Trace.string_id`), not by a string per row.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.accelerator import busy_ns, device_rows
-from ..model.schema import Category
+from ..model.schema import Category, is_eager_name
 from ..model.trace import Trace
-from ..model.schema import is_eager_name
+from .evidence import (DeviceIdleEvidence, EagerOpsEvidence, HostGapsEvidence, InputWaitEvidence, MemoryUse,
+                       RetracingEvidence, Sections)
+from .summary import allocator_peaks
 
 GRAPH_BUILDING = "tf.function-graph_building"   # TF 2.21's host event while a function is traced
 _FUNCTION = re.compile(r"^(?:EagerLocalExecute: )?__inference_(?P<fn>.+)_(?P<n>\d+)$")
 _INPUT_EVENTS = ("IteratorGetNextOp::DoCompute",)   # TF2: the time a step blocks on tf.data
 _INPUT_OP_TYPES = re.compile(r"^(?:QueueDequeue(?:Many|UpTo)?(?:V2)?|IteratorGetNext(?:Sync)?)$")
-
-
-@dataclass
-class Measure:
-    share: float                     # of the steps' time
-    evidence: dict = field(default_factory=dict)
 
 
 class StepView:
@@ -39,15 +37,31 @@ class StepView:
     def __init__(self, trace: Trace, warmup: int = 0):
         self.trace = trace
         steps = list(trace.steps)
-        self.positions = list(range(warmup, len(steps))) if len(steps) > warmup else list(range(len(steps)))
-        self.steps = [steps[p] for p in self.positions]
+        # indices into trace.steps of the steps looked at (all of them for a short run)
+        self.step_positions = list(range(warmup, len(steps))) if len(steps) > warmup else list(range(len(steps)))
+        self.steps = [steps[p] for p in self.step_positions]
         self.total_ns = sum(s.duration_ns for s in self.steps)
         ops = trace.ops
-        self.names = [trace.strings[i] for i in ops["name"].tolist()]
-        self.in_step = np.isin(ops["step"], self.positions) if self.positions else np.zeros(len(trace), bool)
+        self.in_step = np.isin(ops["step"], self.step_positions) if self.step_positions \
+            else np.zeros(len(trace), bool)
 
     def numbers(self) -> list[int]:
         return [s.number for s in self.steps]
+
+    def share(self, time_ns: float) -> float:
+        return time_ns / self.total_ns if self.total_ns else 0.0
+
+    def name_of(self, row: int) -> str:
+        return self.trace.strings[int(self.trace.ops["name"][row])]
+
+    def where(self, column: str, test: Callable[[str], bool]) -> np.ndarray:
+        """Rows whose ``column`` string passes ``test``, tried once per string, not per row."""
+        strings = self.trace.strings
+        passes = np.fromiter((bool(test(text)) for text in strings), dtype=bool, count=len(strings))
+        return passes[self.trace.ops[column]]
+
+    def named(self, name: str) -> np.ndarray:
+        return self.trace.ops["name"] == self.trace.string_id(name)
 
     def clipped(self, rows: np.ndarray, step) -> tuple[np.ndarray, np.ndarray]:
         ops = self.trace.ops
@@ -58,12 +72,20 @@ class StepView:
         return np.flatnonzero(mask & (ops["end_ns"] > step.start_ns) & (ops["start_ns"] < step.end_ns))
 
 
-def eager_ops(view: StepView) -> Measure:
+@dataclass(frozen=True)
+class StepMemory:
+    """A run's memory use and the steps looked at."""
+
+    use: MemoryUse
+    view: StepView
+
+
+def eager_ops(view: StepView) -> EagerOpsEvidence:
     """Ops run eagerly inside steps. Their time is each step's eager section, from its first
     eager op to its last: between eager ops Python dispatches the next one, which is the
     cost of running without ``tf.function``."""
     trace, ops = view.trace, view.trace.ops
-    eager = np.array([is_eager_name(n) for n in view.names], dtype=bool) & (ops["category"] == Category.OP)
+    eager = view.where("name", is_eager_name) & (ops["category"] == Category.OP)
     spans, per_step, types = [], [], Counter()
     for step in view.steps:
         rows = view.rows_in(eager, step)
@@ -73,27 +95,24 @@ def eager_ops(view: StepView) -> Measure:
             spans.append((int(start.min()), int(end.max())))
             types.update(trace.strings[t] for t in ops["op_type"][rows].tolist())
     time = sum(end - start for start, end in spans)
-    examples = sorted({view.names[r] for r in np.flatnonzero(eager & view.in_step)})[:10]
-    return Measure(time / view.total_ns if view.total_ns else 0.0,
-                   {"ops_per_step": per_step, "op_types": dict(types.most_common(10)), "ops": examples,
-                    "steps": view.numbers(), "sections": spans})
+    examples = sorted({view.name_of(r) for r in np.flatnonzero(eager & view.in_step)})[:10]
+    return EagerOpsEvidence(view.share(time), per_step, dict(types.most_common(10)), examples, view.numbers(),
+                            spans)
 
 
-def retracing(view: StepView) -> Measure:
+def retracing(view: StepView) -> RetracingEvidence:
     """A ``tf.function`` traced again inside the traced steps. TF 2.21 records each tracing
     as a ``tf.function-graph_building`` host event, and each new trace runs as a new
     function, ``__inference_<fn>_<n>`` with a new ``n``. The time is from each graph
     building's start to the function's run (``FunctionRun``) that follows it: tracing,
     then instantiating the new concrete function."""
     ops = view.trace.ops
-    building = np.array([n == GRAPH_BUILDING for n in view.names], dtype=bool)
-    runs = np.flatnonzero(np.array([n == "FunctionRun" for n in view.names], dtype=bool))
-    run_starts = np.sort(ops["start_ns"][runs])
+    building = view.named(GRAPH_BUILDING)
+    run_starts = np.sort(ops["start_ns"][view.named("FunctionRun")])
     functions: dict[str, set[str]] = defaultdict(set)
-    for row in np.flatnonzero(view.in_step):
-        match = _FUNCTION.match(view.names[row])
-        if match:
-            functions[match.group("fn")].add(view.names[row].removeprefix("EagerLocalExecute: "))
+    for row in np.flatnonzero(view.in_step & view.where("name", _FUNCTION.match)).tolist():
+        name = view.name_of(row)
+        functions[_FUNCTION.match(name).group("fn")].add(name.removeprefix("EagerLocalExecute: "))
     spans, counts = [], []
     for step in view.steps:
         rows = view.rows_in(building, step)
@@ -105,34 +124,29 @@ def retracing(view: StepView) -> Measure:
             spans.append((start, min(end, step.end_ns)))
     time = busy_ns(np.array([s for s, _ in spans], dtype=np.int64), np.array([e for _, e in spans], dtype=np.int64))
     retraced = {fn: sorted(names) for fn, names in functions.items() if len(names) > 1}
-    evidence = {"graph_buildings_per_step": counts, "functions": retraced, "steps": view.numbers(),
-                "events": [GRAPH_BUILDING] if any(counts) else [], "sections": spans}
-    python = _python_in(view, sorted(spans))
-    if python:  # python_tracer_level=1: the tracing's own frames (func_graph, autograph)
-        evidence["python_in_tracing_ns"] = python
-    return Measure(time / view.total_ns if view.total_ns else 0.0, evidence)
+    # python_tracer_level=1: the tracing's own frames (func_graph, autograph)
+    python = _python_in(view, sorted(spans)) or None
+    return RetracingEvidence(view.share(time), counts, retraced, view.numbers(),
+                             [GRAPH_BUILDING] if any(counts) else [], spans, python)
 
 
-def input_wait(view: StepView) -> Measure:
+def input_wait(view: StepView) -> InputWaitEvidence:
     """Time a step blocks on its input: tf.data's ``IteratorGetNextOp::DoCompute`` (TF2),
     or a dequeue or iterator op (TF1 queue runners, ``IteratorGetNext``)."""
-    trace, ops = view.trace, view.trace.ops
-    types = [trace.strings[t] for t in ops["op_type"].tolist()]
-    waiting = np.array([n in _INPUT_EVENTS or (c == Category.OP and bool(_INPUT_OP_TYPES.match(t)))
-                        for n, t, c in zip(view.names, types, ops["category"].tolist())], dtype=bool)
+    ops = view.trace.ops
+    waiting = view.where("name", lambda name: name in _INPUT_EVENTS) | \
+        (view.where("op_type", _INPUT_OP_TYPES.match) & (ops["category"] == Category.OP))
     per_step, spans, found = [], [], Counter()
     for step in view.steps:
         rows = view.rows_in(waiting, step)
         start, end = view.clipped(rows, step)
         per_step.append(busy_ns(start, end))
         spans += list(zip(start.tolist(), end.tolist()))
-        found.update(view.names[r] for r in rows.tolist())
-    return Measure(sum(per_step) / view.total_ns if view.total_ns else 0.0,
-                   {"wait_ns_per_step": per_step, "events": dict(found), "steps": view.numbers(),
-                    "sections": spans})
+        found.update(view.name_of(r) for r in rows.tolist())
+    return InputWaitEvidence(view.share(sum(per_step)), per_step, dict(found), view.numbers(), spans)
 
 
-def host_gaps(view: StepView, explained: list[tuple[int, int]]) -> Measure:
+def host_gaps(view: StepView, explained: Sections) -> HostGapsEvidence:
     """Step time when no TF op, kernel or input event runs on any lane, no ``tf.function``
     call is under way, and that no other finding explains (``explained``: eager sections,
     retracing). With the Python tracer on (``python_tracer_level=1``), the Python functions
@@ -161,12 +175,8 @@ def host_gaps(view: StepView, explained: list[tuple[int, int]]) -> Measure:
         step_holes = _holes(start, end, step)
         longest.append(max((e - s for s, e in step_holes), default=0))
         holes += step_holes
-    evidence = {"gap_ns_per_step": gaps, "longest_gap_ns_per_step": longest,
-                "call_overhead_ns_per_step": overhead, "steps": view.numbers()}
-    python = _python_in(view, holes)
-    if python:
-        evidence["python_in_gaps_ns"] = python
-    return Measure(sum(gaps) / view.total_ns if view.total_ns else 0.0, evidence)
+    return HostGapsEvidence(view.share(sum(gaps)), gaps, longest, overhead, view.numbers(),
+                            _python_in(view, holes) or None)
 
 
 def function_calls(trace: Trace) -> np.ndarray:
@@ -244,11 +254,12 @@ def _python_in(view: StepView, holes: list[tuple[int, int]], top: int = 8) -> di
     totals: dict[str, int] = {}
     for row, time in zip(rows.tolist(), overlap.tolist()):
         if time > 0:
-            totals[view.names[row]] = totals.get(view.names[row], 0) + int(time)
+            name = view.name_of(row)
+            totals[name] = totals.get(name, 0) + int(time)
     return dict(sorted(totals.items(), key=lambda item: -item[1])[:top])
 
 
-def device_idle(view: StepView) -> Measure | None:
+def device_idle(view: StepView) -> DeviceIdleEvidence | None:
     """Accelerators only: the share of the profiled time the busiest device runs nothing
     (busy: the union of its kernels and copies) while the host works (any host row: TF ops
     dispatched or run on the host, launches, annotations): the device waiting on the host.
@@ -275,9 +286,8 @@ def device_idle(view: StepView) -> Measure | None:
         idle_by_device[name] = 1.0 - busy / total if total else 0.0
         waiting_by_device[name] = waiting / total if total else 0.0
     device = min(idle_by_device, key=idle_by_device.get)  # the busiest device
-    return Measure(waiting_by_device[device], {
-        "device": device, "idle_share": idle_by_device[device],
-        "waiting_on_host_share_by_device": waiting_by_device, "windows": len(windows), "steps": view.numbers()})
+    return DeviceIdleEvidence(waiting_by_device[device], device, idle_by_device[device], waiting_by_device,
+                              len(windows), view.numbers())
 
 
 def _window(ops, mask: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -285,17 +295,14 @@ def _window(ops, mask: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.nda
     return np.maximum(ops["start_ns"][inside], lo), np.minimum(ops["end_ns"][inside], hi)
 
 
-def memory_in_use(trace: Trace) -> dict:
-    """Allocator memory: the peak bytes in use of each allocator, and for the largest one,
-    per step, the bytes in use when it ends and its working set (its peak less what was in
-    use when it started: what the step's computation itself needs)."""
+def memory_in_use(trace: Trace) -> MemoryUse:
+    """The run's :class:`MemoryUse`, from its allocator counters."""
     counters = trace.counters
     if not counters.rows:
-        return {}
-    peaks = {trace.strings[a]: int(counters["bytes_in_use"][counters["allocator"] == a].max())
-             for a in np.unique(counters["allocator"]).tolist()}
+        return MemoryUse()
+    peaks = allocator_peaks(trace)
     allocator = max(peaks, key=peaks.get)
-    mine = counters["allocator"] == trace.strings.index(allocator)
+    mine = counters["allocator"] == trace.string_id(allocator)
     times, values = counters["time_ns"][mine], counters["bytes_in_use"][mine]
     order = np.argsort(times, kind="stable")
     times, values = times[order], values[order]
@@ -306,38 +313,8 @@ def memory_in_use(trace: Trace) -> dict:
         lo, hi = np.searchsorted(times, [step.start_ns, step.end_ns], side="right")
         at_end.append(int(values[hi - 1]) if hi > 0 else 0)
         working.append(int(values[lo:hi].max()) - base if hi > lo else 0)
-    return {"peaks": peaks, "allocator": allocator, "peak": peaks[allocator], "in_use_at_step_end": at_end,
-            "working_set_per_step": working}
+    return MemoryUse(peaks, allocator, peaks[allocator], at_end, working)
 
 
-def shared_times(trace: Trace) -> np.ndarray:
-    """Each TF op's time with the device shared out among the ops running with it: every
-    moment counts 1/k for each of the k ops running then on the op's device. A TF2 executor
-    runs independent gradient ops side by side where a TF1 session ran them one after the
-    other (measured: a weight gradient overlapped 99% of its time against 0-100%), so on a few
-    cores an op's wall time grows with what runs beside it; its shared time much less."""
-    ops = trace.ops
-    out = np.zeros(len(trace), dtype=np.float64)
-    counted = ops["category"] == Category.OP
-    for device in np.unique(ops["device"][counted]).tolist():
-        rows = np.flatnonzero(counted & (ops["device"] == device))
-        start, end = ops["start_ns"][rows], ops["end_ns"][rows]
-        edges = np.unique(np.concatenate([start, end]))
-        # ops running in each segment [edges[i], edges[i+1]): starts so far less ends so far
-        running = (np.searchsorted(np.sort(start), edges[:-1], side="right")
-                   - np.searchsorted(np.sort(end), edges[:-1], side="right"))
-        weight = np.where(running > 0, np.diff(edges) / np.maximum(running, 1), 0.0)
-        cumulative = np.concatenate([[0.0], np.cumsum(weight)])
-        out[rows] = cumulative[np.searchsorted(edges, end)] - cumulative[np.searchsorted(edges, start)]
-    return out
-
-
-def per_step_medians(trace: Trace, values: np.ndarray, positions: list[int]) -> dict[str, float]:
-    """Per op name: the median over ``positions`` (steps) of the per-step sum of ``values``."""
-    ops = trace.ops
-    slot = {p: k for k, p in enumerate(positions)}
-    sums: dict[int, np.ndarray] = {}
-    for row in np.flatnonzero(np.isin(ops["step"], positions) & (ops["category"] == Category.OP)).tolist():
-        name = int(ops["name"][row])
-        sums.setdefault(name, np.zeros(max(len(positions), 1)))[slot[int(ops["step"][row])]] += values[row]
-    return {trace.strings[name]: float(np.median(per_step)) for name, per_step in sums.items()}
+__all__ = ["GRAPH_BUILDING", "StepMemory", "StepView", "device_idle", "eager_ops", "function_calls", "host_gaps",
+           "input_wait", "memory_in_use", "retracing"]

@@ -239,11 +239,7 @@ def describe(trace: Trace) -> dict:
     ops = trace.ops
     per_device = np.bincount(ops["device"], minlength=len(trace.devices)) if len(trace) else \
         np.zeros(len(trace.devices), dtype=np.int64)
-    peaks = {}
-    counters = trace.counters
-    for allocator in np.unique(counters["allocator"]).tolist():
-        mine = counters["allocator"] == allocator
-        peaks[trace.strings[allocator]] = int(counters["bytes_in_use"][mine].max())
+    peaks = allocator_peaks(trace)
     categories = np.bincount(ops["category"], minlength=len(Category)) if len(trace) else \
         np.zeros(len(Category), dtype=np.int64)
     return {
@@ -260,6 +256,13 @@ def describe(trace: Trace) -> dict:
         "memory": {"allocators": peaks, "allocation_records": trace.allocations.rows},
         "outputs": trace.outputs.rows,
     }
+
+
+def allocator_peaks(trace: Trace) -> dict[str, int]:
+    """Each allocator's peak bytes in use, from the trace's allocator counters."""
+    counters = trace.counters
+    return {trace.strings[a]: int(counters["bytes_in_use"][counters["allocator"] == a].max())
+            for a in np.unique(counters["allocator"]).tolist()}
 
 
 def _ms(ns: int) -> str:

@@ -13,6 +13,7 @@ the package is imported.
 
 from __future__ import annotations
 
+import functools
 import re
 import types
 from collections.abc import Iterator, Mapping
@@ -162,6 +163,19 @@ class Trace:
 
     def string(self, string_id: int) -> str:
         return self.strings[string_id]
+
+    @functools.cached_property
+    def _string_ids(self) -> dict[str, int]:
+        # Built once, on first use: later ids of a repeated text give way to its first.
+        count = len(self.strings)
+        return dict(zip(reversed(self.strings), range(count - 1, -1, -1)))
+
+    def string_id(self, text: str) -> int:
+        """The id of ``text`` in :attr:`strings` (its first, as ``strings.index`` finds),
+        or -1 when the trace has no such string: -1 matches no row of a string column,
+        so ``ops["name"] == trace.string_id(name)`` needs no check. A dict built once
+        per trace, not a scan of the table."""
+        return self._string_ids.get(text, -1)
 
     def column_strings(self, table: str, column: str) -> list[str]:
         """A string column decoded, e.g. ``trace.column_strings("ops", "name")``."""

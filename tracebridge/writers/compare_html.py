@@ -92,14 +92,12 @@ def _document_parts(comparison: Any, *, title: str | None, device_pattern: str |
 
 def comparison_data(comparison: Any, *, title: str) -> dict:
     """What the page reads of the comparison (the ``tb-compare`` block)."""
-    coverage = getattr(comparison, "coverage", None) or {}
     return {
         "format": "tracebridge-compare", "version": FORMAT_VERSION, "title": title,
         "traces": [{"role": role, "source_format": trace.source_format, "ops": len(trace)}
                    for role, trace in (("control", comparison.control), ("test", comparison.test))],
-        "coverage": {side: _number(coverage.get(side)) for side in ("control", "test")},
-        "rule_shares": {rule: {side: _number(share.get(side)) for side in ("control", "test")}
-                        for rule, share in (getattr(comparison, "rule_shares", None) or {}).items()},
+        "coverage": comparison.coverage.to_dict(_number),
+        "rule_shares": {rule: share.to_dict(_number) for rule, share in comparison.rule_shares.items()},
         "step_pairs": [[int(c), int(t)] for c, t in comparison.step_pairs],
         "findings": [_finding(f) for f in (getattr(comparison, "findings", None) or [])],
         "fields": list(ROW_FIELDS),
@@ -110,7 +108,7 @@ def comparison_data(comparison: Any, *, title: str) -> dict:
 def _finding(finding: Any) -> dict:
     """A finding for the page's findings panel (its evidence as the JSON report has it)."""
     return {"kind": str(finding.kind), "share": _number(finding.share), "summary": str(finding.summary),
-            "advice": str(finding.advice), "link": str(finding.link), "evidence": finding.evidence}
+            "advice": str(finding.advice), "link": str(finding.link), "evidence": finding.evidence.to_dict()}
 
 
 def _row(row: Any) -> list:

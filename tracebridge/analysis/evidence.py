@@ -1,0 +1,197 @@
+"""What findings are made of: a :class:`Finding` (a kind, the share of the step time it
+explains, its evidence, advice) and the :class:`Evidence` each kind rests on, a dataclass
+per kind, so that no module reads another's measures by a key it could misspell. Dicts
+appear only in ``to_dict``, for JSON: the fields below, in their order, are the
+``evidence`` of ``--json``. :mod:`.run_findings` and :mod:`.pair_findings` measure them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields, is_dataclass
+
+import numpy as np
+
+GUIDE = "migration_guide/README.md"
+Sections = list[tuple[int, int]]   # intervals of a step, [start_ns, end_ns)
+
+
+def internal(**options):
+    """A field the detectors use but the JSON report leaves out (a measure's share, raw
+    intervals)."""
+    return field(metadata={"internal": True}, **options)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Base of every kind's evidence. ``to_dict`` is its JSON: every field but the
+    internal ones, and optional ones only where they were measured (not None)."""
+
+    def to_dict(self) -> dict:
+        return {f.name: json_ready(getattr(self, f.name)) for f in fields(self)
+                if not f.metadata.get("internal") and getattr(self, f.name) is not None}
+
+
+def json_ready(value):
+    """``value`` for ``json.dumps``: numpy numbers as Python ones, tuples as lists,
+    dataclasses (memory use) as dicts."""
+    if isinstance(value, Evidence):
+        return value.to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return json_ready({f.name: getattr(value, f.name) for f in fields(value)})
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# --- each kind's evidence: ``share`` and ``sections`` (raw intervals) stay out of the JSON ---
+@dataclass(frozen=True)
+class ShareEvidence(Evidence):
+    share: float = internal(default=0.0)  # of the steps' time
+
+
+@dataclass(frozen=True)
+class EagerOpsEvidence(ShareEvidence):
+    ops_per_step: list[int] = field(default_factory=list)
+    op_types: dict[str, int] = field(default_factory=dict)
+    ops: list[str] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    sections: Sections = internal(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RetracingEvidence(ShareEvidence):
+    graph_buildings_per_step: list[int] = field(default_factory=list)
+    functions: dict[str, list[str]] = field(default_factory=dict)   # only those traced more than once
+    steps: list[int] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    sections: Sections = internal(default_factory=list)
+    python_in_tracing_ns: dict[str, int] | None = None  # python_tracer_level=1 only
+
+
+@dataclass(frozen=True)
+class InputWaitEvidence(ShareEvidence):
+    wait_ns_per_step: list[int] = field(default_factory=list)
+    events: dict[str, int] = field(default_factory=dict)
+    steps: list[int] = field(default_factory=list)
+    sections: Sections = internal(default_factory=list)
+    control_share: float | None = None          # against a control run only
+    control_events: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class HostGapsEvidence(ShareEvidence):
+    gap_ns_per_step: list[int] = field(default_factory=list)
+    longest_gap_ns_per_step: list[int] = field(default_factory=list)
+    call_overhead_ns_per_step: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    python_in_gaps_ns: dict[str, int] | None = None  # python_tracer_level=1 only
+    control_share: float | None = None                # against a control run only
+
+
+@dataclass(frozen=True)
+class DeviceIdleEvidence(ShareEvidence):     # share: of the time the busiest device waits on the host
+    device: str = ""
+    idle_share: float = 0.0
+    waiting_on_host_share_by_device: dict[str, float] = field(default_factory=dict)
+    windows: int = 0
+    steps: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """Allocator memory of a run: each allocator's peak bytes in use; for the largest, the
+    bytes in use at each step's end and each step's working set (its peak less what was in
+    use when it started: what the step's computation itself needs). Empty without
+    allocator counters."""
+
+    peaks: dict[str, int] = field(default_factory=dict)
+    allocator: str | None = None
+    peak: int = 0
+    in_use_at_step_end: list[int] = field(default_factory=list)
+    working_set_per_step: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LeftBehindEvidence(Evidence):
+    """Bytes in use at each step's end, rising from step to step."""
+
+    in_use_at_step_end: list[int]
+    steps: list[int]
+    peaks: dict[str, int]
+
+
+# --- a pair's kinds ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class FusionEvidence(Evidence):
+    """Fusion rows one way: a fused kernel on one side, its parts on the other."""
+
+    share: float = internal()           # of the test step: time lost (or saved, for gains)
+    delta_total_ns: float = internal()  # the rows' change per step, all together
+    ops: list[str] = field(default_factory=list)
+    delta_ns: list[float] = field(default_factory=list)
+    control_ops: list[list[str]] = field(default_factory=list)
+    test_ops: list[list[str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RegressionEvidence(Evidence):
+    """Aligned ops of one op type and top-level scope, slower beyond noise."""
+
+    op_type: str
+    scope: str
+    ops: list[str]
+    control_median_ns: float
+    test_median_ns: float
+    shared_delta_ns: float              # the change in shared time (:func:`shared_times`)
+    cause: str | None = None            # what the trace shows of why, where it shows it
+
+
+@dataclass(frozen=True)
+class WorkingSetEvidence(Evidence):
+    """The smallest test step's working set against the control's median step."""
+
+    control: MemoryUse
+    test: MemoryUse
+    control_working_set: float
+    test_least_working_set: int
+    steps: list[int]
+
+
+@dataclass
+class Finding:
+    kind: str
+    share: float            # of the test run's (or the run's) step time
+    summary: str            # what was measured, one line
+    evidence: Evidence
+    advice: str = ""
+    link: str = ""
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "share": self.share, "summary": self.summary,
+                "evidence": self.evidence.to_dict(), "advice": self.advice, "link": self.link}
+
+    def to_text(self) -> str:
+        return f"{self.share:6.1%}  {self.kind:14} {self.summary}\n        fix: {self.advice} ({self.link})"
+
+
+class Findings(list):
+    """Findings ranked by share, with text and JSON forms."""
+
+    def to_text(self) -> str:
+        if not self:
+            return "findings: none"
+        return "\n".join(["findings (share of the step time they explain):"] + [f.to_text() for f in self])
+
+    def to_json(self) -> str:
+        return json.dumps([f.to_dict() for f in self], indent=2)
+
+    __str__ = to_text
+
+
+__all__ = ["GUIDE", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings", "FusionEvidence",
+           "HostGapsEvidence", "InputWaitEvidence", "LeftBehindEvidence", "MemoryUse", "RegressionEvidence",
+           "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "internal", "json_ready"]

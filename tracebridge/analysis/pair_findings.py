@@ -1,0 +1,149 @@
+"""What only a pair of runs shows: fusions lost or gained, ops that became slower, a
+step's working set that grew. Each measure returns its kind's evidence (a dataclass);
+:mod:`.findings` judges it. The test run is measured against the control run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model.schema import Category, is_eager_name
+from ..model.trace import Trace
+from .compare_result import Comparison, Row
+from .compare_types import PerSide
+from .evidence import FusionEvidence, MemoryUse, RegressionEvidence, WorkingSetEvidence
+from .kernels import fusion_parts, plain_kernel
+from .run_findings import StepView
+
+
+@dataclass(frozen=True)
+class Regressions:
+    """Every candidate group, and how much of the steps' slowdown the matched ops explain."""
+
+    groups: list[RegressionEvidence]
+    matched_delta_ns: float             # all matched ops' change in shared time
+    step_slowdown_ns: float             # the test's median step less the control's
+    step_ns: float                      # the test's median step (1 where it has none)
+
+
+def fusion_rows(comparison: Comparison, lost: bool) -> FusionEvidence | None:
+    """Fusion rows whose fused kernel ran in the control run (``lost``) or in the test run.
+    Parts that ran eagerly are eager_ops' finding (eager execution fuses nothing)."""
+    rows = []
+    for row in comparison.rows:
+        if row.rule != "fusion" or any(is_eager_name(n) for n in row.control_names + row.test_names):
+            continue
+        control_fused = len(row.control_names) == 1 and _fuses(comparison.control, row.control_names[0])
+        if control_fused == lost:
+            rows.append(row)
+    if not rows:
+        return None
+    delta = sum(r.delta_ns for r in rows)
+    share = max(delta if lost else -delta, 0.0) / (comparison.steps.test.median_ns or 1.0)
+    return FusionEvidence(share, delta, [r.key for r in rows], [r.delta_ns for r in rows],
+                          [list(r.control_names) for r in rows], [list(r.test_names) for r in rows])
+
+
+def _fuses(trace: Trace, name: str) -> bool:
+    ops = trace.ops
+    rows = np.flatnonzero(ops["name"] == trace.string_id(name))
+    return bool(len(rows)) and bool(fusion_parts(trace.strings[int(ops["kernel"][rows[0]])]))
+
+
+def regressions(comparison: Comparison, views: PerSide[StepView]) -> Regressions | None:
+    """Aligned ops slower beyond noise, grouped by op type and top scope; None when the test
+    steps are not slower beyond noise themselves (ops that move while the step does not
+    are concurrency, not a regression)."""
+    c, t = comparison.steps
+    if not beyond_noise(c.median_ns, t.min_ns, comparison.threshold, 0):
+        return None
+    grouped: dict[tuple[str, str], list[Row]] = {}
+    for row in comparison.rows:
+        if row.rule in ("unmatched", "optimizer", "fusion") or any(is_eager_name(n) for n in row.test_names):
+            continue  # unmatched rows have no baseline; optimizer groups differ by design
+        if beyond_noise(row.control_median_ns, row.test_min_ns, comparison.threshold, comparison.noise_ns):
+            scope = row.test_names[0].split("/")[0] if "/" in row.test_names[0] else ""
+            grouped.setdefault((plain_kernel(row.op_type.split("/")[0]), scope), []).append(row)
+    shared = views.map(lambda view: per_step_medians(view.trace, shared_times(view.trace), view.step_positions))
+
+    def delta_of(rows: list[Row]) -> float:
+        return sum(sum(shared.test.get(n, 0.0) for n in r.test_names) -
+                   sum(shared.control.get(n, 0.0) for n in r.control_names) for r in rows)
+    groups = []
+    for (op_type, scope), rows in grouped.items():
+        cause = _kernel_change(comparison, rows)
+        groups.append(RegressionEvidence(op_type, scope, [r.key for r in rows],
+                                         sum(r.control_median_ns for r in rows), sum(r.test_median_ns for r in rows),
+                                         delta_of(rows), cause or None))
+    matched = [r for r in comparison.rows if r.control_names and r.test_names]
+    return Regressions(groups, delta_of(matched), t.median_ns - c.median_ns, t.median_ns or 1.0)
+
+
+def beyond_noise(control_median: float, test_min: float, threshold: float, noise_ns: float) -> bool:
+    """Slower beyond the per-step spread: even the test run's fastest step is slower than the
+    control run's median one, by more than the threshold and the noise floor. With a few
+    steps on a loaded machine one outlier step moves a p90 by several times the median
+    (measured: 1.25 ms median, 5.2 ms p90); a minimum and a median it does not move."""
+    return test_min - control_median > max(threshold * control_median, noise_ns)
+
+
+def _kernel_change(comparison: Comparison, rows: list[Row]) -> str:
+    """The likely cause when the trace shows one: other kernels for the same ops."""
+    kernels = []
+    for trace, side in ((comparison.control, "control"), (comparison.test, "test")):
+        ids = [trace.string_id(n) for n in {n for r in rows for n in getattr(r, f"{side}_names")}]
+        ops = trace.ops
+        found = sorted({trace.strings[k] for k in np.unique(ops["kernel"][np.isin(ops["name"], ids)]).tolist()})
+        kernels.append(found)
+    if kernels[0] and kernels[1] and kernels[0] != kernels[1]:
+        return f"different kernel: {', '.join(kernels[0])} -> {', '.join(kernels[1])}"
+    return ""
+
+
+def working_set_growth(memory: PerSide[MemoryUse], views: PerSide[StepView]) -> WorkingSetEvidence | None:
+    """The test steps' working sets against the control's, where both runs have them."""
+    if not (memory.control.allocator and memory.test.allocator and
+            views.control.step_positions and views.test.step_positions):
+        return None
+    base = float(np.median([memory.control.working_set_per_step[p] for p in views.control.step_positions]))
+    least = min(memory.test.working_set_per_step[p] for p in views.test.step_positions)
+    return WorkingSetEvidence(memory.control, memory.test, base, least, views.test.numbers())
+
+
+def shared_times(trace: Trace) -> np.ndarray:
+    """Each TF op's time with the device shared out among the ops running with it: every
+    moment counts 1/k for each of the k ops running then on the op's device. A TF2 executor
+    runs independent gradient ops side by side where a TF1 session ran them one after the
+    other (measured: a weight gradient overlapped 99% of its time against 0-100%), so on a few
+    cores an op's wall time grows with what runs beside it; its shared time much less."""
+    ops = trace.ops
+    out = np.zeros(len(trace), dtype=np.float64)
+    counted = ops["category"] == Category.OP
+    for device in np.unique(ops["device"][counted]).tolist():
+        rows = np.flatnonzero(counted & (ops["device"] == device))
+        start, end = ops["start_ns"][rows], ops["end_ns"][rows]
+        edges = np.unique(np.concatenate([start, end]))
+        # ops running in each segment [edges[i], edges[i+1]): starts so far less ends so far
+        running = (np.searchsorted(np.sort(start), edges[:-1], side="right")
+                   - np.searchsorted(np.sort(end), edges[:-1], side="right"))
+        weight = np.where(running > 0, np.diff(edges) / np.maximum(running, 1), 0.0)
+        cumulative = np.concatenate([[0.0], np.cumsum(weight)])
+        out[rows] = cumulative[np.searchsorted(edges, end)] - cumulative[np.searchsorted(edges, start)]
+    return out
+
+
+def per_step_medians(trace: Trace, values: np.ndarray, step_positions: list[int]) -> dict[str, float]:
+    """Per op name: the median over ``step_positions`` (indices into ``trace.steps``) of the
+    per-step sum of ``values``."""
+    ops = trace.ops
+    slot = {p: k for k, p in enumerate(step_positions)}
+    sums: dict[int, np.ndarray] = {}
+    for row in np.flatnonzero(np.isin(ops["step"], step_positions) & (ops["category"] == Category.OP)).tolist():
+        name = int(ops["name"][row])
+        sums.setdefault(name, np.zeros(max(len(step_positions), 1)))[slot[int(ops["step"][row])]] += values[row]
+    return {trace.strings[name]: float(np.median(per_step)) for name, per_step in sums.items()}
+
+
+__all__ = ["Regressions", "beyond_noise",
+           "fusion_rows", "per_step_medians", "regressions", "shared_times", "working_set_growth"]
