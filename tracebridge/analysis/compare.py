@@ -28,6 +28,10 @@ records the rule that matched it:
    graphs only inside scopes the rules above matched to each other (a note says how many),
    so what is left elsewhere stays unmatched rather than paired across the model.
 
+Then left-over ops join rows instead of making their own: a TF1 Session's lowered loop
+control flow (``Enter``, ``Merge``, ``Switch``, ``NextIteration``, ``LoopCond``, ``Exit``,
+which TF2's profiler never records) joins its loop condition's row (:mod:`.compare_loops`).
+
 Kernel types are compared by their plain names (:mod:`.kernels`), so a oneDNN run
 (``_MklMatMul``) aligns with a run without oneDNN (``MatMul``).
 

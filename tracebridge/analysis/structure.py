@@ -29,6 +29,7 @@ the same pairs whatever the warm-up or the timing.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
         while frontier:
             following = []
             for c, t in frontier:
-                for edges in ("consumers", "producers"):
+                for edges in (Edges.CONSUMERS, Edges.PRODUCERS):
                     neighbours_c = _neighbours(control, c, edges)
                     neighbours_t = _neighbours(test, t, edges)
                     free_c = [n for n in neighbours_c if n not in paired_c]
@@ -114,7 +115,7 @@ def align_graphs(control: Graph, test: Graph) -> Alignment:
         attached[side] = {}
         for name, op_type in graph.types.items():
             if op_type in SHAPE_ONLY_OPS and name not in paired and name not in grouped:
-                near = [n for edges in ("producers", "consumers") for n in _neighbours(graph, name, edges)
+                near = [n for edges in (Edges.PRODUCERS, Edges.CONSUMERS) for n in _neighbours(graph, name, edges)
                         if n in paired and graph.types[n] not in SHAPE_ONLY_OPS]
                 if near:
                     attached[side][name] = control_name_of(min(near, key=graph.order.__getitem__))
@@ -153,7 +154,7 @@ def _matching_neighbours(control: Graph, names_c: list[str], test: Graph, names_
 
 
 def _uses(graph: Graph, name: str) -> tuple[str, ...]:
-    return tuple(sorted({op_kind(graph.types[n]) for n in _neighbours(graph, name, "consumers")
+    return tuple(sorted({op_kind(graph.types[n]) for n in _neighbours(graph, name, Edges.CONSUMERS)
                          if graph.types[n] not in SHAPE_ONLY_OPS}))
 
 
@@ -188,9 +189,16 @@ def _closeness(around_a: dict[str, int], around_b: dict[str, int]) -> float:
     return math.fsum(1.0 / (around_a[n] + around_b[n]) for n in around_a.keys() & around_b.keys())
 
 
-def _neighbours(graph: Graph, name: str, edges: str, depth: int = 3) -> list[str]:
+class Edges(enum.Enum):
+    """Which way along dataflow a search goes: to the ops that read a node, or that feed it."""
+
+    CONSUMERS = "consumers"
+    PRODUCERS = "producers"
+
+
+def _neighbours(graph: Graph, name: str, edges: Edges, depth: int = 3) -> list[str]:
     """Consumers or producers of ``name``, and beyond shape-only ones, theirs."""
-    table = graph.consumers if edges == "consumers" else graph.producers
+    table = graph.consumers if edges is Edges.CONSUMERS else graph.producers
     out, frontier = [], [name]
     for _ in range(depth):
         following = []
