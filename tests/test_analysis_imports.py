@@ -13,7 +13,8 @@ def analysis_imports() -> dict[str, set[str]]:
     """Analysis module -> the analysis modules it imports (by dotted name)."""
     prefix = "tracebridge.analysis."
     modules = {prefix + path.stem: path for path in (PACKAGE / "analysis").glob("*.py") if path.stem != "__init__"}
-    return {name: {i for i in _imports(path) if i in modules and i != name} for name, path in modules.items()}
+    return {name: {module for module, _lazy in _imports(path) if module in modules and module != name}
+            for name, path in modules.items()}
 
 
 def test_analysis_has_no_import_cycle():
