@@ -57,6 +57,7 @@ from .compare_sides import chosen_time, prepare_side, self_times
 from .compare_stats import add_both_times, coverage, groups, make_row, rule_shares, step_stats
 from .compare_types import PerSide, TimeBasis
 from .doctor import trace_notes
+from .findings import comparison_findings
 from .kernels import trace_kernel_family
 from .run_findings import memory_in_use
 from .structure import align_graphs
@@ -103,7 +104,8 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
                       steps=PerSide(step_stats(control, skipped.control), step_stats(test, skipped.test)),
                       groups=groups(rows, sides), memory=traces.map(memory_in_use),
                       kernels=traces.map(trace_kernel_family), time=time, rule_shares=rule_shares(pairs, sides),
-                      warmup=skipped, threshold=threshold, noise_ns=noise_ns, notes=notes)
+                      warmup=skipped, threshold=threshold, noise_ns=noise_ns, notes=notes,
+                      find=comparison_findings)
 
 
 def user_rule(text: str):

@@ -7,7 +7,9 @@ import csv
 import functools
 import io
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ..model.trace import Trace
 from .compare_types import Groups, PerSide, StepStats, TimeBasis
@@ -66,6 +68,9 @@ class Comparison:
     threshold: float = 0.1
     noise_ns: int = 2_000                   # a change this small is noise, whatever its share
     notes: list[str] = field(default_factory=list)
+    # How the findings are measured (compare() hands in findings.comparison_findings): this
+    # module sits below the findings, which read comparisons, so it does not import them.
+    find: Callable[["Comparison"], Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def unmatched(self) -> dict[str, list[Row]]:
@@ -74,9 +79,11 @@ class Comparison:
 
     @functools.cached_property
     def findings(self):
-        """Why the test run is slower: :func:`.findings.comparison_findings` (measured once)."""
-        from .findings import comparison_findings  # it reads comparisons: imported when asked
-        return comparison_findings(self)
+        """Why the test run is slower: :func:`.findings.comparison_findings` (measured once,
+        when first asked)."""
+        if self.find is None:
+            raise ValueError("this comparison was made without a way to find findings (use compare())")
+        return self.find(self)
 
     def to_dict(self) -> dict:
         return {"findings": [f.to_dict() for f in self.findings],
