@@ -92,6 +92,16 @@ def wire_decoder(request):
         yield request.param
 
 
+def profile_logdir(root: Path, files: dict[str, Path]) -> Path:
+    """A TF2 profile logdir at ``root`` built from real files: one run folder under
+    ``plugins/profile`` holding ``HOST.xplane.pb`` for each host -> file of ``files``."""
+    run = root / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    for host, path in files.items():
+        shutil.copy(path, run / f"{host}.xplane.pb")
+    return root
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     return skip_without_corpus()

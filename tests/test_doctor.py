@@ -17,7 +17,7 @@ import pytest
 import tracebridge
 from tracebridge import protos
 from tracebridge.analysis.doctor import CODES
-from tests.conftest import run_cli
+from tests.conftest import profile_logdir, run_cli
 
 HELPERS = Path(__file__).parent / "helpers"
 GPU = "tfprofiler_gpu_multi_worker.xplane.pb"
@@ -71,13 +71,6 @@ def _edit_xspace(source: Path, target: Path, edit) -> Path:
     return target
 
 
-def _logdir(root: Path, files: dict[str, Path]) -> Path:
-    run = root / "plugins" / "profile" / "2026_01_01_00_00_00"
-    run.mkdir(parents=True)
-    for host, path in files.items():
-        shutil.copy(path, run / f"{host}.xplane.pb")
-    return root
-
 
 # --- healthy captures: nothing to report ------------------------------------------------------
 @pytest.mark.tf
@@ -125,7 +118,7 @@ def test_layout_of_folders_built_from_real_files(corpus, tmp_path):
     assert "plugins/profile/2024_01_01_00_00_00/worker.xplane.pb" in found["problems"][0]["fix"]
 
     above = tmp_path / "above"  # the logdir given one folder too high
-    _logdir(above / "train", {"worker": xplane})
+    profile_logdir(above / "train", {"worker": xplane})
     _, found = doctor_json(above)
     assert [p["code"] for p in found["problems"]] == ["layout"]
     assert "train/plugins/profile/2026_01_01_00_00_00/worker.xplane.pb" in found["problems"][0]["evidence"]
@@ -144,7 +137,7 @@ def test_layout_of_folders_built_from_real_files(corpus, tmp_path):
     shutil.copy(corpus / "events" / "events.out.tfevents.1583461681.localhost.profile-empty", marker_only)
     assert codes(marker_only) == ["layout"]
 
-    empty_run = _logdir(tmp_path / "runs", {"worker": xplane})  # a good run and a run without host files
+    empty_run = profile_logdir(tmp_path / "runs", {"worker": xplane})  # a good run and a run without host files
     (empty_run / "plugins" / "profile" / "2026_01_02_00_00_00").mkdir()
     _, found = doctor_json(empty_run)
     assert found["problems"][0]["code"] == "layout"
@@ -234,13 +227,13 @@ def test_clock_skew_between_hosts_of_a_real_capture(captures, tmp_path):
                     if names[stat.metadata_id] in ("profile_start_time", "profile_stop_time"):
                         stat.uint64_value += shift_ns
     shifted = _edit_xspace(healthy, tmp_path / "shifted.xplane.pb", shift_clock)
-    logdir = _logdir(tmp_path / "skewed", {"worker-0": healthy, "worker-1": shifted})
+    logdir = profile_logdir(tmp_path / "skewed", {"worker-0": healthy, "worker-1": shifted})
     _, found = doctor_json(logdir)
     (problem,) = found["problems"]
     assert problem["code"] == "clock_skew" and problem["missing"] == "worker-1's clock disagrees with worker-0's"
     assert "5000.000 ms apart over 4 shared steps" in problem["evidence"]
     assert codes(healthy, shifted) == ["clock_skew"]  # the same as two XSpace files
-    assert codes(_logdir(tmp_path / "same", {"worker-0": healthy, "worker-1": healthy})) == []
+    assert codes(profile_logdir(tmp_path / "same", {"worker-0": healthy, "worker-1": healthy})) == []
 
 
 @pytest.mark.tf

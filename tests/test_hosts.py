@@ -19,19 +19,12 @@ from tracebridge.analysis.host_summary import HostPart, host_parts, merge_parts
 from tracebridge.formats import load_host, load_host_ops
 from tracebridge.readers.host_files import HostFile, host_files
 from tracebridge.analysis.stragglers import host_report
-from tests.conftest import free_port, run_cli
+from tests.conftest import free_port, profile_logdir, run_cli
 
 HELPERS = Path(__file__).parent / "helpers"
 GPU = "tfprofiler_gpu_multi_worker.xplane.pb"
 TPU = "xprof_tpu_inference_2.xplane.pb"
 
-
-def _logdir(root: Path, files: dict[str, Path]) -> Path:
-    run = root / "plugins" / "profile" / "2026_01_01_00_00_00"
-    run.mkdir(parents=True)
-    for host, path in files.items():
-        shutil.copy(path, run / f"{host}.xplane.pb")
-    return root
 
 
 def _equal_by_host(path, top=None):
@@ -54,7 +47,7 @@ def test_ops_only_read_summarizes_as_the_full_read(corpus, name):
 @pytest.mark.slow
 def test_corpus_hosts_merge_like_one_trace(corpus, tmp_path):
     """A GPU host, a TPU host and the GPU host again (same device names on two hosts)."""
-    logdir = _logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
+    logdir = profile_logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
                                 "gpu-b": corpus / "xspace" / GPU})
     for top in (None, 7):
         parts = _equal_by_host(logdir, top)
@@ -76,7 +69,7 @@ def test_hosts_counting_different_rows_are_summarized_alike(corpus, tmp_path):
     space.planes.extend(keep)
     host_only = tmp_path / "host_only.xplane.pb"
     host_only.write_bytes(space.SerializeToString())
-    logdir = _logdir(tmp_path / "logdir", {"cpu": host_only, "tpu": corpus / "xspace" / TPU})
+    logdir = profile_logdir(tmp_path / "logdir", {"cpu": host_only, "tpu": corpus / "xspace" / TPU})
     parts = _equal_by_host(logdir)
     assert {p.host: p.natural_mode for p in parts} == {"cpu": "op", "tpu": "device+memcpy"}
     assert {p.mode for p in parts} == {"device+memcpy"}
@@ -88,7 +81,7 @@ def test_list_of_files_is_one_host_each(corpus, tmp_path):
     assert [h.host for h in hosts] == ["tfprofiler_gpu_multi_worker", "xprof_tpu_inference_2"]
     result = run_cli("summary", *files, "--json", "--top", "5")
     assert result.returncode == 0, result.stderr
-    logdir = _logdir(tmp_path, {h.host: Path(h.path) for h in hosts})
+    logdir = profile_logdir(tmp_path, {h.host: Path(h.path) for h in hosts})
     assert json.loads(result.stdout) == tracebridge.load(logdir).summary(top=5).to_dict()
 
 
@@ -120,7 +113,7 @@ def test_scheduler_without_dask_names_the_extra(tmp_path, corpus):
 @pytest.mark.slow
 def test_real_dask_cluster_gives_the_same_summary(corpus, tmp_path):
     pytest.importorskip("distributed")
-    logdir = _logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
+    logdir = profile_logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
                                 "gpu-b": corpus / "xspace" / GPU})
     dask = shutil.which("dask", path=str(Path(sys.executable).parent)) or shutil.which("dask")
     assert dask, "tracebridge[dask] installs the dask command"
@@ -201,7 +194,7 @@ def four_hosts(tmp_path_factory):
     for index in range(4):
         found = sorted((root / "capture" / f"host-{index}").glob("plugins/profile/*/*.xplane.pb"))
         files[f"worker-{index}"] = found[-1]
-    return _logdir(root / "logdir", files), "worker-2"
+    return profile_logdir(root / "logdir", files), "worker-2"
 
 
 @pytest.mark.tf
@@ -242,7 +235,7 @@ def test_host_file_urls_are_read_through_fsspec(corpus, tmp_path):
 
 def test_overview_page_escapes_host_names_and_writes_timelines_on_demand(corpus, tmp_path):
     evil = '<img src=x onerror="alert(1)">'
-    logdir = _logdir(tmp_path / "logdir", {evil: corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU})
+    logdir = profile_logdir(tmp_path / "logdir", {evil: corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU})
     out = tmp_path / "out" / "hosts.html"
     out.parent.mkdir()
     result = run_cli("summary", logdir, "--by-host", "--html", out, "--timeline", "tpu")
@@ -267,8 +260,8 @@ def test_two_multi_host_runs_compared_group_by_group(corpus, tmp_path):
     from tracebridge.analysis.host_groups import host_group
     from tracebridge.model.merge import merge_traces
     gpu, tpu = corpus / "xspace" / GPU, corpus / "xspace" / TPU
-    control = _logdir(tmp_path / "a", {"worker-0": gpu, "worker-1": gpu})
-    test = _logdir(tmp_path / "b", {"worker-0": gpu, "worker-1": gpu, "worker-2": gpu, "ps-0": tpu})
+    control = profile_logdir(tmp_path / "a", {"worker-0": gpu, "worker-1": gpu})
+    test = profile_logdir(tmp_path / "b", {"worker-0": gpu, "worker-1": gpu, "worker-2": gpu, "ps-0": tpu})
     assert [host_group(h) for h in ("worker-12", "ps0", "10.0.0.5_6009", "7")] == ["worker", "ps", "10.0.0.5", "7"]
     result = run_cli("compare", control, test, "--by-host-group", "--json")
     assert result.returncode == 0, result.stderr
@@ -287,7 +280,7 @@ def test_two_multi_host_runs_compared_group_by_group(corpus, tmp_path):
 
 @pytest.mark.slow
 def test_filters_apply_host_by_host_as_to_the_merged_trace(corpus, tmp_path):
-    logdir = _logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
+    logdir = profile_logdir(tmp_path, {"gpu-a": corpus / "xspace" / GPU, "tpu": corpus / "xspace" / TPU,
                                 "gpu-b": corpus / "xspace" / GPU})
     for flag, value, key in (("--name", "Memcpy|copy", "name"), ("--device", "GPU:6|TPU:1", "device")):
         result = run_cli("summary", logdir, flag, value, "--json")
@@ -300,7 +293,7 @@ def test_filters_apply_host_by_host_as_to_the_merged_trace(corpus, tmp_path):
 
 def test_advise_runs_host_by_host_with_each_hosts_own_findings(corpus, tmp_path):
     from tracebridge.analysis.findings import advise
-    logdir = _logdir(tmp_path / "logdir", {"gpu-0": corpus / "xspace" / GPU, "tpu-0": corpus / "xspace" / TPU})
+    logdir = profile_logdir(tmp_path / "logdir", {"gpu-0": corpus / "xspace" / GPU, "tpu-0": corpus / "xspace" / TPU})
     done = run_cli("advise", logdir, "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -11,7 +11,6 @@ multi-host logdir).
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import urllib.request
 from collections import Counter, defaultdict
@@ -21,7 +20,7 @@ import numpy as np
 import pytest
 
 import tracebridge
-from tests.conftest import run_cli
+from tests.conftest import profile_logdir, run_cli
 from tracebridge.errors import OptionError, TraceFormatError
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -181,11 +180,8 @@ def test_tf1_capture(tf_run, tmp_path):
 
 
 def multi_host_logdir(corpus: Path, folder: Path) -> Path:
-    run = folder / "logdir" / "plugins" / "profile" / "2026_01_01_00_00_00"
-    run.mkdir(parents=True)
-    shutil.copy(corpus / "xspace" / "tfprofiler_gpu_multi_worker.xplane.pb", run / "worker-0.xplane.pb")
-    shutil.copy(corpus / "xspace" / "xprof_tpu_inference_2.xplane.pb", run / "worker-1.xplane.pb")
-    return folder / "logdir"
+    return profile_logdir(folder / "logdir", {"worker-0": corpus / "xspace" / "tfprofiler_gpu_multi_worker.xplane.pb",
+                                              "worker-1": corpus / "xspace" / "xprof_tpu_inference_2.xplane.pb"})
 
 
 @pytest.mark.parametrize("workers", [1, 2])

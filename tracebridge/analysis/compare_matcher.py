@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 from .compare_names import RULE_CONFIDENCE, Pair
 from .compare_sides import Side
+from .compare_types import SIDES
 
-SIDES = ("control", "test")
 
 
 class Rule:

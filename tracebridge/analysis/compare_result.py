@@ -73,9 +73,9 @@ class Comparison:
     find: Callable[["Comparison"], Any] | None = field(default=None, repr=False, compare=False)
 
     @property
-    def unmatched(self) -> dict[str, list[Row]]:
-        return {"control": [r for r in self.rows if not r.test_names],
-                "test": [r for r in self.rows if not r.control_names]}
+    def unmatched(self) -> PerSide[list[Row]]:
+        """Each run's rows that found no counterpart in the other run."""
+        return PerSide([r for r in self.rows if not r.test_names], [r for r in self.rows if not r.control_names])
 
     @functools.cached_property
     def findings(self):
@@ -89,7 +89,7 @@ class Comparison:
         return {"findings": [f.to_dict() for f in self.findings],
                 "coverage": self.coverage.to_dict(), "steps": self.steps.to_dict(StepStats.to_dict),
                 "step_pairs": self.step_pairs, "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
-                "unmatched": {side: [r.key for r in rows] for side, rows in self.unmatched.items()},
+                "unmatched": self.unmatched.to_dict(lambda rows: [r.key for r in rows]),
                 "groups": self.groups.to_dict(), "memory": self.memory.to_dict(lambda m: m.peaks),
                 "kernels": self.kernels.to_dict(), "time": self.time.value,
                 "rule_shares": {rule: share.to_dict() for rule, share in self.rule_shares.items()},

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .compare_types import PerSide
 from .hosts import HostInput, HostLoader, map_hosts
 
 _TASK_NUMBER = re.compile(r"[-_.:]*\d+$")
@@ -42,11 +43,11 @@ class GroupComparison:
     """Per matched group pair: the comparison (as ``Comparison.to_dict``) and its text."""
 
     pairs: list[dict]
-    unmatched: dict[str, list[str]] = field(default_factory=dict)
+    unmatched: PerSide[list[str]] = field(default_factory=lambda: PerSide([], []))  # groups without a counterpart
 
     def to_dict(self) -> dict:
         return {"groups": [{k: v for k, v in pair.items() if k != "text"} for pair in self.pairs],
-                "unmatched_groups": self.unmatched}
+                "unmatched_groups": self.unmatched.to_dict()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -77,8 +78,8 @@ def compare_host_groups(control: Sequence[HostInput], test: Sequence[HostInput],
     pairs = map_hosts(functools.partial(_compare_group, load=load, top=top, options=options), jobs, workers=workers,
                       scheduler=scheduler)
     paired_left, paired_right = {a for a, _ in matched}, {b for _, b in matched}
-    return GroupComparison(pairs=pairs, unmatched={"control": [g for g in left if g not in paired_left],
-                                                   "test": [g for g in right if g not in paired_right]})
+    return GroupComparison(pairs=pairs, unmatched=PerSide([g for g in left if g not in paired_left],
+                                                          [g for g in right if g not in paired_right]))
 
 
 def _compare_group(job, *, load: HostLoader, top: int, options: dict) -> dict:
