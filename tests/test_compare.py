@@ -160,8 +160,8 @@ def test_mlp_tf1_against_tf2(tf):
                 assert row.key == (c if c == t else f"{c} ~ {t}")
         else:
             assert row.confidence == 0 and row.key in row.control_names + row.test_names
-    for side in ("control", "test"):  # every unmatched op is listed with its time
-        for row in result.unmatched[side]:
+    for side, rows in result.unmatched.items():  # every unmatched op is listed with its time
+        for row in rows:
             assert getattr(row, f"{side}_total_ns") >= 0 and row.rule == "unmatched"
     print(f"MLP coverage: control {result.coverage.control:.1%}, test {result.coverage.test:.1%}")
 
