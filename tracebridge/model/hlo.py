@@ -11,6 +11,7 @@ decodes them into an :class:`HloOpMap` (the decoding is a reader's; the map is t
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass, field
 
 HLO_MODULES = "hlo_modules"  # the trace metadata key
@@ -108,6 +109,19 @@ class HloOpMap:
 def module_entry(name: str, program_id: int | None, data: bytes) -> dict:
     """One ``metadata["hlo_modules"]`` entry (JSON-able)."""
     return {"name": name, "program_id": program_id, "proto": base64.b64encode(data).decode("ascii")}
+
+
+def hlo_modules_of_text(text) -> list[dict]:
+    """The entries a writer kept as JSON text (a Chrome trace's ``otherData`` holds
+    scalars only); [] for anything else, so a damaged value drops the HLO, not the trace."""
+    if not isinstance(text, str):
+        return []
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return []
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("proto"), str)] \
+        if isinstance(entries, list) else []
 
 
 def modules_of(metadata: dict) -> list[bytes]:

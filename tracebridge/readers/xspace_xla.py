@@ -1,0 +1,119 @@
+"""XLA events of an XSpace linked to the framework ops they compute, through the HLO.
+
+Every XLA event names its HLO instruction: a GPU kernel or copy by its ``hlo_op`` stat (or,
+inside a CUDA graph where ``hlo_op`` is ``command_buffer_N``, by its own kernel name, the
+instruction's name with '.' as '_'), a CPU thunk by ``hlo_op`` and its own name, a TPU op
+by its name. The instruction's metadata names the framework op (``op_name``): the event's
+row takes that op's name and type, as xprof's framework_op_stats names them, instead of
+``XlaModule``. A fusion that computes several framework ops keeps its own op_name as the
+row (xprof's choice) and gets a ``tf_ops`` stat naming all of them; every linked event gets
+``hlo_instruction``, so a by-HLO table can group by instruction.
+
+The HLO comes from the ``/host:metadata`` plane (one event metadata per module, with the
+``Hlo Proto`` bytes stat) and from a capture's ``metadata["hlo_modules"]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.builder import TraceBuilder
+from ..model.hlo import HLO_MODULES, HloOpMap, module_entry, modules_of
+from ..model.schema import Category
+from .hlo import hlo_op_map
+
+HLO_PROTO_STAT = "Hlo Proto"
+METADATA_PLANE = "/host:metadata"
+# The event stats that link an XLA event to its instruction (they decide its row's name).
+XLA_STATS = frozenset({"hlo_op", "hlo_module", "program_id"})
+# The stats this module adds to linked events.
+HLO_INSTRUCTION, TF_OPS = "hlo_instruction", "tf_ops"
+
+
+def note_hlo_modules(builder: TraceBuilder, found: list[tuple[str, int | None, bytes]]) -> HloOpMap | None:
+    """Keep the modules of ``/host:metadata`` (``(name, program id, proto)``) in the trace's
+    metadata, beside any a capture recorded; the map of all of them, or None if none."""
+    entries = list(builder.metadata_value(HLO_MODULES, None) or [])
+    known = {(e.get("name"), e.get("program_id")) for e in entries if isinstance(e, dict)}
+    for name, program_id, data in found:
+        if (name, program_id) not in known:
+            entries.append(module_entry(name, program_id, data))
+            known.add((name, program_id))
+    if not entries:
+        return None
+    builder.note(**{HLO_MODULES: entries})
+    return hlo_op_map(modules_of({HLO_MODULES: entries}))
+
+
+def module_name(metadata_name: str) -> str:
+    """A ``/host:metadata`` event's name is ``<module>(<program id>)``."""
+    head, paren, _ = metadata_name.rpartition("(")
+    return head if paren and head else metadata_name
+
+
+def spread_metadata_stats(metadata_stats: list[dict[int, dict[str, str]]], stats: dict,
+                          event_plane: np.ndarray, metadata_id: np.ndarray) -> None:
+    """XLA stats on an event's metadata (``hlo_op`` of every run of a kernel) as stats of
+    each such event, where the event has none of its own."""
+    for key in XLA_STATS:
+        own = set(stats[key][0]) if key in stats else set()
+        for plane, per_metadata in enumerate(metadata_stats):
+            ids = [m for m, found in per_metadata.items() if key in found]
+            if not ids:
+                continue
+            events = np.flatnonzero((event_plane == plane) & np.isin(metadata_id, ids))
+            events = [e for e in events.tolist() if e not in own]
+            if events:
+                into = stats.setdefault(key, ([], []))
+                into[0].extend(events)
+                into[1].extend(per_metadata[int(metadata_id[e])][key] for e in events)
+
+
+def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category: np.ndarray,
+                    name_id: np.ndarray, type_id: np.ndarray, kernel_id: np.ndarray) -> int:
+    """Name each XLA event's row after the framework op its instruction computes; a CPU
+    thunk (a host event) becomes an op row. Returns how many events were linked."""
+    if "hlo_op" not in stats:
+        return 0
+    s = builder.strings
+    module_of = dict(zip(*stats["hlo_module"])) if "hlo_module" in stats else {}
+    program_of = dict(zip(*stats["program_id"])) if "program_id" in stats else {}
+    instructions, fused = ([], []), ([], [])
+    host, op = int(Category.HOST), int(Category.OP)
+    work = (int(Category.DEVICE), int(Category.MEMCPY), host)
+    linked, texts = 0, builder.strings.as_tuple()
+    for event, hlo_op in zip(*stats["hlo_op"]):
+        if category[event] not in work:
+            continue
+        module = module_of.get(event)
+        program = program_of.get(event)
+        program = integer(program)
+        module = module if isinstance(module, str) else None
+        found = hlo.find(module, str(hlo_op), program) or hlo.find(module, texts[kernel_id[event]], program)
+        if found is None:
+            continue
+        linked += 1
+        name_id[event], type_id[event] = s[found.row_name], s[found.row_type]
+        if category[event] == host:
+            category[event] = op
+        instructions[0].append(event)
+        instructions[1].append(found.name)
+        if found.fused:
+            fused[0].append(event)
+            fused[1].append(found.describe_ops())
+    for key, pairs in ((HLO_INSTRUCTION, instructions), (TF_OPS, fused)):
+        if pairs[0]:
+            into = stats.setdefault(key, ([], []))
+            into[0].extend(pairs[0])
+            into[1].extend(pairs[1])
+    return linked
+
+
+def integer(value) -> int | None:
+    """A program id: an int stat, or one read off event metadata as text."""
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
