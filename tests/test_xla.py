@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from tracebridge.model.hlo import HLO_MODULES, module_entry, modules_of
 from tracebridge.readers.hlo import hlo_op_map
 from tests.test_accelerator import xprof_device_self_time
 
+DATA = Path(__file__).parent / "data" / "xla"
 GPU_FILES = ["jax_h100_mlp_graphs", "jax_h100_mlp_nographs", "jax_h100_convnet_graphs",
              "jax_h100_convnet_nographs"]
 
@@ -159,3 +161,114 @@ def test_chrome_output_names_each_kernels_instruction_and_ops(corpus, tmp_path):
         if op.fused:
             assert event["args"]["tf_ops"] == op.describe_ops()
     assert any("tf_ops" in e["args"] for e in linked)
+
+
+# --- XLA on a CPU (JAX's profiler: tests/data/xla, made by tools/gen_xla_test_data.py) -----------
+CPU_FILES = ["jax_cpu_mlp", "jax_cpu_convnet"]
+
+
+def _message(data: bytes) -> dict[int, list]:
+    """A protobuf message as ``{field number: [values]}`` (varints as ints, length-delimited
+    fields as bytes): the HLO read here without tracebridge's decoder."""
+    fields: dict[int, list] = {}
+    pos = 0
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        kind = tag & 7
+        if kind == 0:
+            value, pos = _varint(data, pos)
+        elif kind == 2:
+            length, pos = _varint(data, pos)
+            value, pos = data[pos:pos + length], pos + length
+        elif kind in (1, 5):
+            size = 8 if kind == 1 else 4
+            value, pos = data[pos:pos + size], pos + size
+        else:
+            raise AssertionError(f"wire type {kind}")
+        fields.setdefault(tag >> 3, []).append(value)
+    return fields
+
+
+def _instructions(hlo_proto: bytes) -> dict[str, tuple[str, list[str]]]:
+    """Instruction name -> (its op_name, op_names inside the computations it calls).
+    Field numbers: HloProto.hlo_module 1; HloModuleProto.computations 3;
+    HloComputationProto name 1, instructions 2, id 5; HloInstructionProto name 1,
+    metadata 7, called_computation_ids 38 (packed); OpMetadata.op_name 2."""
+    module = _message(_message(hlo_proto)[1][0])
+    computations = [_message(c) for c in module[3]]
+    inside: dict[int, list[str]] = {}
+    rows = []
+    for computation in computations:
+        names = []
+        for raw in computation[2]:
+            instruction = _message(raw)
+            metadata = _message(instruction[7][0]) if 7 in instruction else {}
+            op_name = metadata.get(2, [b""])[0].decode()
+            called, packed = [], b"".join(instruction.get(38, []))
+            at = 0
+            while at < len(packed):
+                value, at = _varint(packed, at)
+                called.append(value)
+            rows.append((instruction[1][0].decode(), op_name, called))
+            if op_name and op_name not in names:
+                names.append(op_name)
+        inside[computation[5][0]] = names
+    out = {}
+    for name, op_name, called in rows:
+        ops = [op_name] if op_name else []
+        for callee in called:
+            ops += [o for o in inside.get(callee, []) if o not in ops]
+        out[name] = (op_name, ops)
+    return out
+
+
+def _thunks(path) -> list[tuple[str, str, float]]:
+    """``(hlo_module, hlo_op, duration in ns)`` of every event that names its HLO op."""
+    space = protos.XSpace.FromString(path.read_bytes())
+    found = []
+    for plane in space.planes:
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                stats = {}
+                for stat in list(plane.event_metadata[event.metadata_id].stats) + list(event.stats):
+                    kind = stat.WhichOneof("value")
+                    value = getattr(stat, kind)
+                    stats[names[stat.metadata_id]] = names[value] if kind == "ref_value" else value
+                if "hlo_op" in stats:
+                    found.append((stats["hlo_module"], stats["hlo_op"], event.duration_ps / 1000))
+    return found
+
+
+@pytest.mark.parametrize("name", CPU_FILES)
+def test_cpu_thunk_time_goes_to_the_ops_its_hlo_names(name):
+    """xprof attributes no XLA CPU thunk to a framework op; tracebridge does, checked
+    against the HLO and the thunk events read here independently."""
+    path = DATA / f"{name}.xplane.pb"
+    (module_name, proto), = _hlo_protos(path).items()
+    instructions = _instructions(proto)
+    thunks = _thunks(path)
+    assert thunks and all(module == module_name.split("(")[0] for module, _, _ in thunks)
+    expected: dict[str, float] = {}
+    for _, instruction, duration in thunks:
+        op_name = instructions[instruction][0]
+        expected[op_name or instruction] = expected.get(op_name or instruction, 0) + duration
+    for ops_only in (False, True):
+        summary = tracebridge.load(path, ops_only=ops_only).summary()
+        ours = {row["key"]: row["total_ns"] for row in summary.by_op}
+        assert set(ours) == set(expected)
+        for op, ns in expected.items():
+            assert ours[op] == pytest.approx(ns, abs=2 * len(thunks)), op
+        # the thunks only: ThunkExecutor::Execute around them is not counted again
+        assert summary.total_ns == pytest.approx(sum(d for _, _, d in thunks), abs=2 * len(thunks))
+        hlo_rows = {row["key"]: row for row in summary.by_hlo}
+        assert set(hlo_rows) == {i for _, i, _ in thunks}
+        for instruction, row in hlo_rows.items():
+            op_name, inside = instructions[instruction]
+            assert row["op"] == (op_name or instruction)
+            assert row["tf_ops"] == (inside if len(inside) > 1 else [row["op"]])
+    assert any(len(row["tf_ops"]) > 1 for row in summary.by_hlo), "a step has fusions of several ops"
+
+
+def test_cpu_xla_files_stay_small():
+    assert sum(p.stat().st_size for p in DATA.glob("*.xplane.pb")) < 300_000
