@@ -272,3 +272,69 @@ def test_cpu_thunk_time_goes_to_the_ops_its_hlo_names(name):
 
 def test_cpu_xla_files_stay_small():
     assert sum(p.stat().st_size for p in DATA.glob("*.xplane.pb")) < 300_000
+
+
+# --- TF 2.21's own XLA CPU profile of a jit_compile function -----------------------------------
+@pytest.fixture(scope="module")
+def tf_xla_capture(tmp_path_factory):
+    """A ``tf.function(jit_compile=True)`` profiled by TF (3 steps, host tracer level 3: the
+    thunks), with the optimized HLO that ``experimental_get_compiler_ir`` gives for it."""
+    tf = pytest.importorskip("tensorflow")
+    logdir = tmp_path_factory.mktemp("tf_xla")
+
+    @tf.function(jit_compile=True)
+    def step(x, w1, w2):
+        hidden = tf.nn.relu(tf.matmul(x, w1, name="dense1"), name="relu1")
+        logits = tf.matmul(hidden, w2, name="dense2")
+        return tf.reduce_sum(tf.nn.softmax(logits, name="softmax"), name="total")
+
+    args = [tf.random.normal(shape, seed=1) for shape in ((64, 256), (256, 512), (512, 10))]
+    step(*args).numpy()  # compile outside the profile
+    tf.profiler.experimental.start(str(logdir), options=tf.profiler.experimental.ProfilerOptions(
+        host_tracer_level=3, python_tracer_level=0))
+    for i in range(3):
+        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+            step(*args).numpy()
+    tf.profiler.experimental.stop()
+    path, = logdir.glob("plugins/profile/*/*.xplane.pb")
+    return path, step.experimental_get_compiler_ir(*args)(stage="optimized_hlo_proto_serialized")
+
+
+@pytest.mark.tf
+def test_tf_xla_thunks_go_to_their_tf_ops_and_the_function_op_is_not_counted_again(tf_xla_capture):
+    path, _ = tf_xla_capture
+    (_, proto), = _hlo_protos(path).items()
+    instructions = _instructions(proto)
+    thunks = _thunks(path)
+    assert thunks
+    expected: dict[str, float] = {}
+    for _, instruction, duration in thunks:
+        op_name = instructions[instruction][0]
+        expected[op_name or instruction] = expected.get(op_name or instruction, 0) + duration
+    assert {"dense1", "dense2"} <= set(expected)
+    summary = tracebridge.load(path).summary()
+    ours = {row["key"]: row["total_ns"] for row in summary.by_op}
+    assert set(ours) == set(expected)  # no __inference_step row: it ran the thunks
+    for op, ns in expected.items():
+        assert ours[op] == pytest.approx(ns, abs=2 * len(thunks)), op
+    assert summary.total_ns == pytest.approx(sum(d for _, _, d in thunks), abs=2 * len(thunks))
+
+
+@pytest.mark.tf
+def test_tf_xla_thunks_linked_through_the_hlo_a_capture_recorded(tf_xla_capture, tmp_path):
+    """Without ``/host:metadata``'s HLO, the module recorded at capture time (its name
+    there lacks the compile options TF's profile puts in it) links the thunks the same."""
+    path, recorded = tf_xla_capture
+    space = protos.XSpace.FromString(path.read_bytes())
+    kept = [plane for plane in space.planes if plane.name != "/host:metadata"]
+    del space.planes[:]
+    space.planes.extend(kept)
+    stripped = tmp_path / "stripped.xplane.pb"
+    stripped.write_bytes(space.SerializeToString())
+    module = hlo_op_map([recorded]).modules[0]
+    assert "XlaMustCompile" not in module.name
+    from tracebridge.readers.xspace import read_xspace_files
+    trace = read_xspace_files([(str(stripped), stripped.read_bytes(), None)],
+                              {HLO_MODULES: [module_entry(module.name, module.program_id, recorded)]})
+    linked = tracebridge.load(path).summary()
+    assert trace.summary().by_op == linked.by_op

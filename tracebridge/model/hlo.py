@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 
 HLO_MODULES = "hlo_modules"  # the trace metadata key
@@ -66,6 +67,16 @@ class HloModule:
     by_kernel_name: dict[str, HloOp] = field(default_factory=dict)  # kernel-safe names (see HloOpMap.find)
 
 
+_TF_COMPILE_OPTIONS = re.compile(r"__XlaMustCompile_[^.]*_(\.\d+)$")
+
+
+def tf_module_name(name: str) -> str:
+    """TF's profile names a ``jit_compile`` function's module with its compile options
+    (``a_inference_step_22__XlaMustCompile_true_config_proto_<n>_executor_type_<m>_.4``);
+    ``experimental_get_compiler_ir`` gives the same module as ``a_inference_step_22__.4``."""
+    return _TF_COMPILE_OPTIONS.sub(r"__\1", name)
+
+
 def kernel_safe(name: str) -> str:
     """An instruction's name as XLA's GPU backend names its kernel: '.' and '-' become '_'
     (``loop_add_fusion.1`` runs as kernel ``loop_add_fusion_1``)."""
@@ -85,13 +96,26 @@ class HloOpMap:
     def __len__(self) -> int:
         return len(self.modules)
 
+    def alias(self, name: str, program_id: int | None, module: HloModule) -> None:
+        """Know ``module`` also by the name a profile gives it (``/host:metadata``'s event
+        name, a capture's entry), where that differs from the name inside its proto."""
+        self._by_key.setdefault((name, program_id), module)
+        if module not in self._by_name.setdefault(name, []):
+            self._by_name[name].append(module)
+
     def module(self, name: str | None, program_id: int | None = None) -> list[HloModule]:
         """The modules an event names: by name and program id where both match, else by
-        name (a module recompiled keeps its name), else every module (name None)."""
+        name (a module recompiled keeps its name), else by TF's name without its compile
+        options, else the only module there is; every module for name None."""
         if name is None:
             return self.modules
-        exact = self._by_key.get((name, program_id)) if program_id is not None else None
-        return [exact] if exact is not None else self._by_name.get(name, [])
+        for candidate in dict.fromkeys((name, tf_module_name(name))):
+            exact = self._by_key.get((candidate, program_id)) if program_id is not None else None
+            if exact is not None:
+                return [exact]
+            if candidate in self._by_name:
+                return self._by_name[candidate]
+        return self.modules if len(self.modules) == 1 else []
 
     def find(self, module: str | None, instruction: str, program_id: int | None = None) -> HloOp | None:
         """The instruction an XLA event ran: by name, or by its kernel-safe name (a GPU

@@ -90,10 +90,7 @@ def _module(raw: bytes) -> HloModule:
     # The framework ops of each computation, in instruction order (what a call computes).
     comp_ops: dict[str, list[tuple[str, str]]] = {}
     for row, comp in enumerate(owner.tolist()):
-        if op_names[row] and op_names[row] != XLA_ARGS:
-            ops = comp_ops.setdefault(comp_names[comp], [])
-            if (op_names[row], op_types[row]) not in ops:
-                ops.append((op_names[row], op_types[row]))
+        _add_op(comp_ops.setdefault(comp_names[comp], []), op_names[row], op_types[row])
     for row in range(count):
         callees = tuple(comp_name_of.get(c, str(c)) for c in called[row])
         module.ops[names[row]] = HloOp(
@@ -109,13 +106,24 @@ def _tf_ops(op_name: str, op_type: str, callees: tuple[str, ...],
             comp_ops: dict[str, list[tuple[str, str]]]) -> tuple[tuple[str, str], ...]:
     """Its own op, then those of the computations it calls (a fusion's inside)."""
     ops: list[tuple[str, str]] = []
-    if op_name and op_name != XLA_ARGS:
-        ops.append((op_name, op_type))
+    _add_op(ops, op_name, op_type)
     for callee in callees:
-        for op in comp_ops.get(callee, ()):
-            if op not in ops:
-                ops.append(op)
+        for inner_name, inner_type in comp_ops.get(callee, ()):
+            _add_op(ops, inner_name, inner_type)
     return tuple(ops)
+
+
+def _add_op(ops: list[tuple[str, str]], op_name: str, op_type: str) -> None:
+    """Add a framework op once by name; the first type given for it stays (TF leaves the
+    type off some instructions of an op that others of it carry)."""
+    if not op_name or op_name == XLA_ARGS:
+        return
+    for at, (name, known) in enumerate(ops):
+        if name == op_name:
+            if not known and op_type:
+                ops[at] = (name, op_type)
+            return
+    ops.append((op_name, op_type))
 
 
 def _called(raw: bytes, instrs_f, count: int) -> list[list[int]]:

@@ -250,7 +250,8 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     mark_eager_ops(builder.strings, stats, category, name_id, type_id, kernel_id, start_ns)
     _link_device_events(builder, stats, category, name_id, type_id)
     if hlo_map is not None:
-        link_xla_events(builder, hlo_map, stats, category, name_id, type_id, kernel_id)
+        link_xla_events(builder, hlo_map, stats, category, name_id, type_id, kernel_id, device_of_event,
+                        start_ns, end_ns)
     _link_by_correlation(stats, category, name_id, type_id, kernel_id, event_line, start_ns, end_ns)
     _device_clock_durations(stats, category, start_ns, end_ns)
     derived = _derived_lines(planes, line_owner, line_names)

@@ -42,7 +42,12 @@ def note_hlo_modules(builder: TraceBuilder, found: list[tuple[str, int | None, b
     if not entries:
         return None
     builder.note(**{HLO_MODULES: entries})
-    return hlo_op_map(modules_of({HLO_MODULES: entries}))
+    hlo = hlo_op_map(modules_of({HLO_MODULES: entries}))
+    usable = [e for e in entries if isinstance(e, dict) and isinstance(e.get("proto"), str)]
+    for entry, module in zip(usable, hlo.modules):  # modules_of keeps the entries' order
+        if isinstance(entry.get("name"), str):
+            hlo.alias(entry["name"], integer(entry.get("program_id")), module)
+    return hlo
 
 
 def module_name(metadata_name: str) -> str:
@@ -70,9 +75,12 @@ def spread_metadata_stats(metadata_stats: list[dict[int, dict[str, str]]], stats
 
 
 def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category: np.ndarray,
-                    name_id: np.ndarray, type_id: np.ndarray, kernel_id: np.ndarray) -> int:
+                    name_id: np.ndarray, type_id: np.ndarray, kernel_id: np.ndarray,
+                    device_of_event: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> int:
     """Name each XLA event's row after the framework op its instruction computes; a CPU
-    thunk (a host event) becomes an op row. Returns how many events were linked."""
+    thunk (a host event) becomes an op row, and the function op that ran the module around
+    it (``__inference_f:__inference_f``) an annotation, so that its time is not counted a
+    second time on top of its thunks'. Returns how many events were linked."""
     if "hlo_op" not in stats:
         return 0
     s = builder.strings
@@ -101,6 +109,9 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
         if found.fused:
             fused[0].append(event)
             fused[1].append(found.describe_ops())
+    if instructions[0]:
+        _demote_module_ops(builder, np.array(instructions[0], dtype=np.int64), category, type_id,
+                           device_of_event, start_ns, end_ns)
     for key, pairs in ((HLO_INSTRUCTION, instructions), (TF_OPS, fused)):
         if pairs[0]:
             into = stats.setdefault(key, ([], []))
@@ -117,3 +128,27 @@ def integer(value) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+def _demote_module_ops(builder: TraceBuilder, thunks: np.ndarray, category: np.ndarray, type_id: np.ndarray,
+                       device_of_event: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> None:
+    """TF runs a ``jit_compile`` function as one op of the function's own type, on the
+    calling thread; its thunks run inside its span, on that thread or the XLA pool's. An op
+    row of a function type (``__inference_*``) that encloses a thunk of its device becomes a
+    HOST annotation: the thunks are its time."""
+    thunks = thunks[category[thunks] == int(Category.OP)]
+    if not len(thunks):
+        return
+    functions = np.array([i for text, i in builder.strings.items() if text.startswith("__inference_")],
+                         dtype=np.int64)
+    candidates = np.flatnonzero((category == int(Category.OP)) & np.isin(type_id, functions))
+    if not len(candidates):
+        return
+    for device in np.unique(device_of_event[thunks]).tolist():
+        mine = thunks[device_of_event[thunks] == device]
+        starts = np.sort(start_ns[mine])
+        here = candidates[device_of_event[candidates] == device]
+        # a thunk starts inside the op's span: first thunk start at or after the op's start
+        at = np.searchsorted(starts, start_ns[here], side="left")
+        inside = (at < len(starts)) & (starts[np.minimum(at, len(starts) - 1)] <= end_ns[here])
+        category[here[inside]] = int(Category.HOST)
