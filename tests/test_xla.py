@@ -338,3 +338,34 @@ def test_tf_xla_thunks_linked_through_the_hlo_a_capture_recorded(tf_xla_capture,
                               {HLO_MODULES: [module_entry(module.name, module.program_id, recorded)]})
     linked = tracebridge.load(path).summary()
     assert trace.summary().by_op == linked.by_op
+
+
+@pytest.mark.parametrize("name", ["jax_h100_convnet_nographs", "jax_cpu_convnet"])
+@pytest.mark.parametrize("suffix", [".xplane.pb", ".json", ".json.gz"])
+def test_xla_links_survive_tracebridges_own_files(corpus, tmp_path, name, suffix):
+    path = DATA / f"{name}.xplane.pb" if "cpu" in name else corpus / "xspace" / f"{name}.xplane.pb"
+    trace = tracebridge.load(path)
+    out = tmp_path / f"copy{suffix}"
+    trace.save(out)
+    again = tracebridge.load(out)
+    def key(entry):
+        return entry["name"], entry["program_id"]
+
+    assert sorted(again.metadata[HLO_MODULES], key=key) == sorted(trace.metadata[HLO_MODULES], key=key)
+    before, after = trace.summary(), again.summary()
+    assert [(r["key"], r["total_ns"]) for r in after.by_op] == [(r["key"], r["total_ns"]) for r in before.by_op]
+    if suffix == ".xplane.pb":  # the reader links the written events again, from the HLO written
+        assert after.by_hlo == before.by_hlo and before.by_hlo
+
+
+def test_xprof_reads_the_hlo_tracebridge_writes(corpus, tmp_path):
+    """The XSpace tracebridge writes of an XLA GPU run gives xprof the same framework ops."""
+    name = "jax_h100_convnet_nographs"
+    theirs = _xprof(corpus, tmp_path, name)
+    written = tmp_path / "written" / f"{name}.xplane.pb"
+    written.parent.mkdir()
+    tracebridge.load(corpus / "xspace" / f"{name}.xplane.pb").save(written)
+    again = xprof_device_self_time(written)
+    assert set(again) == set(theirs)
+    for op, ns in theirs.items():
+        assert again[op] == pytest.approx(ns, rel=0.02), op

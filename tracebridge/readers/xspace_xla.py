@@ -88,7 +88,7 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
     program_of = dict(zip(*stats["program_id"])) if "program_id" in stats else {}
     instructions, fused = ([], []), ([], [])
     host, op = int(Category.HOST), int(Category.OP)
-    work = (int(Category.DEVICE), int(Category.MEMCPY), host)
+    work = (int(Category.DEVICE), int(Category.MEMCPY), host, op)  # op: a thunk tracebridge wrote
     linked, texts = 0, builder.strings.as_tuple()
     for event, hlo_op in zip(*stats["hlo_op"]):
         if category[event] not in work:
