@@ -38,8 +38,9 @@ def _hlo_protos(path) -> dict[str, bytes]:
             for stat in metadata.stats if names[stat.metadata_id] == "Hlo Proto"}
 
 
-@pytest.mark.parametrize("name", GPU_FILES)
+@pytest.mark.parametrize("name", GPU_FILES + ["xprof_tpu_inference_2"])
 def test_gpu_xla_time_is_xprofs_per_framework_op(corpus, tmp_path, name):
+    """The four H100 files (CUDA graphs on and off) and the TPU file."""
     theirs = _xprof(corpus, tmp_path, name)
     for ops_only in (False, True):
         summary = tracebridge.load(corpus / "xspace" / f"{name}.xplane.pb", ops_only=ops_only).summary()
