@@ -370,3 +370,22 @@ def test_xprof_reads_the_hlo_tracebridge_writes(corpus, tmp_path):
     assert set(again) == set(theirs)
     for op, ns in theirs.items():
         assert again[op] == pytest.approx(ns, rel=0.02), op
+
+
+def test_doctor_names_xla_ops_only_when_their_hlo_is_missing(tmp_path):
+    path = DATA / "jax_cpu_mlp.xplane.pb"
+
+    def xla_problems(target):
+        return [p for p in tracebridge.doctor(target).problems if "XLA ops" in p.missing]
+
+    assert xla_problems(path) == []  # its HLO is in /host:metadata: every thunk is linked
+    space = protos.XSpace.FromString(path.read_bytes())
+    kept = [plane for plane in space.planes if plane.name != "/host:metadata"]
+    del space.planes[:]
+    space.planes.extend(kept)
+    stripped = tmp_path / "stripped.xplane.pb"
+    stripped.write_bytes(space.SerializeToString())
+    thunks = len(_thunks(path))
+    problem, = xla_problems(stripped)
+    assert problem.missing.startswith(f"{thunks} XLA ops")
+    assert f"{thunks} of {thunks} events" in problem.evidence
