@@ -389,3 +389,16 @@ def test_doctor_names_xla_ops_only_when_their_hlo_is_missing(tmp_path):
     problem, = xla_problems(stripped)
     assert problem.missing.startswith(f"{thunks} XLA ops")
     assert f"{thunks} of {thunks} events" in problem.evidence
+
+
+def test_tpu_ops_are_linked_by_program_id(corpus):
+    """A TPU op's metadata names its module by program id only (``program_id``; its display
+    name is the instruction), and ``/host:metadata`` names each module ``<name>(<id>)``."""
+    path = corpus / "xspace" / "xprof_tpu_inference_2.xplane.pb"
+    summary = tracebridge.load(path).summary()
+    modules = hlo_op_map(_hlo_protos(path).values())
+    assert summary.by_hlo
+    assert sum(row["total_ns"] for row in summary.by_hlo) == pytest.approx(summary.total_ns, rel=0.01)
+    for row in summary.by_hlo:
+        op = modules.find(row["module"], row["key"])
+        assert op is not None and row["op"] == op.row_name, row["key"]

@@ -90,8 +90,11 @@ class HloOpMap:
         self.modules = modules
         self._by_key = {(m.name, m.program_id): m for m in modules}
         self._by_name: dict[str, list[HloModule]] = {}
+        self._by_program: dict[int, list[HloModule]] = {}
         for module in modules:
             self._by_name.setdefault(module.name, []).append(module)
+            if module.program_id is not None:
+                self._by_program.setdefault(module.program_id, []).append(module)
 
     def __len__(self) -> int:
         return len(self.modules)
@@ -102,13 +105,15 @@ class HloOpMap:
         self._by_key.setdefault((name, program_id), module)
         if module not in self._by_name.setdefault(name, []):
             self._by_name[name].append(module)
+        if program_id is not None and module not in self._by_program.setdefault(program_id, []):
+            self._by_program[program_id].append(module)
 
     def module(self, name: str | None, program_id: int | None = None) -> list[HloModule]:
         """The modules an event names: by name and program id where both match, else by
         name (a module recompiled keeps its name), else by TF's name without its compile
-        options, else the only module there is; every module for name None."""
-        if name is None:
-            return self.modules
+        options, else the only module there is; name None: by program id, else every module."""
+        if name is None:  # a TPU op names its module by program id only
+            return self._by_program.get(program_id, []) if program_id is not None else self.modules
         for candidate in dict.fromkeys((name, tf_module_name(name))):
             exact = self._by_key.get((candidate, program_id)) if program_id is not None else None
             if exact is not None:

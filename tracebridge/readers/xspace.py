@@ -236,7 +236,9 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     pairs = sorted(kinds)
     row_of_kind = _kind_rows(event_plane, metadata_id, pairs)  # -1: metadata not found
     if hlo_map is not None:
-        spread_metadata_stats([plane.event_stats for plane in planes], stats, event_plane, metadata_id)
+        spread_metadata_stats([plane.event_stats for plane in planes], stats, event_plane, metadata_id,
+                              [{} if plane.name.startswith("/host:") else
+                               {i: shown or name for i, (name, shown) in plane.events.items()} for plane in planes])
     del metadata_id
     known = row_of_kind >= 0
     # The last row stands for unknown metadata (-1 indexes it). Each column is gathered
@@ -347,8 +349,9 @@ def _hlo_modules(planes: list[_Plane]) -> list[tuple[str, int | None, bytes]]:
         if plane.name != METADATA_PLANE:
             continue
         for metadata_id, data in plane.hlo_protos.items():
-            program_id = _int64(integer(plane.event_stats.get(metadata_id, {}).get("program_id")))
-            found.append((module_name(plane.events.get(metadata_id, ("", ""))[0]), program_id, data))
+            name, named_id = module_name(plane.events.get(metadata_id, ("", ""))[0])
+            program_id = integer(plane.event_stats.get(metadata_id, {}).get("program_id"))  # uint64
+            found.append((name, program_id if program_id is not None else named_id, data))
     return found
 
 

@@ -50,16 +50,27 @@ def note_hlo_modules(builder: TraceBuilder, found: list[tuple[str, int | None, b
     return hlo
 
 
-def module_name(metadata_name: str) -> str:
-    """A ``/host:metadata`` event's name is ``<module>(<program id>)``."""
-    head, paren, _ = metadata_name.rpartition("(")
-    return head if paren and head else metadata_name
+def module_name(metadata_name: str) -> tuple[str, int | None]:
+    """A ``/host:metadata`` event's name is ``<module>(<program id>)``: both parts (the
+    program id is there also where no ``program_id`` stat is, as in xprof's TPU profiles)."""
+    head, paren, tail = metadata_name.rpartition("(")
+    if not (paren and head and tail.endswith(")")):
+        return metadata_name, None
+    return head, integer(tail[:-1])
 
 
 def spread_metadata_stats(metadata_stats: list[dict[int, dict[str, str]]], stats: dict,
-                          event_plane: np.ndarray, metadata_id: np.ndarray) -> None:
+                          event_plane: np.ndarray, metadata_id: np.ndarray,
+                          device_ops: list[dict[int, str]]) -> None:
     """XLA stats on an event's metadata (``hlo_op`` of every run of a kernel) as stats of
-    each such event, where the event has none of its own."""
+    each such event, where the event has none of its own. A TPU op's metadata has a
+    ``program_id`` and no ``hlo_op``: its display name is the instruction (``device_ops``:
+    per plane, metadata id -> that name, for device planes)."""
+    for plane, names in enumerate(device_ops):
+        for found_id, name in names.items():
+            found = metadata_stats[plane].get(found_id)
+            if found is not None and "program_id" in found and "hlo_op" not in found:
+                found["hlo_op"] = name
     for key in XLA_STATS:
         own = set(stats[key][0]) if key in stats else set()
         for plane, per_metadata in enumerate(metadata_stats):
@@ -86,7 +97,7 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
     s = builder.strings
     module_of = dict(zip(*stats["hlo_module"])) if "hlo_module" in stats else {}
     program_of = dict(zip(*stats["program_id"])) if "program_id" in stats else {}
-    instructions, fused = ([], []), ([], [])
+    instructions, fused, named = ([], []), ([], []), ([], [])
     host, op = int(Category.HOST), int(Category.OP)
     work = (int(Category.DEVICE), int(Category.MEMCPY), host, op)  # op: a thunk tracebridge wrote
     linked, texts = 0, builder.strings.as_tuple()
@@ -106,13 +117,16 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
             category[event] = op
         instructions[0].append(event)
         instructions[1].append(found.name)
+        if module is None:  # a TPU op knows its module by program id only: name it
+            named[0].append(event)
+            named[1].append(found.module)
         if found.fused:
             fused[0].append(event)
             fused[1].append(found.describe_ops())
     if instructions[0]:
         _demote_module_ops(builder, np.array(instructions[0], dtype=np.int64), category, type_id,
                            device_of_event, start_ns, end_ns)
-    for key, pairs in ((HLO_INSTRUCTION, instructions), (TF_OPS, fused)):
+    for key, pairs in ((HLO_INSTRUCTION, instructions), (TF_OPS, fused), ("hlo_module", named)):
         if pairs[0]:
             into = stats.setdefault(key, ([], []))
             into[0].extend(pairs[0])
