@@ -223,6 +223,16 @@ def _instructions(hlo_proto: bytes) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
+def _without_hlo(path, out):
+    """A copy of an XSpace without its ``/host:metadata`` plane (the HLO protos)."""
+    space = protos.XSpace.FromString(path.read_bytes())
+    kept = [plane for plane in space.planes if plane.name != "/host:metadata"]
+    del space.planes[:]
+    space.planes.extend(kept)
+    out.write_bytes(space.SerializeToString())
+    return out
+
+
 def _thunks(path) -> list[tuple[str, str, float]]:
     """``(hlo_module, hlo_op, duration in ns)`` of every event that names its HLO op."""
     space = protos.XSpace.FromString(path.read_bytes())
@@ -326,12 +336,7 @@ def test_tf_xla_thunks_linked_through_the_hlo_a_capture_recorded(tf_xla_capture,
     """Without ``/host:metadata``'s HLO, the module recorded at capture time (its name
     there lacks the compile options TF's profile puts in it) links the thunks the same."""
     path, recorded = tf_xla_capture
-    space = protos.XSpace.FromString(path.read_bytes())
-    kept = [plane for plane in space.planes if plane.name != "/host:metadata"]
-    del space.planes[:]
-    space.planes.extend(kept)
-    stripped = tmp_path / "stripped.xplane.pb"
-    stripped.write_bytes(space.SerializeToString())
+    stripped = _without_hlo(path, tmp_path / "stripped.xplane.pb")
     module = hlo_op_map([recorded]).modules[0]
     assert "XlaMustCompile" not in module.name
     from tracebridge.readers.xspace import read_xspace_files
@@ -379,12 +384,7 @@ def test_doctor_names_xla_ops_only_when_their_hlo_is_missing(tmp_path):
         return [p for p in tracebridge.doctor(target).problems if "XLA ops" in p.missing]
 
     assert xla_problems(path) == []  # its HLO is in /host:metadata: every thunk is linked
-    space = protos.XSpace.FromString(path.read_bytes())
-    kept = [plane for plane in space.planes if plane.name != "/host:metadata"]
-    del space.planes[:]
-    space.planes.extend(kept)
-    stripped = tmp_path / "stripped.xplane.pb"
-    stripped.write_bytes(space.SerializeToString())
+    stripped = _without_hlo(path, tmp_path / "stripped.xplane.pb")
     thunks = len(_thunks(path))
     problem, = xla_problems(stripped)
     assert problem.missing.startswith(f"{thunks} XLA ops")
