@@ -402,3 +402,20 @@ def test_tpu_ops_are_linked_by_program_id(corpus):
     for row in summary.by_hlo:
         op = modules.find(row["module"], row["key"])
         assert op is not None and row["op"] == op.row_name, row["key"]
+
+
+def test_a_damaged_hlo_module_loses_its_links_not_the_trace(tmp_path):
+    path = DATA / "jax_cpu_mlp.xplane.pb"
+    space = protos.XSpace.FromString(path.read_bytes())
+    plane = next(p for p in space.planes if p.name == "/host:metadata")
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
+    for metadata in plane.event_metadata.values():
+        for stat in metadata.stats:
+            if names[stat.metadata_id] == "Hlo Proto":
+                stat.bytes_value = b"\x0a\xff\xff\xff\xff\x0f" + stat.bytes_value[6:]
+    damaged = tmp_path / "damaged.xplane.pb"
+    damaged.write_bytes(space.SerializeToString())
+    trace = tracebridge.load(damaged)
+    assert "unreadable HLO of 1 modules" in trace.metadata["hlo_errors"]
+    assert trace.summary().by_hlo == []
+    assert len(trace) == len(tracebridge.load(path))

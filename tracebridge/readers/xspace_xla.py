@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import TraceFormatError
 from ..model.builder import TraceBuilder
 from ..model.hlo import HLO_MODULES, HloOpMap, module_entry, modules_of
 from ..model.schema import Category
@@ -42,9 +43,21 @@ def note_hlo_modules(builder: TraceBuilder, found: list[tuple[str, int | None, b
     if not entries:
         return None
     builder.note(**{HLO_MODULES: entries})
-    hlo = hlo_op_map(modules_of({HLO_MODULES: entries}))
-    usable = [e for e in entries if isinstance(e, dict) and isinstance(e.get("proto"), str)]
-    for entry, module in zip(usable, hlo.modules):  # modules_of keeps the entries' order
+    decoded, damaged = [], []
+    for entry in entries:
+        try:  # a damaged module loses its own links, not the trace
+            data = modules_of({HLO_MODULES: [entry]})
+            if not data:
+                continue
+            module, = hlo_op_map(data).modules
+        except (TraceFormatError, ValueError):  # binascii.Error is a ValueError
+            damaged.append(str(entry.get("name")))
+            continue
+        decoded.append((entry, module))
+    if damaged:
+        builder.note(hlo_errors=f"unreadable HLO of {len(damaged)} modules: {', '.join(damaged[:5])}")
+    hlo = HloOpMap([module for _, module in decoded])
+    for entry, module in decoded:
         if isinstance(entry.get("name"), str):
             hlo.alias(entry["name"], integer(entry.get("program_id")), module)
     return hlo
