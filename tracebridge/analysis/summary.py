@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.accelerator import busy_ns, device_rows, self_times
+from .hlo_summary import hlo_rows
 from ..model.schema import Category
 from ..model.trace import Trace
 
@@ -36,6 +37,7 @@ class Summary:
     by_type: list[dict] = field(default_factory=list)
     by_device: list[dict] = field(default_factory=list)
     by_kernel: list[dict] = field(default_factory=list)
+    by_hlo: list[dict] = field(default_factory=list)  # XLA: per HLO instruction (hlo_summary.py)
     time: str = "host"      # "device" when the trace has device activity
     total_span_ns: int = 0
 
@@ -43,7 +45,7 @@ class Summary:
         return {"total_ns": self.total_ns, "op_count": self.op_count, "counted": self.counted,
                 "time": self.time, "total_span_ns": self.total_span_ns, "steps": self.steps,
                 "by_op": self.by_op, "by_type": self.by_type, "by_device": self.by_device,
-                "by_kernel": self.by_kernel}
+                "by_kernel": self.by_kernel, "by_hlo": self.by_hlo}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -74,6 +76,10 @@ class Summary:
                   ("By device", self.by_device)]
         if self.by_kernel:
             tables.append(("Top kernels by device time", self.by_kernel))
+        if self.by_hlo:
+            # each with every framework op it computes: a fusion's time is all of theirs
+            tables.append(("Top HLO instructions (framework ops computed)",
+                           [dict(row, op=", ".join(row["tf_ops"])) for row in self.by_hlo]))
         for title, rows in tables:
             lines += ["", title, _table(rows, both)]
         return "\n".join(lines)
@@ -126,6 +132,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         time, basis = "host", host_time if mode == "op" else duration
     either = mask | host
     total = int(basis.sum(where=mask))  # no 3M-row copy of the counted rows
+    by_hlo = hlo_rows(trace, mask, basis, total, top)
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
     span = trace.end_ns - trace.start_ns
     # The rows grouped, taken once for every grouping (3M rows make each column 24 MB);
@@ -156,6 +163,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         by_type=group(ops["op_type"], trace.strings),
         by_device=by_device,
         by_kernel=_kernels(trace, device, device_time, top) if time == "device" else [],
+        by_hlo=by_hlo,
     )
 
 

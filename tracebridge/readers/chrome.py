@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import TraceFormatError, one_line
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
+from ..model.hlo import HLO_MODULES, hlo_modules_of_text
 from ..model.schema import Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
@@ -65,6 +66,9 @@ def read_chrome(document, path=None) -> Trace:
     for key in ("tf_version", "host", "graph"):  # graph: the recorded graph (capture/graph_record.py)
         if isinstance(other.get(key), str):
             metadata[key] = other[key]
+    modules = hlo_modules_of_text(other.get(HLO_MODULES))
+    if modules:
+        metadata[HLO_MODULES] = modules
     builder = TraceBuilder(metadata)
     process_names: dict = {}
     process_hosts: dict = {}

@@ -27,6 +27,7 @@ from ..model.schema import GRAPH_STAT, Category, OpFlag
 from ..model.trace import Trace
 from ..tfrecord import frame
 from .stepstats import run_metadata_per_step, to_run_metadata
+from .xspace_hlo import add_hlo_modules, xla_event_stats
 
 _HOST_PLANE = "/host:CPU"
 
@@ -120,6 +121,8 @@ def to_xspace(trace: Trace, host: str | None = None):
     environment.stats.add(metadata_id=stat_id(environment, "profile_stop_time"), uint64_value=max(trace.end_ns, 0))
     if trace.metadata.get("graph"):  # the graph a capture recorded, for compare (xprof ignores the stat)
         environment.stats.add(metadata_id=stat_id(environment, GRAPH_STAT), str_value=str(trace.metadata["graph"]))
+    add_hlo_modules(trace, plane_for, stat_id)
+    xla = xla_event_stats(trace)
 
     strings = trace.strings
     starts, ends = ops["start_ns"], ops["end_ns"]
@@ -182,6 +185,11 @@ def to_xspace(trace: Trace, host: str | None = None):
                     event.stats.add(metadata_id=stat_id(plane, stat), str_value=f"{name}:{op_type}")
             if i in correlation:
                 event.stats.add(metadata_id=stat_id(plane, "correlation_id"), int64_value=correlation[i])
+            for stat, kind, value in xla.get(i, ()):  # its HLO instruction (writers/xspace_hlo.py)
+                if kind == "uint64":
+                    event.stats.add(metadata_id=stat_id(plane, stat), uint64_value=value)
+                else:
+                    event.stats.add(metadata_id=stat_id(plane, stat), str_value=value)
             for kernel in kernels_of.get(i, ()):
                 kernel_name = strings[ops["kernel"][kernel]]
                 launch = line.events.add(metadata_id=metadata_id(plane, kernel_name, kernel_name),
