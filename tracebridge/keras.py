@@ -36,6 +36,27 @@ _MODES = ("train", "test", "predict")
 _STEP_FUNCTIONS = {"train": "train_function", "test": "test_function", "predict": "predict_function"}
 
 
+def step_tf_function(step_function, args: tuple):
+    """The ``tf.function`` Keras 3's step function (``model.train_function``...) ran for
+    ``args``, and the arguments it took: ``(function, args)``, or ``(None, ())``.
+
+    Keras builds the step function as a closure over two ``tf.function`` objects
+    (``keras/src/backend/tensorflow/trainer.py``): ``multi_step_on_iterator``, which it
+    runs on a ``tf.data`` iterator and which calls the other, and ``one_step_on_data``
+    (wrapped to convert optionals), which it runs on each batch of any other iterable.
+    The closure is read by the names Keras gives them."""
+    import tensorflow as tf
+    code, cells = getattr(step_function, "__code__", None), getattr(step_function, "__closure__", None)
+    if code is None or not cells or len(args) != 1:
+        return None, ()
+    closure = {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
+    on_iterator = closure.get("multi_step_on_iterator")
+    if isinstance(args[0], (tf.data.Iterator, tf.distribute.DistributedIterator)) and \
+            hasattr(on_iterator, "get_concrete_function"):
+        return on_iterator, args
+    return None, ()
+
+
 class TraceCallback(keras.callbacks.Callback):
     """Trace batches of ``fit`` (``train``), ``evaluate`` (``test``) and ``predict``.
 
@@ -67,7 +88,21 @@ class TraceCallback(keras.callbacks.Callback):
             if other != mode:
                 paused.pause()
         capture.tie_to_call()
-        self._guards[mode] = StepGuard(self.model, _STEP_FUNCTIONS[mode], lambda: self._abort(mode))
+        self._guards[mode] = StepGuard(self.model, _STEP_FUNCTIONS[mode], lambda: self._abort(mode),
+                                       on_return=lambda step, args, kwargs: self._record(mode, step, args))
+
+    def _record(self, mode: str, step_function, args: tuple) -> None:
+        """Record the graph that ran in ``mode``'s steps (once; see ProfileTrace.record_graph)."""
+        capture = self._captures[mode]
+        if capture.graph_recorded:
+            return
+        function, function_args = step_tf_function(step_function, args)
+        if function is None:
+            capture.note("graph not recorded: Keras's step function runs no tf.function "
+                         "(run_eagerly, or a Keras version tracebridge does not know)")
+            capture.record_graph(None, (), {})
+        else:
+            capture.record_graph(function, function_args, {})
 
     def _abort(self, mode: str) -> None:
         if self._open == mode:

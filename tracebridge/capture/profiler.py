@@ -326,17 +326,32 @@ class ProfileTrace:
             self._fail_step()
             raise
         self.end_step()
-        if self._graph is None:  # after the call, which traced the function: no retrace here
-            self._graph = self._record_graph(args, kwargs)
+        self.record_graph(self._fn, args, kwargs)
         return result
 
-    def _record_graph(self, args: tuple, kwargs: dict) -> str:
+    @property
+    def graph_recorded(self) -> bool:
+        """Whether :meth:`record_graph` has run (whether or not it found a graph)."""
+        return self._graph is not None
+
+    def note(self, text: str) -> None:
+        """A note for ``trace.metadata["notes"]``."""
+        self._notes.append(text)
+
+    def record_graph(self, function: Callable | None, args: tuple, kwargs: dict) -> None:
+        """Record the graph ``function`` (a ``tf.function``) ran for these arguments, once:
+        call it after a traced call, which traced the function (no retrace here). The
+        traced function's own wrapper calls it; the Keras callback calls it with the
+        ``tf.function`` inside Keras's step function."""
+        if self._graph is not None:
+            return
         try:
-            record = record_function_graph(self._fn, args, kwargs)
+            record = None if function is None else record_function_graph(function, args, kwargs)
         except Exception as error:  # the comparison falls back to names; the capture stands
             self._notes.append(f"graph not recorded: {first_line(str(error))}")
-            return ""
-        return json.dumps(record, separators=(",", ":")) if record else ""
+            self._graph = ""
+            return
+        self._graph = json.dumps(record, separators=(",", ":")) if record else ""
 
     # --- results --------------------------------------------------------------------------
     @property
