@@ -58,3 +58,85 @@ def test_fit_compares_with_the_session_model_by_structure(session_run, fit_run):
     report = "\n" + result.to_text(top=40) + f"\n{figures}"
     assert "structure" in result.rule_shares, report
     assert_done(result, figures, report, RESNET_LAYERS)
+
+
+# --- XLA compilations inside traced steps ---------------------------------------------------
+SIZES = (4, 8, 12, 16, 20, 24)
+
+
+def jit_step(tf):
+    """A jit_compile function over a variable: two matmuls, microseconds of work."""
+    w = tf.Variable(tf.random.normal([64, 64], seed=1))
+
+    @tf.function(jit_compile=True, reduce_retracing=True)
+    def step(x):
+        return tf.reduce_sum(tf.matmul(tf.nn.relu(tf.matmul(x, w)), w))
+    return step
+
+
+@pytest.fixture(scope="module")
+def recompiling_run(tf):
+    """A new batch size at every traced call: one trace, one XLA compilation per call."""
+    step = jit_step(tf)
+    step(tf.ones([2, 64]))  # the first call, not traced
+    traced = tracebridge.trace(step)
+    for size in SIZES:
+        traced(tf.ones([size, 64]))
+    traced.stop()
+    return traced.trace
+
+
+@pytest.fixture(scope="module")
+def compiled_once_run(tf):
+    step = jit_step(tf)
+    x = tf.ones([8, 64])
+    step(x)  # compiled here, before the capture
+    traced = tracebridge.trace(step)
+    for _ in SIZES:
+        traced(x)
+    traced.stop()
+    return traced.trace
+
+
+def test_a_recompiling_function_gets_an_xla_compile_finding(recompiling_run):
+    findings = tracebridge.advise(recompiling_run)
+    found = [f for f in findings if f.kind == "xla_compile"]
+    assert found, findings.to_text()
+    evidence = found[0].evidence
+    # one compilation per new shape, each in its own step, with the shapes that triggered it
+    assert evidence.steps == [s.number for s in recompiling_run.steps]
+    assert evidence.input_shapes == [f"float32[{size},64]" for size in SIZES]
+    assert set(evidence.functions) == {"step"}
+    # checked against the trace read independently: each compilation lies inside its step's
+    # call of the function, and the backend compile event is in it
+    ops, strings = recompiling_run.ops, recompiling_run.strings
+    names = [strings[i] for i in ops["name"].tolist()]
+    backend = [i for i, name in enumerate(names) if name.endswith("Compiler::RunBackend")]
+    assert len(backend) == len(SIZES)
+    steps = {s.number: s for s in recompiling_run.steps}
+    for number, compile_ns in zip(evidence.steps, evidence.compile_ns):
+        step = steps[number]
+        inside = [i for i in backend if step.start_ns <= ops["start_ns"][i] < step.end_ns]
+        assert len(inside) == 1
+        assert ops["end_ns"][inside[0]] - ops["start_ns"][inside[0]] <= compile_ns < step.duration_ns
+    # compiling is most of the step time: the function itself runs for microseconds
+    assert found[0].share > 0.5, findings.to_text()
+    assert findings[0].kind == "xla_compile"
+    print(f"xla_compile: {found[0].summary}; share {found[0].share:.1%}; "
+          f"compile ms {[round(t / 1e6, 1) for t in evidence.compile_ns]}; "
+          f"step ms {[round(s.duration_ns / 1e6, 1) for s in recompiling_run.steps]}")
+    assert "float32[24,64]" in found[0].summary
+
+
+def test_a_function_compiled_once_gets_none(compiled_once_run):
+    findings = tracebridge.advise(compiled_once_run)
+    assert "xla_compile" not in [f.kind for f in findings], findings.to_text()
+    from tracebridge.analysis.run_findings import StepView, xla_compile
+    assert xla_compile(StepView(compiled_once_run)).steps == []
+
+
+def test_step_inputs_survive_json(recompiling_run, tmp_path):
+    recompiling_run.save(tmp_path / "run.json.gz")
+    again = tracebridge.load(tmp_path / "run.json.gz")
+    evidence = [f for f in tracebridge.advise(again) if f.kind == "xla_compile"][0].evidence
+    assert evidence.input_shapes == [f"float32[{size},64]" for size in SIZES]

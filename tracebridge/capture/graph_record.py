@@ -133,3 +133,21 @@ def record_function_graph(function, args: tuple, kwargs: dict) -> dict[str, Any]
             name = getattr(variable, "path", None) or variable.name.split(":")[0]
             variables[internal.op.name] = [str(name), _shape(variable.shape)]
     return {"nodes": _nodes(graph), "variables": variables}
+
+
+def input_shapes(args: tuple, kwargs: dict) -> str:
+    """The tensors a call was given, as ``dtype[d0,d1]`` joined by ", " (other values as
+    their type's name): what an XLA compilation is keyed on, since a ``jit_compile``
+    function compiles once per input shape and TF's profile does not say which."""
+    import tensorflow as tf
+    parts = []
+    for value in tf.nest.flatten((args, kwargs)):
+        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+        if shape is None or dtype is None:
+            parts.append(type(value).__name__)
+            continue
+        dims = _shape(tf.TensorShape(shape))
+        name = getattr(dtype, "name", str(dtype))
+        parts.append(f"{name}[{','.join('?' if d < 0 else str(d) for d in dims)}]" if dims is not None else f"{name}[...]")
+    return ", ".join(parts)
+

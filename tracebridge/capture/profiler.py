@@ -63,15 +63,17 @@ import weakref
 from typing import Any, Callable
 
 from ..errors import CaptureError
+from ..model.schema import STEP_INPUTS
 from ..model.trace import Trace
 from . import capture_lock, interrupts, tf_internals
 from .call_ties import CallTie
-from .graph_record import record_function_graph
+from .graph_record import input_shapes, record_function_graph
 from .lifecycle import Action, Event, Lifecycle, State
 from .schedule import Schedule
 from .profiler_sessions import LocalSession, ServerSession, Session, first_line, new_session_folder
 
 _MEMORY_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
+_MAX_STEP_INPUTS = 10_000  # steps whose input shapes a capture keeps (a few dozen bytes each)
 WATCH_INTERVAL_S = 0.2  # how soon a callback's capture stops after the Keras call that drove it raised
 ANOTHER_CAPTURE = ("another tracebridge capture is running in this process; captures are not "
                    "nested or concurrent (TF has one profiler)")
@@ -140,6 +142,7 @@ class ProfileTrace:
         self._files: list[tuple[str, bytes]] = []   # the XSpace files of every stopped session
         self._notes: list[str] = []
         self._graph: str | None = None  # the traced tf.function's graph, recorded at its first traced call
+        self._step_inputs: dict[str, str] = {}  # step number -> its call's input shapes (traced functions)
         self._trace: Trace | None = None
         self._orphan: weakref.finalize | None = None
         self._sigint = False  # whether this with-block put tracebridge's SIGINT handler in place
@@ -320,7 +323,8 @@ class ProfileTrace:
             self._index += 1  # an unselected call costs this and nothing more
             return self._fn(*args, **kwargs)
         try:
-            self.begin_step()  # not self.step(): a generator context manager costs microseconds a call
+            number = self.begin_step()  # not self.step(): a generator context manager costs microseconds a call
+            self._note_inputs(number, args, kwargs)
             result = self._fn(*args, **kwargs)
         except BaseException:
             self._fail_step()
@@ -328,6 +332,16 @@ class ProfileTrace:
         self.end_step()
         self.record_graph(self._fn, args, kwargs)
         return result
+
+    def _note_inputs(self, number: int, args: tuple, kwargs: dict) -> None:
+        """The input shapes of a profiled call, by step number (the xla_compile finding
+        names the shapes that made XLA compile); at most ``_MAX_STEP_INPUTS`` steps."""
+        if self._session is None or len(self._step_inputs) >= _MAX_STEP_INPUTS:
+            return
+        try:
+            self._step_inputs[str(number)] = input_shapes(args, kwargs)
+        except Exception:  # a value TF cannot flatten: the shapes are only missing
+            pass
 
     @property
     def graph_recorded(self) -> bool:
@@ -379,6 +393,8 @@ class ProfileTrace:
             return TraceBuilder({**metadata, "notes": "; ".join(self._notes or ["nothing was profiled"])}).build()
         if self._graph:
             metadata["graph"] = self._graph
+        if self._step_inputs:
+            metadata[STEP_INPUTS] = json.dumps(self._step_inputs, separators=(",", ":"))
         trace = read_xspace_files([(path, data, None) for path, data in self._files], metadata)
         from ..analysis.doctor import trace_notes
         # The doctor's memory check says what is missing and why (one place for that text).
@@ -458,6 +474,7 @@ class ProfileTrace:
 
     def _forget_profiles(self) -> None:
         self._files.clear()
+        self._step_inputs.clear()
         self._trace = None
 
     def _stop_session(self, save: bool) -> None:
