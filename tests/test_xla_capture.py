@@ -140,3 +140,27 @@ def test_step_inputs_survive_json(recompiling_run, tmp_path):
     again = tracebridge.load(tmp_path / "run.json.gz")
     evidence = [f for f in tracebridge.advise(again) if f.kind == "xla_compile"][0].evidence
     assert evidence.input_shapes == [f"float32[{size},64]" for size in SIZES]
+
+
+# --- HLO recorded at capture time -----------------------------------------------------------
+def test_a_jit_function_s_hlo_is_recorded_per_input_shape(tf, recompiling_run):
+    import re
+
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    ops = hlo_op_map(modules_of(recompiling_run.metadata))
+    assert len(ops) == len(SIZES)  # one module per input shape the traced steps ran
+    # The thunk events TF's XLA CPU runtime recorded are named after HLO instructions: each
+    # resolves in the recorded modules, to the TF op XLA's own text form of the HLO names.
+    text = jit_step(tf).experimental_get_compiler_ir(tf.ones([4, 64]))(stage="optimized_hlo")
+    op_names = {m.group(1): m.group(2) for m in re.finditer(r'%([\w.-]+) = .*?op_name="([^"]*)"', text)}
+    ran = set(recompiling_run.column_strings("ops", "name")) & set(op_names)
+    assert ran, sorted(set(recompiling_run.column_strings("ops", "name")))[:40]
+    for name in ran:
+        found = ops.find(None, name)
+        assert found is not None and found.op_name == op_names[name], (name, found)
+    assert {"MatMul", "MatMul_1", "Relu"} <= {ops.find(None, n).op_name for n in ran}
+
+
+def test_a_function_without_jit_compile_records_no_hlo(tf, fit_run):
+    assert not fit_run.metadata.get("hlo_modules")

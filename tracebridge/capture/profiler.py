@@ -63,11 +63,13 @@ import weakref
 from typing import Any, Callable
 
 from ..errors import CaptureError
+from ..model.hlo import HLO_MODULES
 from ..model.schema import STEP_INPUTS
 from ..model.trace import Trace
 from . import capture_lock, interrupts, tf_internals
 from .call_ties import CallTie
 from .graph_record import input_shapes, record_function_graph
+from .hlo_record import HloRecorder
 from .lifecycle import Action, Event, Lifecycle, State
 from .schedule import Schedule
 from .profiler_sessions import LocalSession, ServerSession, Session, first_line, new_session_folder
@@ -143,6 +145,8 @@ class ProfileTrace:
         self._notes: list[str] = []
         self._graph: str | None = None  # the traced tf.function's graph, recorded at its first traced call
         self._step_inputs: dict[str, str] = {}  # step number -> its call's input shapes (traced functions)
+        self._hlo = HloRecorder()  # the HLO of a jit_compile function, per input shapes run in traced steps
+        self._hlo_modules: list[dict] = []
         self._trace: Trace | None = None
         self._orphan: weakref.finalize | None = None
         self._sigint = False  # whether this with-block put tracebridge's SIGINT handler in place
@@ -339,9 +343,10 @@ class ProfileTrace:
         if self._session is None or len(self._step_inputs) >= _MAX_STEP_INPUTS:
             return
         try:
-            self._step_inputs[str(number)] = input_shapes(args, kwargs)
+            signature = self._step_inputs[str(number)] = input_shapes(args, kwargs)
         except Exception:  # a value TF cannot flatten: the shapes are only missing
-            pass
+            return
+        self._hlo.note_call(self._fn, args, kwargs, signature)
 
     @property
     def graph_recorded(self) -> bool:
@@ -395,6 +400,9 @@ class ProfileTrace:
             metadata["graph"] = self._graph
         if self._step_inputs:
             metadata[STEP_INPUTS] = json.dumps(self._step_inputs, separators=(",", ":"))
+        self._hlo_modules += self._hlo.entries(self._notes)
+        if self._hlo_modules:
+            metadata[HLO_MODULES] = list(self._hlo_modules)
         trace = read_xspace_files([(path, data, None) for path, data in self._files], metadata)
         from ..analysis.doctor import trace_notes
         # The doctor's memory check says what is missing and why (one place for that text).
@@ -475,6 +483,8 @@ class ProfileTrace:
     def _forget_profiles(self) -> None:
         self._files.clear()
         self._step_inputs.clear()
+        self._hlo.clear()
+        self._hlo_modules.clear()
         self._trace = None
 
     def _stop_session(self, save: bool) -> None:
