@@ -164,3 +164,23 @@ def test_a_jit_function_s_hlo_is_recorded_per_input_shape(tf, recompiling_run):
 
 def test_a_function_without_jit_compile_records_no_hlo(tf, fit_run):
     assert not fit_run.metadata.get("hlo_modules")
+
+
+@pytest.fixture(scope="module")
+def fit_xla_run(tf):
+    return fit_trace(jit_compile=True)
+
+
+def test_fit_with_jit_compile_records_the_compiled_step_s_hlo(fit_xla_run):
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    assert json.loads(fit_xla_run.metadata["graph"])["nodes"]
+    ops = hlo_op_map(modules_of(fit_xla_run.metadata))
+    assert len(ops) == 1  # one batch shape ran
+    # the thunks TF's XLA CPU runtime recorded resolve to HLO instructions of the model's layers
+    names = set(fit_xla_run.column_strings("ops", "name"))
+    found = {n: ops.find(None, n) for n in names if ops.find(None, n) is not None}
+    layers = {part for op in found.values() for name, _ in op.tf_ops for part in name.split("/")}
+    assert {"stem_1", "b2_short_1", "dense_1"} & layers, sorted(layers)[:40]
+    convs = [op for op in found.values() if op.opcode == "convolution" or "convolution" in op.name]
+    assert convs, sorted(found)[:40]

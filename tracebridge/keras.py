@@ -57,6 +57,27 @@ def step_tf_function(step_function, args: tuple):
     return None, ()
 
 
+def compiled_step(step_function, iterator):
+    """Under ``jit_compile=True``: the ``tf.function`` XLA compiles (Keras's
+    ``one_step_on_data``, unwrapped) and a batch of the iterator's shapes to get its HLO
+    for (zeros: the HLO depends on shapes, not values), or None for the batch where the
+    iterator's shapes are not static. ``(None, None)`` without XLA."""
+    import tensorflow as tf
+    from .capture import tf_internals
+    code, cells = getattr(step_function, "__code__", None), getattr(step_function, "__closure__", None)
+    if code is None or not cells:
+        return None, None
+    closure = {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
+    one_step = getattr(closure.get("one_step_on_data"), "__wrapped__", None)
+    if not tf_internals.jit_compiled(one_step):
+        return None, None
+    specs = tf.nest.flatten(getattr(iterator, "element_spec", None))
+    if not specs or not all(isinstance(s, tf.TensorSpec) and s.shape.is_fully_defined() for s in specs):
+        return one_step, None
+    zeros = [tf.zeros(s.shape, s.dtype) for s in specs]
+    return one_step, tf.nest.pack_sequence_as(iterator.element_spec, zeros)
+
+
 class TraceCallback(keras.callbacks.Callback):
     """Trace batches of ``fit`` (``train``), ``evaluate`` (``test``) and ``predict``.
 
@@ -101,8 +122,14 @@ class TraceCallback(keras.callbacks.Callback):
             capture.note("graph not recorded: Keras's step function runs no tf.function "
                          "(run_eagerly, or a Keras version tracebridge does not know)")
             capture.record_graph(None, (), {})
-        else:
-            capture.record_graph(function, function_args, {})
+            return
+        capture.record_graph(function, function_args, {})
+        compiled, batch = compiled_step(step_function, args[0])
+        if compiled is not None:
+            if batch is None:
+                capture.note("HLO not recorded: the batches' shape is not static (a partial last batch?)")
+            else:
+                capture.record_hlo(compiled, (batch,), {})
 
     def _abort(self, mode: str) -> None:
         if self._open == mode:

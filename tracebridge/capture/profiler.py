@@ -348,6 +348,15 @@ class ProfileTrace:
             return
         self._hlo.note_call(self._fn, args, kwargs, signature)
 
+    def record_hlo(self, function: Callable, args: tuple, kwargs: dict) -> None:
+        """Record the optimized HLO of ``function`` (a ``tf.function(jit_compile=True)``)
+        for these arguments' shapes, when the trace is built (the Keras callback calls it
+        for Keras's compiled step)."""
+        try:
+            self._hlo.note_call(function, args, kwargs, input_shapes(args, kwargs))
+        except Exception as error:
+            self._notes.append(f"HLO not recorded: {first_line(str(error))}")
+
     @property
     def graph_recorded(self) -> bool:
         """Whether :meth:`record_graph` has run (whether or not it found a graph)."""
