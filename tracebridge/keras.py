@@ -18,6 +18,12 @@ watch thread within a fraction of a second (see
 capture or use of this callback would stop it too. Its data is then dropped (kept with
 ``keep_on_error=True``), as for any failed step, and the exception propagates unchanged.
 
+What ran is recorded too, as ``trace(fn)`` records it: the graph of Keras's step function
+(``multi_step_on_iterator`` and the ``one_step_on_data`` it calls, so ``compare`` aligns a
+``fit`` run with its TF1 model by structure), and, under ``jit_compile=True``, the
+optimized HLO of the compiled step, which links XLA's thunk events to the TF ops they
+compute (``trace.metadata["hlo_modules"]``).
+
 Importing this module imports Keras (and TensorFlow).
 """
 
@@ -36,6 +42,14 @@ _MODES = ("train", "test", "predict")
 _STEP_FUNCTIONS = {"train": "train_function", "test": "test_function", "predict": "predict_function"}
 
 
+def _closure(function) -> dict[str, Any]:
+    """The variables a Python function closes over, by name (empty for other callables)."""
+    code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None)
+    if code is None or not cells:
+        return {}
+    return {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
+
+
 def step_tf_function(step_function, args: tuple):
     """The ``tf.function`` Keras 3's step function (``model.train_function``...) ran for
     ``args``, and the arguments it took: ``(function, args)``, or ``(None, ())``.
@@ -46,11 +60,9 @@ def step_tf_function(step_function, args: tuple):
     (wrapped to convert optionals), which it runs on each batch of any other iterable.
     The closure is read by the names Keras gives them."""
     import tensorflow as tf
-    code, cells = getattr(step_function, "__code__", None), getattr(step_function, "__closure__", None)
-    if code is None or not cells or len(args) != 1:
+    if len(args) != 1:
         return None, ()
-    closure = {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
-    on_iterator = closure.get("multi_step_on_iterator")
+    on_iterator = _closure(step_function).get("multi_step_on_iterator")
     if isinstance(args[0], (tf.data.Iterator, tf.distribute.DistributedIterator)) and \
             hasattr(on_iterator, "get_concrete_function"):
         return on_iterator, args
@@ -64,11 +76,7 @@ def compiled_step(step_function, iterator):
     iterator's shapes are not static. ``(None, None)`` without XLA."""
     import tensorflow as tf
     from .capture import tf_internals
-    code, cells = getattr(step_function, "__code__", None), getattr(step_function, "__closure__", None)
-    if code is None or not cells:
-        return None, None
-    closure = {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
-    one_step = getattr(closure.get("one_step_on_data"), "__wrapped__", None)
+    one_step = getattr(_closure(step_function).get("one_step_on_data"), "__wrapped__", None)
     if not tf_internals.jit_compiled(one_step):
         return None, None
     specs = tf.nest.flatten(getattr(iterator, "element_spec", None))
@@ -124,7 +132,11 @@ class TraceCallback(keras.callbacks.Callback):
             capture.record_graph(None, (), {})
             return
         capture.record_graph(function, function_args, {})
-        compiled, batch = compiled_step(step_function, args[0])
+        try:
+            compiled, batch = compiled_step(step_function, args[0])
+        except Exception as error:  # the capture stands without HLO; fit goes on
+            capture.note(f"HLO not recorded: {str(error).splitlines()[0][:200] if str(error) else type(error).__name__}")
+            return
         if compiled is not None:
             if batch is None:
                 capture.note("HLO not recorded: the batches' shape is not static (a partial last batch?)")
