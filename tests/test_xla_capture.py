@@ -184,3 +184,11 @@ def test_fit_with_jit_compile_records_the_compiled_step_s_hlo(fit_xla_run):
     assert {"stem_1", "b2_short_1", "dense_1"} & layers, sorted(layers)[:40]
     convs = [op for op in found.values() if op.opcode == "convolution" or "convolution" in op.name]
     assert convs, sorted(found)[:40]
+
+
+def test_a_capture_with_hlo_saves_in_every_format_that_carries_graphs(recompiling_run, tmp_path):
+    for name in ("run.json", "run.json.gz", "run.xplane.pb"):
+        recompiling_run.save(tmp_path / name)
+        again = tracebridge.load(tmp_path / name)
+        found = [f for f in tracebridge.advise(again) if f.kind == "xla_compile"]
+        assert found and len(found[0].evidence.steps) == len(SIZES), name
