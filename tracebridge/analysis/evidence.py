@@ -73,6 +73,21 @@ class RetracingEvidence(ShareEvidence):
 
 
 @dataclass(frozen=True)
+class XlaCompileEvidence(ShareEvidence):
+    """XLA compilations inside the steps, in time order: per compilation, its step, the
+    function compiled, the time and the input shapes of its step's call (where the capture
+    recorded them: ``trace(fn)``; TF's profile does not say)."""
+
+    compilations_per_step: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    functions: list[str] = field(default_factory=list)
+    compile_ns: list[int] = field(default_factory=list)
+    input_shapes: list[str | None] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    sections: Sections = internal(default_factory=list)
+
+
+@dataclass(frozen=True)
 class InputWaitEvidence(ShareEvidence):
     wait_ns_per_step: list[int] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)
@@ -194,4 +209,4 @@ class Findings(list):
 
 __all__ = ["GUIDE", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings", "FusionEvidence",
            "HostGapsEvidence", "InputWaitEvidence", "LeftBehindEvidence", "MemoryUse", "RegressionEvidence",
-           "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "internal", "json_ready"]
+           "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "XlaCompileEvidence", "internal", "json_ready"]

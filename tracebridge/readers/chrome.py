@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import TraceFormatError, one_line
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.hlo import HLO_MODULES, hlo_modules_of_text
-from ..model.schema import Category, OpFlag
+from ..model.schema import STEP_INPUTS, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .sources import Source, gunzip, is_gzip
@@ -63,6 +63,8 @@ def read_chrome(document, path=None) -> Trace:
         raise TraceFormatError("not a Chrome trace: no traceEvents list", path=path)
     ours = other.get("source_format") is not None
     metadata = {"source_format": "chrome", "chrome_writer": "tracebridge" if ours else "timeline.py"}
+    if isinstance(other.get(STEP_INPUTS), str):  # the input shapes of traced calls (capture/profiler.py)
+        metadata[STEP_INPUTS] = other[STEP_INPUTS]
     for key in ("tf_version", "host", "graph"):  # graph: the recorded graph (capture/graph_record.py)
         if isinstance(other.get(key), str):
             metadata[key] = other[key]
