@@ -31,6 +31,31 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader went away (``summary T | head -2``): end quietly, as ``head``'s writers do.
+    Python's docs (signal, "Note on SIGPIPE"): point stdout at devnull so that the flush at
+    exit does not raise a second BrokenPipeError; 141 is what a shell reports for SIGPIPE."""
+    import os
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is no file (redirected in-process)
+        pass
+    return 141
+
+
+def _positive(text: str) -> int:
+    """``--top``: a row count, 1 or more (0 or -3 would print empty tables)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of rows")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
                     "host and merged: in this process, on a local Dask cluster (--workers N) or on an "
                     "existing one (--scheduler); Dask needs tracebridge[dask].")
     summary.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host")
-    summary.add_argument("--top", type=int, default=20, help="rows per table (default 20)")
+    summary.add_argument("--top", type=_positive, default=20, help="rows per table (default 20)")
     output = summary.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true")
     output.add_argument("--csv", action="store_true")
@@ -95,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="rewrite op names of both runs with a regular expression first (repeatable)")
     diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
     diff.add_argument("--threshold", type=float, default=0.1, help="noise threshold as a share (default 0.1)")
-    diff.add_argument("--top", type=int, default=25, help="rows in the table (default 25)")
+    diff.add_argument("--top", type=_positive, default=25, help="rows in the table (default 25)")
     diff.add_argument("--time", choices=("auto", "device", "host"), default="auto",
                       help="compare device time per TF op (kernels, copies) or the TF ops' host time; "
                            "auto: device time when both runs have device activity")
