@@ -41,3 +41,30 @@ def test_top_takes_positive_row_counts_only(corpus):
             result = run_cli(*command, "--top", bad)
             assert result.returncode == 2 and "--top" in result.stderr, (command, bad, result.stderr)
         assert run_cli(*command, "--top", "2").returncode == 0
+
+
+def _written_five_times(source, target):
+    """One real run written again under four more pids with the same timestamps: the shape
+    of tp-nscan/SharedIpynb's timeline_02.json (five pids, one device name, one _SOURCE each)."""
+    import json
+    events = json.loads(source.read_text())["traceEvents"]
+    pids = sorted({e["pid"] for e in events if "pid" in e})
+    copies = []
+    for copy in range(5):
+        copies += [{**e, "pid": e["pid"] + copy * (max(pids) + 1)} for e in events if "pid" in e]
+    target.write_text(json.dumps({"traceEvents": copies}))
+    return target
+
+
+def test_one_run_written_under_five_pids_is_one_step(corpus, tmp_path):
+    import tracebridge
+    source = corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json"
+    once = tracebridge.load(source)
+    assert len(once.steps) == 1
+    five = tracebridge.load(_written_five_times(source, tmp_path / "five.json"))
+    durations = [s.duration_ns for s in five.steps]
+    assert durations == [once.steps[0].duration_ns], durations
+    shared = corpus / "chrome" / "tp-nscan_SharedIpynb_timeline_02.json"
+    if shared.exists():  # the file issue 25 names, where the corpus has it
+        steps = tracebridge.load(shared).steps
+        assert len(steps) == 1 and abs(steps[0].duration_ns / 1e6 - 1071.121) < 0.01
