@@ -68,3 +68,37 @@ def test_one_run_written_under_five_pids_is_one_step(corpus, tmp_path):
     if shared.exists():  # the file issue 25 names, where the corpus has it
         steps = tracebridge.load(shared).steps
         assert len(steps) == 1 and abs(steps[0].duration_ns / 1e6 - 1071.121) < 0.01
+
+
+def test_info_counts_what_summary_counts(corpus):
+    """Profiler bookkeeping and host annotations are events, not ops: info's op count is summary's."""
+    import json
+    for path in (corpus / "xspace" / "tfprofiler_gpu_multi_worker.xplane.pb",
+                 corpus / "chrome" / "ikhlestov_gpu_timeline_01.json",
+                 corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json"):
+        info = json.loads(run_cli("info", "--json", path).stdout)
+        summary = json.loads(run_cli("summary", "--json", path).stdout)
+        assert info["ops"] == summary["op_count"] and info["events"] >= info["ops"], path
+        assert run_cli("info", path).stdout.splitlines()[3 if "host" in info["metadata"] else 2].startswith(
+            f"{info['ops']} "), path
+
+
+def test_info_outlines_a_recorded_graph(tf1_files, tmp_path):
+    """A capture's graph (860 kB for ResNet-50) is outlined in text; --json keeps it whole."""
+    import json
+    import tracebridge
+    trace = tracebridge.load(tf1_files["pb"])
+    graph = {"nodes": [[f"layer_{i}/MatMul", "MatMul", [f"layer_{i - 1}/MatMul"], [64, 64]] for i in range(5000)],
+             "variables": [[f"layer_{i}/kernel", [64, 64], "weight"] for i in range(5000)]}
+    trace = trace.with_metadata(graph=json.dumps(graph))
+    path = tmp_path / "with_graph.json"
+    trace.save(path)
+    text = run_cli("info", path)
+    assert text.returncode == 0, text.stderr
+    assert max(map(len, text.stdout.splitlines())) < 200
+    assert "recorded graph: 5,000 nodes, 5,000 variables" in text.stdout
+    assert json.loads(json.loads(run_cli("info", "--json", path).stdout)["metadata"]["graph"]) == graph
+    page = tmp_path / "page.html"
+    assert run_cli("html", path, page).returncode == 0
+    html = page.read_text()
+    assert "recorded graph: 5,000 nodes" in html and "layer_4999/kernel" not in html

@@ -272,16 +272,21 @@ def _info(args) -> int:
         return 0
     print(f"{args.input}: {info['format']}")
     for key, value in sorted(info["metadata"].items()):
-        if key != "source_format":
+        if key == "graph":  # JSON that grows with the model: --json prints it whole
+            print(f"  {key}: {info['graph_outline']}")
+        elif key != "source_format":
             print(f"  {key}: {value}")
-    print(f"{info['ops']} ops over {info['span_ns'] / 1e6:.3f} ms")
+    # The count summary gives; other rows (host annotations, profiler bookkeeping such as
+    # ThreadpoolListener::Record, or TF ops where kernels are counted) only in parentheses.
+    besides = f" ({info['events']} events in all)" if info["events"] != info["ops"] else ""
+    print(f"{info['ops']} {info['counted']}{besides} over {info['span_ns'] / 1e6:.3f} ms")
     steps = info["steps"]
     if steps:
         shown = ", ".join(f"{s['number']} ({s['duration_ns'] / 1e6:.3f} ms)" for s in steps[:10])
         print(f"{len(steps)} steps: {shown}{' ...' if len(steps) > 10 else ''}")
     print(f"{len(info['devices'])} devices:")
     for device in info["devices"]:
-        print(f"  {device['name']}  ({device['kind']}, {device['ops']} ops, {device['lanes']} lanes)")
+        print(f"  {device['name']}  ({device['kind']}, {device['ops']} events, {device['lanes']} lanes)")
     if info["transfers"]["count"]:
         print(f"{info['transfers']['count']} transfers, {info['transfers']['bytes']} bytes")
     if info["memory"]["allocators"]:

@@ -52,6 +52,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from .._files import atomic_output
+from ..model.graph_outline import graph_outline
 from ..model.lanes import first_fit
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
@@ -331,6 +332,8 @@ class TimelineData:
         metadata = {str(k): v if isinstance(v, (str, int, bool)) or v is None
                     or (isinstance(v, float) and np.isfinite(v)) else str(v)
                     for k, v in trace.metadata.items()}
+        if metadata.get("graph"):  # the run panel shows an outline, not 860 kB of JSON
+            metadata["graph"] = graph_outline(metadata["graph"])
 
         def rows(grouped: list[dict]) -> list[dict]:
             return [{"key": r["key"], "count": r["count"], "total_ns": r["total_ns"],
