@@ -102,3 +102,53 @@ def test_info_outlines_a_recorded_graph(tf1_files, tmp_path):
     assert run_cli("html", path, page).returncode == 0
     html = page.read_text()
     assert "recorded graph: 5,000 nodes" in html and "layer_4999/kernel" not in html
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """The rows of compare's text table: change, control, test, delta, ratio, conf, rule, op."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("control") and "delta" in line)
+    rows = []
+    for line in lines[start + 1:]:
+        if not line[:1] in "+-=" or line.startswith("  ..."):
+            break
+        rows.append(line.split(None, 7))
+    return rows
+
+
+def test_compare_headline_and_rank_order(corpus):
+    """A headline with both step times on one line; rows ranked by absolute change, rows of one
+    run only after them, longest first; --sort and --top as asked."""
+    control, test = corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json", corpus / "chrome" / "ikhlestov_cpu_timeline_01.json"
+    result = run_cli("compare", control, test, "--top", "1000")
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("step time: control ") and " -> test " in first and "ms (" in first
+    assert "explain" in result.stdout.splitlines()[1] or "not slower" in result.stdout.splitlines()[1]
+    rows = _table_rows(result.stdout)
+    matched = [r for r in rows if r[6] != "unmatched"]
+    alone = [r for r in rows if r[6] == "unmatched"]
+    assert matched and alone and rows == matched + alone
+    changes = [abs(float(r[3][:-2])) for r in matched]
+    assert changes == sorted(changes, reverse=True)
+    longest = [max(float(r[1][:-2]), float(r[2][:-2])) for r in alone]
+    assert longest == sorted(longest, reverse=True)
+    by_name = _table_rows(run_cli("compare", control, test, "--sort", "name", "--top", "3").stdout)
+    assert len(by_name) == 3 and [r[7] for r in by_name] == sorted(r[7] for r in by_name)
+    import json
+    data = json.loads(run_cli("compare", control, test, "--json").stdout)
+    assert {"rows", "findings", "steps", "unmatched"} <= set(data) and data["headline"]["findings"] == len(data["findings"])
+
+
+def test_compare_page_leads_with_the_step_time_text_uses(corpus, tmp_path):
+    import json
+    import re
+    control, test = corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json", corpus / "chrome" / "ikhlestov_cpu_timeline_01.json"
+    page = tmp_path / "diff.html"
+    result = run_cli("compare", control, test, "--html", page, "--json")
+    data = json.loads(result.stdout)
+    html = page.read_text()
+    block = json.loads(re.search(r'<script type="application/json" id="tb-compare" class="tracebridge-compare">(.*?)</script>', html, re.S).group(1))
+    assert block["headline"]["control_ns"] == data["steps"]["control"]["median_ns"] == data["headline"]["control_ns"]
+    assert block["headline"]["test_ns"] == data["steps"]["test"]["median_ns"]
+    assert "sum of medians" not in html and "only in test" in html

@@ -60,6 +60,7 @@ def _positive(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .analysis.compare_result import SORTS
     parser = argparse.ArgumentParser(
         prog="tracebridge",
         description="Read, convert and summarize TensorFlow profiles (RunMetadata, StepStats, "
@@ -121,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
     diff.add_argument("--threshold", type=float, default=0.1, help="noise threshold as a share (default 0.1)")
     diff.add_argument("--top", type=_positive, default=25, help="rows in the table (default 25)")
+    diff.add_argument("--sort", choices=tuple(SORTS), default="change",
+                      help="rank the table's rows by: change (largest absolute change, default), slower, faster, "
+                           "control or test (median time), name; rows of one run only come after, longest first")
     diff.add_argument("--time", choices=("auto", "device", "host"), default="auto",
                       help="compare device time per TF op (kernels, copies) or the TF ops' host time; "
                            "auto: device time when both runs have device activity")
@@ -441,7 +445,7 @@ def _compare(args) -> int:
     elif args.csv:
         sys.stdout.write(comparison.to_csv())
     else:
-        print(comparison.to_text(top=args.top))
+        print(comparison.to_text(top=args.top, sort=args.sort))
     if args.html:
         from .writers.compare_html import write_compare_html
         write_compare_html(comparison, args.html)

@@ -16,8 +16,9 @@ const DIFF_COLUMNS = [
   {key: 'ratio', label: 'ratio', kind: 'num', title: 'test / control (per-step medians)'},
 ];
 const CHANGE_ORDER = {'+': 1, '=': 0, '-': -1};
-const CHANGE_TEXT = {'+': '\u25b2 slower', '-': '\u25bc faster', '=': '= same'};
-const CHANGE_CLASS = {'+': 'tb-slower', '-': 'tb-faster', '=': 'tb-same'};
+const CHANGE_TEXT = {'+': '\u25b2 slower', '-': '\u25bc faster', '=': '= same',
+  new: '\u25cb only in test', gone: '\u25cb only in control'};
+const CHANGE_CLASS = {'+': 'tb-slower', '-': 'tb-faster', '=': 'tb-same', new: 'tb-alone', gone: 'tb-alone'};
 const MAX_DIFF_ROWS = 2000;  // rows put in the table at once (filter to see others)
 
 function fmtPercent(share) {
@@ -49,6 +50,8 @@ class DiffView {
       row.test_names = row.test_names || [];
       row.side = row.control_names.length && row.test_names.length ? 'both'
         : row.control_names.length ? 'control' : 'test';
+      // An op of one run only is neither slower nor faster: it is new, or gone.
+      if (row.side !== 'both') row.change = row.side === 'test' ? 'new' : 'gone';
       row.search = [row.key, row.op_type, row.rule].concat(row.control_names, row.test_names).join('\n').toLowerCase();
       return row;
     });
@@ -140,10 +143,12 @@ class DiffView {
         `${count((r) => r.change === change).toLocaleString('en-US')} ${CHANGE_TEXT[change].slice(2)}`));
     }
     bar.appendChild(changes);
-    const sum = (key) => this.rows.reduce((a, r) => a + (typeof r[key] === 'number' && isFinite(r[key]) ? r[key] : 0), 0);
-    const c = sum('control_median_ns'), t = sum('test_median_ns');
-    const total = el('span', 'tb-compare-facts',
-      `per-step op time (sum of medians): ${fmtShort(c)} \u2192 ${fmtShort(t)}` + (c > 0 ? ` (${t >= c ? '+' : '\u2212'}${Math.abs((t - c) / c * 100).toFixed(1)}%)` : ''));
+    // The measure `tracebridge compare` leads with: each run's median step time.
+    const head = this.compare.headline || {};
+    const c = head.control_ns || 0, t = head.test_ns || 0;
+    const total = el('span', 'tb-compare-facts tb-headline',
+      `step time (median): ${fmtShort(c)} \u2192 ${fmtShort(t)}` + (c > 0 ? ` (${t >= c ? '+' : '\u2212'}${Math.abs((t - c) / c * 100).toFixed(1)}%)` : ''));
+    if (typeof head.explained === 'number') total.title = `findings explain up to ${Math.round(head.explained * 100)}% of the difference`;
     bar.appendChild(total);
     bar.appendChild(el('span', 'tb-compare-facts', plural(this.compare.step_pairs.length, 'aligned step pair')));
     app.appendChild(bar);
