@@ -152,3 +152,48 @@ def test_compare_page_leads_with_the_step_time_text_uses(corpus, tmp_path):
     assert block["headline"]["control_ns"] == data["steps"]["control"]["median_ns"] == data["headline"]["control_ns"]
     assert block["headline"]["test_ns"] == data["steps"]["test"]["median_ns"]
     assert "sum of medians" not in html and "only in test" in html
+
+
+def test_findings_say_what_their_share_is_of_and_what_fixing_saves(corpus):
+    import json
+    control, test = corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json", corpus / "chrome" / "ikhlestov_cpu_timeline_01.json"
+    data = json.loads(run_cli("compare", control, test, "--json").stdout)
+    difference = data["steps"]["test"]["median_ns"] - data["steps"]["control"]["median_ns"]
+    assert data["findings"]
+    for finding in data["findings"]:
+        assert finding["of"] == "the test run's median step"
+        assert 0 <= finding["saves_at_most_ns"] <= max(difference, 0) + 1
+        assert finding["saves_at_most_ns"] <= finding["share"] * data["steps"]["test"]["median_ns"] + 1
+    # the test run swapped with the control: it is faster, so no fix saves anything
+    swapped = json.loads(run_cli("compare", test, control, "--json").stdout)
+    assert all(f["saves_at_most_ns"] == 0 for f in swapped["findings"])
+    text = run_cli("compare", control, test).stdout
+    assert "of the test run's median step; fixing it saves at most" in text
+    advice = json.loads(run_cli("advise", "--json", corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json").stdout)
+    findings = advice if isinstance(advice, list) else advice["findings"]
+    assert findings and all(f["of"] == "the run's step time" and f["saves_at_most_ns"] > 0 for f in findings)
+
+
+def test_every_finding_link_target_exists_and_ships_with_the_package():
+    """Each kind's link (migration_guide/README.md#KIND) names a file and a section that
+    exist; the package holds the same guide; `tracebridge guide KIND` prints the section."""
+    import re
+    from pathlib import Path
+
+    from tracebridge.analysis.evidence import GUIDE
+    from tracebridge.analysis.findings import DETECTORS, KINDS
+    from tracebridge.guide import guide_text, sections
+    repo = Path(__file__).parents[1]
+    guide = repo / GUIDE
+    assert guide_text() == guide.read_text()
+    for detector in DETECTORS:
+        finding = detector.finding(0.5, "measured", None)
+        path, _, anchor = finding.link.partition("#")
+        assert (repo / path).is_file() and anchor == detector.kind and anchor in sections(), finding.link
+    for kind in KINDS:
+        printed = run_cli("guide", kind)
+        assert printed.returncode == 0 and printed.stdout.startswith(f"### {kind}\n") and len(printed.stdout) > 200
+    for target in re.findall(r"\]\(([^)#\s:]+)[^)]*\)", guide.read_text()):  # the guide's own relative links
+        assert (guide.parent / target).exists(), target
+    wrong = run_cli("guide", "no_such_kind")
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1

@@ -207,6 +207,14 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--quiet", action="store_true", help="no per-change report on stderr")
     migrate.set_defaults(handler=_migrate)
 
+    guide = commands.add_parser(
+        "guide", help="print a section of the migration guide (the one a finding's fix links to)",
+        description="Print the migration guide's section on KIND: each finding's 'fix' names its kind "
+                    "(eager_ops, retracing, host_gaps, ...). The guide ships inside the package.")
+    guide.add_argument("kind", nargs="?", metavar="KIND",
+                       help="a finding's kind, e.g. eager_ops (none: list the sections)")
+    guide.set_defaults(handler=_guide)
+
     demo = commands.add_parser("demo", help="trace a small model in a TF1 session (needs tracebridge[tf])")
     demo.add_argument("--out", default="tracebridge-demo", help="output folder (default ./tracebridge-demo)")
     demo.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
@@ -587,6 +595,15 @@ def _migrate(args) -> int:
     if failed:
         return 2
     return 1 if args.check and (changed or lacking) else 0
+
+
+def _guide(args) -> int:
+    from .guide import section, sections
+    if args.kind is None:
+        print("\n".join(sections()))
+        return 0
+    print(section(args.kind), end="")
+    return 0
 
 
 def _demo(args) -> int:
