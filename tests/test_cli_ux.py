@@ -197,3 +197,46 @@ def test_every_finding_link_target_exists_and_ships_with_the_package():
         assert (guide.parent / target).exists(), target
     wrong = run_cli("guide", "no_such_kind")
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+
+
+def _subcommands():
+    import argparse
+
+    from tracebridge.cli import _parser
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, commands.choices
+
+
+def test_every_argument_of_every_subcommand_has_help():
+    """Walk the parser: a positional, --json or a tracer level without help is a defect."""
+    import argparse
+    parser, commands = _subcommands()
+    missing = []
+    for name, command in commands.items():
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                continue
+            if not (action.help or "").strip():
+                missing.append(f"{name} {action.dest}")
+    assert not missing, missing
+    top = parser.description
+    for word in ("XSpace", "compare", "advise", "doctor"):
+        assert word in top, word
+    assert "TF1 session" not in commands["demo"].format_help() and "TF2" in commands["demo"].format_help()
+    html_options = [o for a in commands["html"]._actions if a.help != argparse.SUPPRESS for o in a.option_strings]
+    assert "--device" in html_options and "--device-pattern" not in html_options
+    workers = next(a for a in commands["summary"]._actions if a.dest == "workers")
+    assert "Dask" in workers.help and "1, or 2" not in workers.help  # the README runs --workers 4
+
+
+def test_unreadable_inputs_say_what_they_are(tmp_path, corpus):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("step 1: loss 0.3\nstep 2: loss 0.2\n")
+    result = run_cli("info", notes)
+    assert result.returncode == 2 and "not a trace tracebridge can read" in result.stderr and "tried:" in result.stderr
+    assert "wire type" not in result.stderr
+    cut = tmp_path / "cut.xplane.pb"
+    cut.write_bytes((corpus / "xspace" / "jax_h100_mlp_graphs.xplane.pb").read_bytes()[:150_000])
+    result = run_cli("info", cut)
+    assert result.returncode == 2 and "truncated" in result.stderr and result.stderr.count("\n") == 1
