@@ -240,3 +240,18 @@ def test_unreadable_inputs_say_what_they_are(tmp_path, corpus):
     cut.write_bytes((corpus / "xspace" / "jax_h100_mlp_graphs.xplane.pb").read_bytes()[:150_000])
     result = run_cli("info", cut)
     assert result.returncode == 2 and "truncated" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_migrate_report_offers_no_time_table_for_counts_and_says_what_tf_layers_needs(tmp_path):
+    script = tmp_path / "old.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "x = tf.placeholder(tf.float32, [None, 4])\n"
+        "h = tf.layers.dense(x, 8)\n"
+        "params = tf.profiler.ProfileOptionBuilder.trainable_variables_parameter()\n"
+        "flops = tf.profiler.ProfileOptionBuilder.float_operation()\n")
+    report = run_cli("migrate", script).stderr.splitlines()
+    counts = [line for line in report if "trainable_variables_parameter" in line or "float_operation" in line]
+    assert len(counts) == 2 and all("summary(top=N)" not in line and "no equivalent" in line for line in counts)
+    layers = [line for line in report if ":3: not in TF 2.21" in line]
+    assert layers and "TF_USE_LEGACY_KERAS=1" in layers[0] and "tf_keras" in layers[0] and "port the layer" in layers[0]
