@@ -255,3 +255,35 @@ def test_migrate_report_offers_no_time_table_for_counts_and_says_what_tf_layers_
     assert len(counts) == 2 and all("summary(top=N)" not in line and "no equivalent" in line for line in counts)
     layers = [line for line in report if ":3: not in TF 2.21" in line]
     assert layers and "TF_USE_LEGACY_KERAS=1" in layers[0] and "tf_keras" in layers[0] and "port the layer" in layers[0]
+
+
+def _page_meta(page, prefix: str = "tb0") -> dict:
+    import json
+    import re
+    return json.loads(re.search(rf'<script type="application/json" id="{prefix}-meta"[^>]*>(.*?)</script>',
+                                page.read_text(), re.S).group(1))
+
+
+def test_html_pages_sort_devices_fold_hosts_and_take_the_file_name(corpus, tmp_path):
+    """Accelerators first (a GPU, then its streams and copies), hosts after by activity, idle
+    devices last; a host of many lanes starts folded; the title is the file's name."""
+    merged = corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json"
+    page = tmp_path / "merged.html"
+    assert run_cli("html", merged, page).returncode == 0
+    meta = _page_meta(page)
+    assert meta["title"] == merged.name and f"<title>{merged.name}" in page.read_text()
+    shorts = [d["short"] for d in meta["devices"]]
+    assert shorts[0].endswith("GPU:0") and shorts[-1].endswith("CPU:0"), shorts
+    assert shorts.index("GPU:0/memcpy") > shorts.index("GPU:0/stream:all")
+    worker = corpus / "xspace" / "tfprofiler_gpu_multi_worker.xplane.pb"
+    page = tmp_path / "worker.html"
+    assert run_cli("html", worker, page).returncode == 0
+    devices = _page_meta(page)["devices"]
+    busy = [d for d in devices if d["ops"]]
+    assert devices[:len(busy)] == busy and busy[-1]["kind"] == "host" and busy[0]["kind"] != "host"
+    host = busy[-1]
+    assert len(host["lanes"]) > 8 and host["folded"] and not any(d["folded"] for d in busy[:-1])
+    page = tmp_path / "diff.html"
+    control, test = corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json", corpus / "chrome" / "ikhlestov_cpu_timeline_01.json"
+    assert run_cli("compare", control, test, "--html", page).returncode == 0
+    assert f"<title>{control.name} vs {test.name}" in page.read_text()
