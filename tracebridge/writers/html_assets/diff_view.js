@@ -15,7 +15,8 @@ const DIFF_COLUMNS = [
   {key: 'delta_ns', label: 'delta', kind: 'num', title: 'test minus control (per-step medians)'},
   {key: 'ratio', label: 'ratio', kind: 'num', title: 'test / control (per-step medians)'},
 ];
-const CHANGE_ORDER = {'+': 1, '=': 0, '-': -1};
+// slower, new in the test run, the same, gone from it, faster: from most added time to least
+const CHANGE_ORDER = {'+': 1, new: 0.5, '=': 0, gone: -0.5, '-': -1};
 const CHANGE_TEXT = {'+': '\u25b2 slower', '-': '\u25bc faster', '=': '= same',
   new: '\u25cb only in test', gone: '\u25cb only in control'};
 const CHANGE_CLASS = {'+': 'tb-slower', '-': 'tb-faster', '=': 'tb-same', new: 'tb-alone', gone: 'tb-alone'};
