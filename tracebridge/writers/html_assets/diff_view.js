@@ -448,9 +448,29 @@ class DiffView {
     if (!found.length) return;
     const span = Math.max(hi - lo, MIN_SPAN * 10);
     page.setRange(lo - span * 0.5, hi + span * 0.5);
-    for (const {t, pos} of found.slice().reverse()) t.revealPanel(pos);
+    this._revealTogether(found);
     page.select(found[0].t, found[0].pos);
     this.instances = found.map(({t, pos}) => ({trace: page.timelines.indexOf(t), pos}));
+  }
+
+  /** Scroll so that the lanes of both runs' instances are in view together (the control's
+   *  first where both do not fit): revealing one after the other scrolled the first away. */
+  _revealTogether(found) {
+    const box = this.page.scrollBox;
+    const spans = [];
+    for (const {t, pos} of found) {
+      const lane = t.data.laneOf(pos), panel = t.panelOfLane(lane);
+      if (!panel) continue;
+      if (panel.collapsed) t.setCollapsed(panel, false);
+      const top = panel.wrap.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+      const y = top + Math.max(panel.lanes.indexOf(lane), 0) * ROW;
+      spans.push([y, y + ROW]);
+    }
+    if (!spans.length) return;
+    const lo = Math.min(...spans.map((s) => s[0])), hi = Math.max(...spans.map((s) => s[1]));
+    const view = box.clientHeight, room = view - (hi - lo);
+    if (lo >= box.scrollTop && hi <= box.scrollTop + view) return;  // both in view already
+    box.scrollTop = room >= 0 ? Math.max(0, lo - room / 2) : Math.max(0, spans[0][0] - 2 * ROW);
   }
 
   /** Row ``index`` (its place in the comparison's rows) as a plain object. */
