@@ -7,6 +7,7 @@ import os
 import sys
 
 from tests.conftest import run_cli
+from tests.helpers.browser import browser_mark
 
 
 def test_tensorboard_on_an_empty_trace_is_one_line_and_writes_nothing(tmp_path):
@@ -287,3 +288,20 @@ def test_html_pages_sort_devices_fold_hosts_and_take_the_file_name(corpus, tmp_p
     control, test = corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json", corpus / "chrome" / "ikhlestov_cpu_timeline_01.json"
     assert run_cli("compare", control, test, "--html", page).returncode == 0
     assert f"<title>{control.name} vs {test.name}" in page.read_text()
+
+
+@browser_mark
+def test_table_names_keep_what_tells_rows_apart(corpus, browser, tmp_path):
+    """Rows of the top-ops table whose names differ show different text (the scope they share
+    elided, not the middle that tells layer_1 from layer_2); the full name is the hover title."""
+    from tests.test_html import Opened
+    page = tmp_path / "merged.html"
+    assert run_cli("html", corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json", page).returncode == 0
+    with Opened(browser, page) as opened:
+        cells = opened.js("() => Array.from(document.querySelectorAll('.tb-side table')[0].querySelectorAll('.tb-fit'),"
+                          " c => [c.textContent, c.title])")
+    assert len(cells) > 10 and len({title for _, title in cells}) == len(cells)
+    shown = [text for text, _ in cells]
+    import collections
+    assert len(set(shown)) >= 0.75 * len(shown), [(t, c) for t, c in collections.Counter(shown).items() if c > 1]  # 59 of 86 before (middle cut), 66 now
+    assert any(text.startswith("\u2026/") for text in shown)
