@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 
 from tests.conftest import run_cli
 from tests.helpers.browser import browser_mark
@@ -87,6 +86,7 @@ def test_info_counts_what_summary_counts(corpus):
 def test_info_outlines_a_recorded_graph(tf1_files, tmp_path):
     """A capture's graph (860 kB for ResNet-50) is outlined in text; --json keeps it whole."""
     import json
+
     import tracebridge
     trace = tracebridge.load(tf1_files["pb"])
     graph = {"nodes": [[f"layer_{i}/MatMul", "MatMul", [f"layer_{i - 1}/MatMul"], [64, 64]] for i in range(5000)],
@@ -149,7 +149,7 @@ def test_compare_page_leads_with_the_step_time_text_uses(corpus, tmp_path):
     result = run_cli("compare", control, test, "--html", page, "--json")
     data = json.loads(result.stdout)
     html = page.read_text()
-    block = json.loads(re.search(r'<script type="application/json" id="tb-compare" class="tracebridge-compare">(.*?)</script>', html, re.S).group(1))
+    block = json.loads(re.search(r'<script type="application/json" id="tb-compare" class="tracebridge-compare">(.*?)</script>', html, re.DOTALL).group(1))
     assert block["headline"]["control_ns"] == data["steps"]["control"]["median_ns"] == data["headline"]["control_ns"]
     assert block["headline"]["test_ns"] == data["steps"]["test"]["median_ns"]
     assert "sum of medians" not in html and "only in test" in html
@@ -262,7 +262,7 @@ def _page_meta(page, prefix: str = "tb0") -> dict:
     import json
     import re
     return json.loads(re.search(rf'<script type="application/json" id="{prefix}-meta"[^>]*>(.*?)</script>',
-                                page.read_text(), re.S).group(1))
+                                page.read_text(), re.DOTALL).group(1))
 
 
 def test_html_pages_sort_devices_fold_hosts_and_take_the_file_name(corpus, tmp_path):

@@ -208,6 +208,6 @@ class Findings(list):
     __str__ = to_text
 
 
-__all__ = ["GUIDE", "guide_command", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings", "FusionEvidence",
+__all__ = ["GUIDE", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings", "FusionEvidence",
            "HostGapsEvidence", "InputWaitEvidence", "LeftBehindEvidence", "MemoryUse", "RegressionEvidence",
-           "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "internal", "json_ready"]
+           "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "guide_command", "internal", "json_ready"]
