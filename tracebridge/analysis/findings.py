@@ -301,7 +301,23 @@ def _found(subject: Run | RunPair) -> Findings:
         evidence = detector.measure(subject)
         if evidence is not None:
             out += detector.judge(evidence)
+    for finding in out:
+        _bound(finding, subject)
     return Findings(sorted(out, key=lambda f: -f.share))
+
+
+def _bound(finding: Finding, subject: Run | RunPair) -> None:
+    """Say what the share is of, and the most fixing it could save a step: a port whose step
+    went from 31.8 to 56.5 ms saves at most 24.7 ms, whatever share of 56.5 ms it names."""
+    if isinstance(subject, RunPair):
+        steps = subject.comparison.steps
+        finding.of = "the test run's median step"
+        finding.saves_at_most_ns = min(finding.share * steps.test.median_ns,
+                                       max(steps.test.median_ns - steps.control.median_ns, 0.0))
+    else:
+        view = subject.view
+        finding.of = "the run's step time"
+        finding.saves_at_most_ns = finding.share * view.total_ns / len(view.steps) if view.steps else None
 
 
 __all__ = ["ADVICE", "DETECTORS", "KINDS", "Detector", "Finding", "Findings", "Run", "RunPair", "advise",

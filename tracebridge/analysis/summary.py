@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.accelerator import busy_ns, device_rows, self_times
-from .hlo_summary import hlo_rows
+from ..model.graph_outline import graph_outline
 from ..model.schema import Category
 from ..model.trace import Trace
+from .hlo_summary import hlo_rows
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Summary:
         return out.getvalue()
 
     def to_text(self) -> str:
-        what = {"op": "ops", "device+memcpy": "device events", "all": "events"}.get(self.counted, "ops")
+        what = COUNTED_WORDS.get(self.counted, "ops")
         of_what = " device time" if self.time == "device" else ""
         lines = [f"{self.op_count} {what}, {_ms(self.total_ns)}{of_what} in all"]
         if self.steps:
@@ -110,6 +111,27 @@ def summary_mode(trace: Trace) -> str:
     return counted_rows(trace)[1]
 
 
+def _counted_mask(trace: Trace, mode: str, device: np.ndarray, host: np.ndarray) -> np.ndarray:
+    """The rows a summary in ``mode`` counts (``device``, ``host``: the device rows and TF ops)."""
+    if mode == "device+memcpy":
+        return device
+    return host if mode == "op" else np.ones(len(trace), dtype=bool)
+
+
+def counted_ops(trace: Trace) -> tuple[int, str]:
+    """How many rows ``summary`` counts as ops, and what they are (``"ops"``, ``"device
+    events"``, ``"events"``): ``info`` says the same number. Profiler bookkeeping on the
+    host (``ThreadpoolListener::Record``, ``EagerExecute``) is not an op."""
+    mode = summary_mode(trace)
+    ops = trace.ops
+    mask = _counted_mask(trace, mode, device_rows(ops["category"], ops["flags"]), ops["category"] == Category.OP)
+    return int(mask.sum()), COUNTED_WORDS[mode]
+
+
+# What the rows a summary counts are called, by mode.
+COUNTED_WORDS = {"op": "ops", "device+memcpy": "device events", "all": "events"}
+
+
 def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> Summary:
     """``mode`` (one of :data:`MODES`, default :func:`summary_mode`): count these rows,
     as a summary of several traces together does where another trace decides the mode."""
@@ -125,10 +147,11 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     host_time = np.where(host, duration, 0) if mode == "all" else duration
     if host_time is duration:
         duration[~host] = 0
+    mask = _counted_mask(trace, mode, device, host)
+    counted = mode
     if mode == "device+memcpy":
-        time, mask, counted, basis = "device", device, "device+memcpy", device_time
+        time, basis = "device", device_time
     else:
-        mask, counted = (host, "op") if mode == "op" else (np.ones(len(trace), dtype=bool), "all")
         time, basis = "host", host_time if mode == "op" else duration
     either = mask | host
     total = int(basis.sum(where=mask))  # no 3M-row copy of the counted rows
@@ -250,11 +273,14 @@ def describe(trace: Trace) -> dict:
     peaks = allocator_peaks(trace)
     categories = np.bincount(ops["category"], minlength=len(Category)) if len(trace) else \
         np.zeros(len(Category), dtype=np.int64)
+    counted, counted_as = counted_ops(trace)
     return {
         "format": trace.source_format,
         "categories": {category.label: int(n) for category, n in zip(Category, categories) if n},
         "metadata": dict(trace.metadata),
-        "ops": len(trace),
+        "graph_outline": graph_outline(trace.metadata["graph"]) if trace.metadata.get("graph") else None,
+        # "ops": what summary counts (its op_count); "events": every row, annotations included.
+        "ops": counted, "counted": counted_as, "events": len(trace),
         "steps": [{"number": s.number, "name": s.name, "duration_ns": s.duration_ns} for s in trace.steps],
         "devices": [{"name": d.name, "kind": d.kind, "ops": int(per_device[i]),
                      "lanes": sum(1 for lane in trace.lanes if lane.device == i)}

@@ -178,9 +178,10 @@ def _run_starts(ops: list[tuple]) -> list[int]:
         return [min((op[3] for op in ops), default=0)]
     runs = max(len(v) for v in per_device.values())
     ordered = [sorted(v) for v in per_device.values()]  # once: a file may hold thousands of runs
-    starts = []
-    for k in range(runs):
-        starts.append(min(v[k] for v in ordered if len(v) > k))
+    # Runs that start at the same time are one run written again (a file that holds the
+    # same RunMetadata under several pids, each with its own _SOURCE): one step, not a
+    # step per copy with all its ops in the last and 0 ms in the others.
+    starts = sorted({min(v[k] for v in ordered if len(v) > k) for k in range(runs)})
     # Ops recorded a little before their run's _SOURCE (other devices) still belong to it.
     first = min(op[3] for op in ops)
     starts[0] = min(starts[0], first)

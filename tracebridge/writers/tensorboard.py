@@ -35,6 +35,7 @@ _HOST_PLANE = "/host:CPU"
 def write_tensorboard(trace: Trace, logdir: str | os.PathLike, *, run: str | None = None,
                       host: str | None = None) -> dict[str, str]:
     """Write both outputs under ``logdir``; returns ``{"events": path, "xspace": path}``."""
+    _refuse_empty(trace)
     host = file_name(host or str(trace.metadata.get("host") or socket.gethostname()))
     start = _start(trace)
     xspace = write_tensorboard_xplane(trace, logdir, run=run or start.strftime("%Y_%m_%d_%H_%M_%S"), host=host)
@@ -49,6 +50,7 @@ def write_tensorboard_xplane(trace: Trace, logdir: str | os.PathLike, *, run: st
     reads it: ``LOGDIR/plugins/profile/<run>/<host>.xplane.pb`` (folders made as needed).
     ``run`` defaults to the trace's start time, as TF names its runs. Returns the path.
     (:func:`write_xspace_file` writes the same XSpace to a path of the caller's.)"""
+    _refuse_empty(trace)
     host = file_name(host or str(trace.metadata.get("host") or socket.gethostname()))
     run = run or _start(trace).strftime("%Y_%m_%d_%H_%M_%S")
     if os.path.basename(run) != run or run in ("", ".", ".."):
@@ -61,6 +63,13 @@ def write_tensorboard_xplane(trace: Trace, logdir: str | os.PathLike, *, run: st
     xspace = os.path.join(profile_dir, f"{host}.xplane.pb")
     write_bytes(xspace, to_xspace(trace, host).SerializeToString(deterministic=True))
     return xspace
+
+
+def _refuse_empty(trace: Trace) -> None:
+    """Before any folder is made: a trace without ops gives TensorBoard nothing to show, and
+    an empty ``plugins/profile/<run>/`` left behind would read as a run that failed."""
+    if not len(trace):
+        raise OutputError("the trace holds no ops: nothing for TensorBoard to show (no output written)")
 
 
 def _start(trace: Trace) -> datetime.datetime:
