@@ -340,7 +340,7 @@ def test_view_serves_the_pftrace_once_for_the_perfetto_ui(corpus, tmp_path):
     from tracebridge.view import serve_for_perfetto
     trace_file = tmp_path / "run.pftrace"
     tracebridge.load(corpus / "chrome" / "ikhlestov_gpu_timeline_01.json").save(trace_file)
-    opened, fetched = [], {}
+    opened, fetched, fetchers = [], {}, []
 
     def fetch(url: str) -> None:
         target = url.split("url=", 1)[1]
@@ -351,7 +351,8 @@ def test_view_serves_the_pftrace_once_for_the_perfetto_ui(corpus, tmp_path):
 
     def browser(url: str) -> bool:  # a "browser" that is a local HTTP client, never the internet
         opened.append(url)
-        threading.Thread(target=fetch, args=(url,), daemon=True).start()
+        fetchers.append(threading.Thread(target=fetch, args=(url,), daemon=True))
+        fetchers[-1].start()
         return True
 
     messages = []
@@ -364,6 +365,8 @@ def test_view_serves_the_pftrace_once_for_the_perfetto_ui(corpus, tmp_path):
             pass
 
     assert serve_for_perfetto(trace_file, port=0, open_browser=browser, out=Out(), timeout_s=30)
+    for fetcher in fetchers:  # the server stops once it has sent the file; the client may still be reading
+        fetcher.join(timeout=30)
     assert opened and opened[0].startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:")
     assert fetched["cors"] == "https://ui.perfetto.dev"
     assert fetched["body"] == trace_file.read_bytes()

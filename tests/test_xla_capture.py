@@ -143,19 +143,24 @@ def test_step_inputs_survive_json(recompiling_run, tmp_path):
 
 
 # --- HLO recorded at capture time -----------------------------------------------------------
-def test_a_jit_function_s_hlo_is_recorded_per_input_shape(tf, recompiling_run):
+def test_a_jit_function_s_hlo_is_recorded_per_input_shape(tf, recompiling_run, tmp_path):
     import re
 
     from tracebridge.model.hlo import modules_of
     from tracebridge.readers.hlo import hlo_op_map
     ops = hlo_op_map(modules_of(recompiling_run.metadata))
-    assert len(ops) == len(SIZES)  # one module per input shape the traced steps ran
+    # at least one module per input shape the traced steps ran: the capture's, beside those the
+    # profile's /host:metadata holds (TF 2.21 lists there every module the process compiled)
+    assert len(ops) >= len(SIZES)
     # The thunk events TF's XLA CPU runtime recorded are named after HLO instructions: each
     # resolves in the recorded modules, to the TF op XLA's own text form of the HLO names.
     text = jit_step(tf).experimental_get_compiler_ir(tf.ones([4, 64]))(stage="optimized_hlo")
     op_names = {m.group(1): m.group(2) for m in re.finditer(r'%([\w.-]+) = .*?op_name="([^"]*)"', text)}
-    ran = set(recompiling_run.column_strings("ops", "name")) & set(op_names)
-    assert ran, sorted(set(recompiling_run.column_strings("ops", "name")))[:40]
+    # the reader names each thunk's row for its TF op and keeps its instruction, which the
+    # Chrome output's args carry
+    linked = linked_instructions(recompiling_run, tmp_path)
+    ran = linked & set(op_names)
+    assert ran, sorted(linked)[:40]
     for name in ran:
         found = ops.find(None, name)
         assert found is not None and found.op_name == op_names[name], (name, found)
@@ -163,7 +168,12 @@ def test_a_jit_function_s_hlo_is_recorded_per_input_shape(tf, recompiling_run):
 
 
 def test_a_function_without_jit_compile_records_no_hlo(tf, fit_run):
-    assert not fit_run.metadata.get("hlo_modules")
+    """Nothing of a run without XLA is linked to HLO: the capture recorded none for it (the
+    profile's /host:metadata may still list modules other functions of the process compiled)."""
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    ops = hlo_op_map(modules_of(fit_run.metadata))
+    assert not [n for n in set(fit_run.column_strings("ops", "name")) if ops.find(None, n) is not None]
 
 
 @pytest.fixture(scope="module")
@@ -171,14 +181,23 @@ def fit_xla_run(tf):
     return fit_trace(jit_compile=True)
 
 
-def test_fit_with_jit_compile_records_the_compiled_step_s_hlo(fit_xla_run):
+def linked_instructions(trace, folder) -> set[str]:
+    """The HLO instructions the trace's XLA events ran, as its Chrome output's args name them
+    (the reader names each thunk's row for its TF op and keeps its instruction)."""
+    trace.save(folder / "linked.json")
+    return {event["args"]["hlo_instruction"] for event in json.loads((folder / "linked.json").read_text())["traceEvents"]
+            if event.get("ph") == "X" and "hlo_instruction" in event.get("args", {})}
+
+
+def test_fit_with_jit_compile_records_the_compiled_step_s_hlo(fit_xla_run, tmp_path):
     from tracebridge.model.hlo import modules_of
     from tracebridge.readers.hlo import hlo_op_map
     assert json.loads(fit_xla_run.metadata["graph"])["nodes"]
     ops = hlo_op_map(modules_of(fit_xla_run.metadata))
-    assert len(ops) == 1  # one batch shape ran
+    assert len(ops) >= 1  # one batch shape ran (and the profile lists what else the process compiled)
     # the thunks TF's XLA CPU runtime recorded resolve to HLO instructions of the model's layers
-    names = set(fit_xla_run.column_strings("ops", "name"))
+    names = linked_instructions(fit_xla_run, tmp_path)
+    assert names
     found = {n: ops.find(None, n) for n in names if ops.find(None, n) is not None}
     layers = {part for op in found.values() for name, _ in op.tf_ops for part in name.split("/")}
     assert {"stem_1", "b2_short_1", "dense_1"} & layers, sorted(layers)[:40]

@@ -159,7 +159,9 @@ def xla_compile(view: StepView) -> XlaCompileEvidence:
             if start < reach.get(lane, start):
                 continue  # nested in a compilation already counted
             reach[lane] = end
-            owner = row if is_op[row] else _enclosing_op(ops, is_op, row)
+            owner = _calling_function(view, row)
+            if owner is None:
+                owner = row if is_op[row] else _enclosing_op(ops, is_op, row)
             begin = int(ops["start_ns"][owner]) if owner is not None else start
             begin, end = max(begin, step.start_ns), min(end, step.end_ns)
             found += 1
@@ -172,6 +174,18 @@ def xla_compile(view: StepView) -> XlaCompileEvidence:
         per_step.append(found)
     time = busy_ns(np.array([s for s, _ in spans], dtype=np.int64), np.array([e for _, e in spans], dtype=np.int64))
     return XlaCompileEvidence(view.share(time), per_step, steps, functions, times, inputs, sorted(events), spans)
+
+
+def _calling_function(view: StepView, row: int) -> int | None:
+    """The innermost ``__inference_*`` event on ``row``'s lane whose time holds it: the call
+    that compiles and runs the function (an op, or an annotation where the XSpace reader
+    credits its time to the XLA thunks inside it)."""
+    ops = view.trace.ops
+    start, end = ops["start_ns"][row], ops["end_ns"][row]
+    holders = np.flatnonzero((ops["lane"] == ops["lane"][row]) & (ops["device"] == ops["device"][row])
+                             & (ops["start_ns"] <= start) & (ops["end_ns"] >= end))
+    calls = [int(h) for h in holders if h != row and _FUNCTION.match(view.name_of(int(h)))]
+    return max(calls, key=lambda h: ops["start_ns"][h]) if calls else None
 
 
 def _enclosing_op(ops, is_op: np.ndarray, row: int) -> int | None:
