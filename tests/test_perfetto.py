@@ -452,7 +452,7 @@ def test_compiled_encoder_is_built_where_a_compiler_is():
 
 def test_encoder_c_loop_refuses_spans_outside_their_buffers():
     """A piece or record that would read or write past a buffer raises; nothing is copied
-    out of bounds (the numpy path would raise an IndexError)."""
+    out of bounds (the numpy path would raise an IndexError). The merge agrees with numpy's."""
     from tracebridge.writers import protowire
     if protowire._protowirec is None:
         pytest.skip("the C encoder loop is not built here")
@@ -474,3 +474,7 @@ def test_encoder_c_loop_refuses_spans_outside_their_buffers():
         [protowire.varint_bytes(int(v)) for v in values]
     with pytest.raises(ValueError):  # 1 << 63 needs 10 bytes after the column
         varints(values, np.zeros((3, 10), dtype=np.uint8), 1)
+    keys = np.array([1, 5, 9], np.int64), np.array([5, 2, 8], np.int64)
+    assert protowire.merged_order(*keys, np.array([1, 0, 2], np.int64)).tolist() == [0, 4, 1, 3, 5, 2]
+    with pytest.raises(ValueError):  # a row of the second sequence past its end
+        protowire._protowirec.merge(*keys, np.array([1, 0, 3], np.int64), np.empty(6, np.int64))

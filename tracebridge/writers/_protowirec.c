@@ -17,6 +17,12 @@
  * without a numpy pass per byte of the widest value. A value whose varint does not fit
  * its row raises ValueError.
  *
+ * merge(begin_key, end_key, end_order, order): the time order of a track's begin and end
+ * events (tracebridge.writers.perfetto._event_order). begin_key is ascending, end_key in
+ * the order end_order; order (2n) receives, by ascending key, begin i as i and end j as
+ * n + j, a begin before ends of an equal key: one pass, where numpy searches every begin's
+ * place and scatters both kinds.
+ *
  * The module is an optional build (setup.py): without a C compiler, protowire.py does it
  * with numpy, byte for byte the same.
  */
@@ -42,8 +48,8 @@ static void release(Piece *pieces, Py_ssize_t count) {
 }
 
 /* A C-contiguous int64 column of `records` values into view. */
-static int get_column(PyObject *object, Py_buffer *view, Py_ssize_t records, const char *what) {
-    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+static int get_column(PyObject *object, Py_buffer *view, Py_ssize_t records, const char *what, int writable) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
         return 0;
     if (view->itemsize != 8 || !view->format || (strcmp(view->format, "l") && strcmp(view->format, "q")) ||
         (records >= 0 && view->len != records * 8)) {
@@ -61,7 +67,7 @@ static PyObject *gather(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer out, position;
     if (PyObject_GetBuffer(out_object, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
-    if (!get_column(position_object, &position, -1, "position")) {
+    if (!get_column(position_object, &position, -1, "position", 0)) {
         PyBuffer_Release(&out);
         return NULL;
     }
@@ -85,13 +91,13 @@ static PyObject *gather(PyObject *Py_UNUSED(self), PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "a piece is a tuple (lengths, data, starts)");
             goto done;
         }
-        if (!get_column(PyTuple_GET_ITEM(item, 0), &piece->lengths, records, "lengths"))
+        if (!get_column(PyTuple_GET_ITEM(item, 0), &piece->lengths, records, "lengths", 0))
             goto done;
         piece->held = 1;
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &piece->data, PyBUF_C_CONTIGUOUS) < 0)
             goto done;
         piece->held = 2;
-        if (!get_column(PyTuple_GET_ITEM(item, 2), &piece->starts, records, "starts"))
+        if (!get_column(PyTuple_GET_ITEM(item, 2), &piece->starts, records, "starts", 0))
             goto done;
         piece->held = 3;
     }
@@ -176,7 +182,51 @@ static PyObject *varints(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *merge(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *objects[4];
+    if (!PyArg_ParseTuple(args, "OOOO:merge", &objects[0], &objects[1], &objects[2], &objects[3]))
+        return NULL;
+    Py_buffer views[4];
+    int held = 0;
+    PyObject *result = NULL;
+    for (; held < 4; held++)
+        if (!get_column(objects[held], &views[held], -1, "merge", held == 3))
+            goto done;
+    Py_ssize_t n = views[0].len / 8;
+    if (views[1].len != n * 8 || views[2].len != n * 8 || views[3].len != 2 * n * 8) {
+        PyErr_SetString(PyExc_ValueError, "merge: expected n begin keys, n end keys, n end rows and 2n places");
+        goto done;
+    }
+    const int64_t *begin_key = views[0].buf, *end_key = views[1].buf, *end_order = views[2].buf;
+    int64_t *order = views[3].buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t i = 0, j = 0, k = 0;
+    for (Py_ssize_t m = 0; m < n; m++)
+        if (end_order[m] < 0 || end_order[m] >= n)
+            bad = 1;
+    while (!bad && (i < n || j < n)) {
+        if (j < n && (i == n || end_key[end_order[j]] < begin_key[i]))
+            order[k++] = n + end_order[j++];
+        else
+            order[k++] = i++;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "merge: an end row is out of range");
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"merge", merge, METH_VARARGS,
+     "merge(begin_key, end_key, end_order, order): begins and ends of a track in time order (see the module)."},
     {"varints", varints, METH_VARARGS,
      "varints(values, matrix, column): each uint64 value's varint into its row of matrix, from column."},
     {"gather", gather, METH_VARARGS,

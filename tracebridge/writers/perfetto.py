@@ -51,7 +51,7 @@ from .chrome import _merged_counters, cross_lane_flows, device_threads
 from .chrome_threads import NETWORK_TID, pids_and_tids
 from .protowire import (Piece, Ragged, assemble, assemble_into, concat, constant_piece, fixed64_field, matrix_piece,
                         message_bytes, message_field, ragged_piece, tag, total_length, varint_bytes, varint_field,
-                        varint_lengths, varint_piece)
+                        merged_order, varint_lengths, varint_piece)
 
 CHUNK_EVENTS = 400_000  # events encoded at once: bounds the encoder's memory
 PARALLEL_MIN_EVENTS = 600_000  # below this, a second process costs more than it saves
@@ -436,15 +436,7 @@ def _event_order(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
     end_key |= kind
     end_key += (n - 1) - rank
     end_order = np.argsort(end_key, kind="stable")  # nearly sorted: a stable sort finds the runs
-    # merge: a begin's place is its rank plus the ends before it; the ends take the rest
-    begin_at = np.searchsorted(end_key[end_order], begin_key)
-    begin_at += rank
-    order = np.empty(2 * n, dtype=np.int64)
-    taken = np.zeros(2 * n, dtype=bool)
-    taken[begin_at] = True
-    order[begin_at] = rank
-    order[~taken] = end_order + n
-    return times, order
+    return times, merged_order(begin_key, end_key, end_order)
 
 
 _BEGIN_TYPE = np.frombuffer(message_bytes((E_TYPE, TYPE_BEGIN)), dtype=np.uint8)

@@ -8,8 +8,9 @@ empty), made by one numpy pass over its values, and a message is the record-wise
 concatenation of its field columns. A nested message is a length-delimited field whose
 payload is the inner message's column.
 
-Where the optional C module ``_protowirec`` is built, records are assembled from their
-pieces by its loop (:func:`assemble_into`), byte for byte what the numpy path makes;
+Where the optional C module ``_protowirec`` is built, its loops write the varints, assemble
+records from their pieces (:func:`assemble_into`) and merge sorted events
+(:func:`merged_order`), byte for byte what the numpy path makes;
 ``TRACEBRIDGE_PURE_WIRE=1`` picks numpy, for writing as for reading (:mod:`tracebridge.readers.wire`).
 """
 
@@ -281,6 +282,27 @@ def ragged_piece(ragged: Ragged, index: np.ndarray | None = None, present: np.nd
     if present is not None:
         lengths = np.where(present, lengths, 0)
     return Piece(lengths, ragged=ragged, index=index)
+
+
+def merged_order(first_key: np.ndarray, second_key: np.ndarray, second_order: np.ndarray) -> np.ndarray:
+    """Two sequences of n records merged by key: ``first_key`` ascending, ``second_key``
+    ascending in the order ``second_order``. Returns the 2n records in key order, record i
+    of the first as i, record j of the second as n + j; on an equal key the first's come first."""
+    n = len(first_key)
+    order = np.empty(2 * n, dtype=np.int64)
+    if compiled():  # one pass
+        _protowirec.merge(np.ascontiguousarray(first_key, dtype=np.int64),
+                          np.ascontiguousarray(second_key, dtype=np.int64),
+                          np.ascontiguousarray(second_order, dtype=np.int64), order)
+        return order
+    # a first record's place is its rank plus the second's records before it; the second take the rest
+    first_at = np.searchsorted(second_key[second_order], first_key)
+    first_at += np.arange(n, dtype=np.int64)
+    taken = np.zeros(2 * n, dtype=bool)
+    taken[first_at] = True
+    order[first_at] = np.arange(n, dtype=np.int64)
+    order[~taken] = second_order + n
+    return order
 
 
 def compiled() -> bool:
