@@ -80,7 +80,8 @@ def resnet_tf1(tf):
     return graph, x, y, train, init
 
 
-def resnet_tf2(tf):
+def resnet_keras():
+    """The Keras port of the ResNet-style model, its optimizer and its loss."""
     import keras
     from keras import layers, regularizers
 
@@ -105,8 +106,11 @@ def resnet_tf2(tf):
     pooled = layers.GlobalAveragePooling2D()(h)
     logits = layers.Dense(CLASSES, kernel_regularizer=regularizer, name="dense")(pooled)
     model = keras.Model(inputs, logits, name="resnet")
-    optimizer = keras.optimizers.SGD(0.01, momentum=0.9)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return model, keras.optimizers.SGD(0.01, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def resnet_tf2(tf):
+    model, optimizer, loss_fn = resnet_keras()
     optimizer.build(model.trainable_variables)
 
     @tf.function
@@ -116,6 +120,14 @@ def resnet_tf2(tf):
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
     return step
+
+
+def resnet_fit(jit_compile: bool = False):
+    """The Keras port compiled for ``fit`` (Keras's own train step: loss, regularizers,
+    the optimizer's momentum)."""
+    model, optimizer, loss_fn = resnet_keras()
+    model.compile(optimizer, loss_fn, jit_compile=jit_compile)
+    return model
 
 
 # Transformer encoder block: multi-head self-attention, residual + layer norm, a ReLU

@@ -107,9 +107,14 @@ def assert_updates_per_variable(result, layers):
     control_variables = json.loads(result.control.metadata["graph"])["variables"]
     rows = {r.key.split(" ")[2]: r for r in result.rows if r.rule == "optimizer" and r.key.startswith("updates of ")}
     assert {v for v in control_variables if TRAINABLE.search(v)} <= set(rows), sorted(rows)
+
+    def variable_of(name):  # through the Identity nodes that pass a variable into a called function
+        while name in nodes and nodes[name][1] == "Identity" and nodes[name][2] and name not in variables:
+            name = nodes[name][2][0]
+        return variables.get(name, [None])[0]
     for variable, row in rows.items():
-        written = [variables[nodes[n][2][0]][0] for n in row.test_names
-                   if n in nodes and nodes[n][1] in UPDATES and nodes[n][2] and nodes[n][2][0] in variables]
+        written = [variable_of(nodes[n][2][0]) for n in row.test_names
+                   if n in nodes and nodes[n][1] in UPDATES and nodes[n][2] and variable_of(nodes[n][2][0])]
         assert written and set().union(*(layers_of([w], layers) for w in written)) == layers_of([variable], layers), \
             (variable, written)
 

@@ -284,9 +284,11 @@ def test_findings_in_every_output(runs, tmp_path):
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["findings"][0]["kind"] == "retracing"
-    assert set(report["findings"][0]) == {"kind", "share", "summary", "evidence", "advice", "link"}
+    assert set(report["findings"][0]) == {"kind", "share", "summary", "evidence", "advice", "link", "of",
+                                          "saves_at_most_ns", "guide"}
     text = run_cli("compare", runs["tf1"], runs["tf2_retrace"]).stdout
-    assert "findings (share of the step time they explain):" in text and "retracing" in text
+    assert "findings (what share of a step each one takes, and the most fixing it could save):" in text
+    assert "retracing" in text and "of the test run's median step" in text
     done = run_cli("advise", runs["tf2_eager"], "--json")
     assert done.returncode == 0 and json.loads(done.stdout)[0]["kind"] == "eager_ops"
     assert run_cli("advise", runs["tf2_good"]).stdout.strip() == "findings: none"

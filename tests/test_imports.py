@@ -63,9 +63,11 @@ ROOM_IMPORTS = {
     # front doors
     "__init__": {"model", "formats", "readers", "analysis", "capture", "errors", "diagnosis"},
     "cli": {"formats", "readers", "writers", "analysis", "capture", "demo", "migrate", "errors", "options",
-            "_files", "tracebridge", "diagnosis", "view"},
+            "_files", "tracebridge", "diagnosis", "view", "guide"},
     # `tracebridge view`: serves a file to the Perfetto UI or opens a page; reads nothing
     "view": {"errors"},
+    # `tracebridge guide KIND`: the migration guide shipped as package data; reads nothing else
+    "guide": {"errors"},
     "__main__": {"cli"},
 }
 # Imports that only run inside a function, never when the importing module loads.

@@ -663,7 +663,7 @@ def test_what_tf_2_21_lacks_is_named_line_by_line():
     for line, what in [(2, "tf.contrib.slim was removed in TF 2.0: `pip install tf-slim`"),
                        (3, "tensorflow.examples (tutorials' input_data) is not installed"),
                        (4, "tftracer's TracingServer (a live HTTP trace viewer) has no equivalent"),
-                       (7, "tf.contrib.slim"), (7, "`pip install tf_keras` and set TF_USE_LEGACY_KERAS=1"),
+                       (7, "tf.contrib.slim"), (7, "needs `pip install tf_keras` and TF_USE_LEGACY_KERAS=1"),
                        (8, "tf.estimator was removed in TF 2.16")]:
         assert any(entry.startswith(f"lacking.py:{line}: not in TF 2.21: ") and what in entry
                    for entry in missing), (line, what, missing)

@@ -31,26 +31,55 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader went away (``summary T | head -2``): end quietly, as ``head``'s writers do.
+    Python's docs (signal, "Note on SIGPIPE"): point stdout at devnull so that the flush at
+    exit does not raise a second BrokenPipeError; 141 is what a shell reports for SIGPIPE."""
+    import os
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is no file (redirected in-process)
+        pass
+    return 141
+
+
+def _positive(text: str) -> int:
+    """``--top``: a row count, 1 or more (0 or -3 would print empty tables)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of rows")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .analysis.compare_result import SORTS
     parser = argparse.ArgumentParser(
         prog="tracebridge",
-        description="Read, convert and summarize TensorFlow profiles (RunMetadata, StepStats, "
-                    "timeline.json, event files, tfvis pickles).")
+        description="Read, convert, view and analyse TensorFlow profiles of both worlds: TF1 RunMetadata/"
+                    "StepStats, timeline.json, event files and tfvis pickles, and TF2 XSpace (.xplane.pb, "
+                    "profile logdirs). summary and info show where the time went, compare aligns two runs "
+                    "(a TF1 run against its TF2 port), advise names porting mistakes, doctor says why a "
+                    "profile is empty or incomplete, migrate rewrites TF1 profiling code.")
     parser.add_argument("--version", action="version", version=f"tracebridge {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     info = commands.add_parser("info", help="format, steps, devices and counts of a trace")
-    info.add_argument("input")
-    info.add_argument("--json", action="store_true", help="print JSON")
+    info.add_argument("input", help=_INPUT_HELP)
+    info.add_argument("--json", action="store_true", help="print JSON (the recorded graph whole, where there is one)")
     _add_workers(info)
     info.set_defaults(handler=_info)
 
     convert = commands.add_parser("convert", help="write a trace in another format")
-    convert.add_argument("input")
-    convert.add_argument("output")
+    convert.add_argument("input", help=_INPUT_HELP)
+    convert.add_argument("output", help="the file to write; its suffix names the format unless --to does")
     convert.add_argument("--to", choices=WRITABLE, help="output format (default: from the output's suffix)")
     convert.add_argument("--no-dataflow", action="store_true", help="Chrome, Perfetto: no flow arrows")
     convert.add_argument("--split-steps", action="store_true",
@@ -66,10 +95,10 @@ def _parser() -> argparse.ArgumentParser:
                     "host and merged: in this process, on a local Dask cluster (--workers N) or on an "
                     "existing one (--scheduler); Dask needs tracebridge[dask].")
     summary.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host")
-    summary.add_argument("--top", type=int, default=20, help="rows per table (default 20)")
+    summary.add_argument("--top", type=_positive, default=20, help="rows per table (default 20)")
     output = summary.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true")
-    output.add_argument("--csv", action="store_true")
+    output.add_argument("--json", action="store_true", help="print the tables as JSON")
+    output.add_argument("--csv", action="store_true", help="print the tables as CSV (one row per op, op type, device)")
     summary.add_argument("--by-host", action="store_true",
                          help="also per-host step times, stragglers, step skew and collective time")
     summary.add_argument("--threshold", type=float, default=0.1,
@@ -85,17 +114,20 @@ def _parser() -> argparse.ArgumentParser:
     summary.set_defaults(handler=_summary)
 
     diff = commands.add_parser("compare", help="compare two runs of the same model (control A, test B)")
-    diff.add_argument("control")
-    diff.add_argument("test")
+    diff.add_argument("control", help="the run compared against (say, the TF1 run): " + _INPUT_HELP)
+    diff.add_argument("test", help="the run under test (say, its TF2 port): " + _INPUT_HELP)
     shown = diff.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true")
-    shown.add_argument("--csv", action="store_true")
+    shown.add_argument("--json", action="store_true", help="print the comparison as JSON (headline, findings, rows)")
+    shown.add_argument("--csv", action="store_true", help="print the aligned rows as CSV")
     diff.add_argument("--html", metavar="OUT", help="also write the diff view to OUT")
     diff.add_argument("--rule", action="append", default=[], metavar="PATTERN=REPLACEMENT",
                       help="rewrite op names of both runs with a regular expression first (repeatable)")
     diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
     diff.add_argument("--threshold", type=float, default=0.1, help="noise threshold as a share (default 0.1)")
-    diff.add_argument("--top", type=int, default=25, help="rows in the table (default 25)")
+    diff.add_argument("--top", type=_positive, default=25, help="rows in the table (default 25)")
+    diff.add_argument("--sort", choices=tuple(SORTS), default="change",
+                      help="rank the table's rows by: change (largest absolute change, default), slower, faster, "
+                           "control or test (median time), name; rows of one run only come after, longest first")
     diff.add_argument("--time", choices=("auto", "device", "host"), default="auto",
                       help="compare device time per TF op (kernels, copies) or the TF ops' host time; "
                            "auto: device time when both runs have device activity")
@@ -111,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     advice.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host "
                         "(several hosts: findings host by host)")
     advice.add_argument("--warmup", type=int, default=0, help="steps left out first")
-    advice.add_argument("--json", action="store_true")
+    advice.add_argument("--json", action="store_true", help="print the findings as JSON")
     advice.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="several hosts: on this Dask cluster")
     advice.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     _add_workers(advice)
@@ -123,21 +155,23 @@ def _parser() -> argparse.ArgumentParser:
                     "Exit status 0: nothing wrong; 1: problems found; 2: bad input.")
     checkup.add_argument("input", nargs="+", help="a trace file, a run folder, a profile logdir, or one XSpace "
                          "file per host")
-    checkup.add_argument("--json", action="store_true")
+    checkup.add_argument("--json", action="store_true", help="print the problems as JSON")
     checkup.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     checkup.set_defaults(handler=_doctor)
 
     view = commands.add_parser("html", help="write the standalone HTML timeline view")
-    view.add_argument("input")
-    view.add_argument("output")
-    view.add_argument("--device-pattern", metavar="REGEX", help="only devices matching REGEX (tfvis's device_pattern)")
-    view.add_argument("--title")
+    view.add_argument("input", help=_INPUT_HELP)
+    view.add_argument("output", help="the .html file to write")
+    # --device (the filters below) keeps the devices matching REGEX; --device-pattern, tfvis's
+    # name for it, stays working for old scripts but is no second option in the help.
+    view.add_argument("--device-pattern", metavar="REGEX", help=argparse.SUPPRESS)
+    view.add_argument("--title", help="the page title (default: the input file's name)")
     _add_filters(view)
     view.set_defaults(handler=_html)
 
     board = commands.add_parser("tensorboard", help="write an event file and an XSpace for TensorBoard")
-    board.add_argument("input")
-    board.add_argument("logdir")
+    board.add_argument("input", help=_INPUT_HELP)
+    board.add_argument("logdir", help="the TensorBoard logdir to write into (made if missing)")
     board.add_argument("--run", help="run folder name under plugins/profile (default: the trace's start time)")
     _add_filters(board)
     board.set_defaults(handler=_tensorboard)
@@ -147,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Open TRACE in the HTML timeline view, or with --perfetto in the Perfetto UI: the trace "
                     "(converted to .pftrace unless it is one) is served once on 127.0.0.1 and "
                     "https://ui.perfetto.dev is opened on it; the URL is printed when no browser can be started.")
-    show.add_argument("input")
+    show.add_argument("input", help=_INPUT_HELP)
     show.add_argument("--perfetto", action="store_true", help="open it in the Perfetto UI")
     show.add_argument("--port", type=int, default=9001,
                       help="--perfetto: the local port (default 9001, the one the Perfetto UI fetches from)")
@@ -159,9 +193,12 @@ def _parser() -> argparse.ArgumentParser:
     capture.add_argument("addresses", help="HOST:PORT[,HOST:PORT...] of tf.profiler.experimental.server.start")
     capture.add_argument("output", help="trace file to write (.json, .json.gz, .pb, .pbtxt)")
     capture.add_argument("--duration-ms", type=int, default=2000, help="capture length (default 2000)")
-    capture.add_argument("--host-tracer-level", type=int, default=2, choices=(1, 2, 3))
-    capture.add_argument("--python-tracer-level", type=int, default=0, choices=(0, 1))
-    capture.add_argument("--device-tracer-level", type=int, default=1, choices=(0, 1))
+    capture.add_argument("--host-tracer-level", type=int, default=2, choices=(1, 2, 3),
+                         help="TF's host_tracer_level: 1 user annotations, 2 + TF ops (default), 3 + more detail")
+    capture.add_argument("--python-tracer-level", type=int, default=0, choices=(0, 1),
+                         help="1: also trace Python function calls (default 0)")
+    capture.add_argument("--device-tracer-level", type=int, default=1, choices=(0, 1),
+                         help="1: trace GPU kernels and copies (default); 0: host only")
     capture.set_defaults(handler=_capture)
 
     migrate = commands.add_parser(
@@ -178,11 +215,29 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--quiet", action="store_true", help="no per-change report on stderr")
     migrate.set_defaults(handler=_migrate)
 
-    demo = commands.add_parser("demo", help="trace a small model in a TF1 session (needs tracebridge[tf])")
+    guide = commands.add_parser(
+        "guide", help="print a section of the migration guide (the one a finding's fix links to)",
+        description="Print the migration guide's section on KIND: each finding's 'fix' names its kind "
+                    "(eager_ops, retracing, host_gaps, ...). The guide ships inside the package.")
+    guide.add_argument("kind", nargs="?", metavar="KIND",
+                       help="a finding's kind, e.g. eager_ops (none: list the sections)")
+    guide.set_defaults(handler=_guide)
+
+    demo = commands.add_parser(
+        "demo", help="train one small model as TF1 code and as its TF2 port, trace both and compare them "
+                     "(needs tracebridge[tf])",
+        description="Trains the same two-layer MLP as TF1 code (a tf.compat.v1.Session) and as a TF2 "
+                    "tf.function step, traces a few steps of each, and writes per run a Chrome trace, the "
+                    "HTML timeline, RunMetadata per step and a summary, then the comparison of the two "
+                    "(comparison.txt, comparison.html).")
     demo.add_argument("--out", default="tracebridge-demo", help="output folder (default ./tracebridge-demo)")
     demo.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
     demo.set_defaults(handler=_demo)
     return parser
+
+
+_INPUT_HELP = ("a trace file (.pb, .pbtxt, .json[.gz], .xplane.pb, .pftrace, an event file, a tfvis pickle) "
+               "or a profile logdir")
 
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:
@@ -200,8 +255,10 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 def _add_workers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, metavar="N",
-                        help="processes that read and write large traces: 1, or 2 (default: 2 where "
-                             f"forking is safe, for large inputs; {WORKERS_VARIABLE} if set)")
+                        help="processes: several hosts (a logdir, one XSpace per host) run on a local Dask "
+                             "cluster of N (tracebridge[dask]; 1: in this process); one large trace is read "
+                             "and written by 1 or 2 (default: 2 where forking is safe, for large inputs; "
+                             f"{WORKERS_VARIABLE} if set)")
 
 
 def _load(args, path: str | None = None, ops_only: bool = False):
@@ -247,16 +304,21 @@ def _info(args) -> int:
         return 0
     print(f"{args.input}: {info['format']}")
     for key, value in sorted(info["metadata"].items()):
-        if key != "source_format":
+        if key == "graph":  # JSON that grows with the model: --json prints it whole
+            print(f"  {key}: {info['graph_outline']}")
+        elif key != "source_format":
             print(f"  {key}: {value}")
-    print(f"{info['ops']} ops over {info['span_ns'] / 1e6:.3f} ms")
+    # The count summary gives; other rows (host annotations, profiler bookkeeping such as
+    # ThreadpoolListener::Record, or TF ops where kernels are counted) only in parentheses.
+    besides = f" ({info['events']} events in all)" if info["events"] != info["ops"] else ""
+    print(f"{info['ops']} {info['counted']}{besides} over {info['span_ns'] / 1e6:.3f} ms")
     steps = info["steps"]
     if steps:
         shown = ", ".join(f"{s['number']} ({s['duration_ns'] / 1e6:.3f} ms)" for s in steps[:10])
         print(f"{len(steps)} steps: {shown}{' ...' if len(steps) > 10 else ''}")
     print(f"{len(info['devices'])} devices:")
     for device in info["devices"]:
-        print(f"  {device['name']}  ({device['kind']}, {device['ops']} ops, {device['lanes']} lanes)")
+        print(f"  {device['name']}  ({device['kind']}, {device['ops']} events, {device['lanes']} lanes)")
     if info["transfers"]["count"]:
         print(f"{info['transfers']['count']} transfers, {info['transfers']['bytes']} bytes")
     if info["memory"]["allocators"]:
@@ -411,10 +473,11 @@ def _compare(args) -> int:
     elif args.csv:
         sys.stdout.write(comparison.to_csv())
     else:
-        print(comparison.to_text(top=args.top))
+        print(comparison.to_text(top=args.top, sort=args.sort))
     if args.html:
         from .writers.compare_html import write_compare_html
-        write_compare_html(comparison, args.html)
+        write_compare_html(comparison, args.html,
+                           title=f"{_file_title(args.control)} vs {_file_title(args.test)}")
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
 
@@ -472,9 +535,15 @@ def _html(args) -> int:
             re.compile(args.device_pattern)
         except re.error as error:
             raise _UsageError(f"--device-pattern: bad regular expression ({error})")
-    trace.to_html(args.output, device_pattern=args.device_pattern, title=args.title)
+    trace.to_html(args.output, device_pattern=args.device_pattern, title=args.title or _file_title(args.input))
     print(f"wrote {args.output} ({len(trace)} ops)")
     return 0
+
+
+def _file_title(path: str) -> str:
+    """A page's default title: the file's name (a logdir's folder name), as a viewer's tab shows it."""
+    import os
+    return os.path.basename(os.path.normpath(path)) or path
 
 
 def _view(args) -> int:
@@ -553,6 +622,15 @@ def _migrate(args) -> int:
     if failed:
         return 2
     return 1 if args.check and (changed or lacking) else 0
+
+
+def _guide(args) -> int:
+    from .guide import section, sections
+    if args.kind is None:
+        print("\n".join(sections()))
+        return 0
+    print(section(args.kind), end="")
+    return 0
 
 
 def _demo(args) -> int:

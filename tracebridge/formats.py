@@ -199,13 +199,31 @@ def _read(fmt: Format, source: Source, parallelism: Parallelism, ops_only: bool)
 
 
 def sniff(name: str, data: bytes) -> str:
-    """The name of the format of a file, from its name and its bytes."""
+    """The name of the format of a file, from its name and its bytes. Plain text that no
+    format claims (notes, a log, a CSV) raises: read as a RunMetadata, the default for
+    unclaimed bytes, it would fail with a wire-type error that says nothing useful."""
     best, evidence = UNCLAIMED, Evidence.NONE
     for fmt in FORMATS:
         found = fmt.sniff(name, data) if fmt.sniff else Evidence.NONE
         if found > evidence:
             best, evidence = fmt, found
+    if evidence is Evidence.NONE and _is_text(data):
+        tried = ", ".join(f.name for f in FORMATS if f.read is not None)
+        raise TraceFormatError(f"not a trace tracebridge can read: text that no format claims (tried: {tried})",
+                               path=name)
     return best.name
+
+
+def _is_text(data: bytes) -> bool:
+    """UTF-8 without control bytes but whitespace in its first 4 kB: no binary protobuf."""
+    head = data[:4096]
+    if not head or any(byte < 0x20 and byte not in b"\t\n\r" for byte in head):
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.start >= len(head) - 3  # a character cut at the 4 kB boundary
+    return True
 
 
 def _find_in_folder(folder: str, run: str | None) -> tuple[Format, Source]:

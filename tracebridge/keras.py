@@ -18,6 +18,12 @@ watch thread within a fraction of a second (see
 capture or use of this callback would stop it too. Its data is then dropped (kept with
 ``keep_on_error=True``), as for any failed step, and the exception propagates unchanged.
 
+What ran is recorded too, as ``trace(fn)`` records it: the graph of Keras's step function
+(``multi_step_on_iterator`` and the ``one_step_on_data`` it calls, so ``compare`` aligns a
+``fit`` run with its TF1 model by structure), and, under ``jit_compile=True``, the
+optimized HLO of the compiled step, which links XLA's thunk events to the TF ops they
+compute (``trace.metadata["hlo_modules"]``).
+
 Importing this module imports Keras (and TensorFlow).
 """
 
@@ -34,6 +40,50 @@ from .model.trace import Trace
 
 _MODES = ("train", "test", "predict")
 _STEP_FUNCTIONS = {"train": "train_function", "test": "test_function", "predict": "predict_function"}
+
+
+def _closure(function) -> dict[str, Any]:
+    """The variables a Python function closes over, by name (empty for other callables)."""
+    code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None)
+    if code is None or not cells:
+        return {}
+    return {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
+
+
+def step_tf_function(step_function, args: tuple):
+    """The ``tf.function`` Keras 3's step function (``model.train_function``...) ran for
+    ``args``, and the arguments it took: ``(function, args)``, or ``(None, ())``.
+
+    Keras builds the step function as a closure over two ``tf.function`` objects
+    (``keras/src/backend/tensorflow/trainer.py``): ``multi_step_on_iterator``, which it
+    runs on a ``tf.data`` iterator and which calls the other, and ``one_step_on_data``
+    (wrapped to convert optionals), which it runs on each batch of any other iterable.
+    The closure is read by the names Keras gives them."""
+    import tensorflow as tf
+    if len(args) != 1:
+        return None, ()
+    on_iterator = _closure(step_function).get("multi_step_on_iterator")
+    if isinstance(args[0], (tf.data.Iterator, tf.distribute.DistributedIterator)) and \
+            hasattr(on_iterator, "get_concrete_function"):
+        return on_iterator, args
+    return None, ()
+
+
+def compiled_step(step_function, iterator):
+    """Under ``jit_compile=True``: the ``tf.function`` XLA compiles (Keras's
+    ``one_step_on_data``, unwrapped) and a batch of the iterator's shapes to get its HLO
+    for (zeros: the HLO depends on shapes, not values), or None for the batch where the
+    iterator's shapes are not static. ``(None, None)`` without XLA."""
+    import tensorflow as tf
+    from .capture import tf_internals
+    one_step = getattr(_closure(step_function).get("one_step_on_data"), "__wrapped__", None)
+    if not tf_internals.jit_compiled(one_step):
+        return None, None
+    specs = tf.nest.flatten(getattr(iterator, "element_spec", None))
+    if not specs or not all(isinstance(s, tf.TensorSpec) and s.shape.is_fully_defined() for s in specs):
+        return one_step, None
+    zeros = [tf.zeros(s.shape, s.dtype) for s in specs]
+    return one_step, tf.nest.pack_sequence_as(iterator.element_spec, zeros)
 
 
 class TraceCallback(keras.callbacks.Callback):
@@ -67,7 +117,31 @@ class TraceCallback(keras.callbacks.Callback):
             if other != mode:
                 paused.pause()
         capture.tie_to_call()
-        self._guards[mode] = StepGuard(self.model, _STEP_FUNCTIONS[mode], lambda: self._abort(mode))
+        self._guards[mode] = StepGuard(self.model, _STEP_FUNCTIONS[mode], lambda: self._abort(mode),
+                                       on_return=lambda step, args, kwargs: self._record(mode, step, args))
+
+    def _record(self, mode: str, step_function, args: tuple) -> None:
+        """Record the graph that ran in ``mode``'s steps (once; see ProfileTrace.record_graph)."""
+        capture = self._captures[mode]
+        if capture.graph_recorded:
+            return
+        function, function_args = step_tf_function(step_function, args)
+        if function is None:
+            capture.note("graph not recorded: Keras's step function runs no tf.function "
+                         "(run_eagerly, or a Keras version tracebridge does not know)")
+            capture.record_graph(None, (), {})
+            return
+        capture.record_graph(function, function_args, {})
+        try:
+            compiled, batch = compiled_step(step_function, args[0])
+        except Exception as error:  # the capture stands without HLO; fit goes on
+            capture.note(f"HLO not recorded: {str(error).splitlines()[0][:200] if str(error) else type(error).__name__}")
+            return
+        if compiled is not None:
+            if batch is None:
+                capture.note("HLO not recorded: the batches' shape is not static (a partial last batch?)")
+            else:
+                capture.record_hlo(compiled, (batch,), {})
 
     def _abort(self, mode: str) -> None:
         if self._open == mode:

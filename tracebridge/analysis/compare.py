@@ -52,7 +52,7 @@ import re
 from ..model.trace import Trace
 from .compare_align import align_ops
 from .compare_names import RULE_CONFIDENCE, pair_key
-from .compare_result import Comparison, Row
+from .compare_result import SORTS, Comparison, Row
 from .compare_sides import chosen_time, prepare_side, self_times
 from .compare_stats import add_both_times, coverage, groups, make_row, rule_shares, step_stats
 from .compare_types import PerSide, TimeBasis
@@ -96,8 +96,7 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
     pairs = align_ops(sides.control, sides.test, bool(compiled), alignment, notes)
     rows = [make_row(pair, sides, threshold, noise_ns) for pair in pairs]
     add_both_times(rows, control, test)
-    rows.sort(key=lambda r: (-(r.delta_ns if r.control_names and r.test_names else
-                               max(r.control_median_ns, r.test_median_ns)), r.key))
+    rows.sort(key=SORTS["change"])  # largest changes first, then the rows of one run only
     step_pairs = list(zip([s.number for s in control.steps][skipped.control:],
                           [s.number for s in test.steps][skipped.test:]))
     return Comparison(control=control, test=test, rows=rows, coverage=coverage(pairs, sides), step_pairs=step_pairs,

@@ -93,7 +93,7 @@ class Comparison:
                 "groups": self.groups.to_dict(), "memory": self.memory.to_dict(lambda m: m.peaks),
                 "kernels": self.kernels.to_dict(), "time": self.time.value,
                 "rule_shares": {rule: share.to_dict() for rule, share in self.rule_shares.items()},
-                "notes": self.notes}
+                "notes": self.notes, "headline": self.headline().to_dict()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -110,9 +110,26 @@ class Comparison:
             writer.writerow([values[c] for c in columns])
         return out.getvalue()
 
-    def to_text(self, top: int = 25) -> str:
+    def headline(self) -> Headline:
+        """The step time of each run, the difference and how much of it the findings explain."""
+        c, t = self.steps
+        delta = t.median_ns - c.median_ns
+        # Each finding's share is of the test run's step; findings may overlap, so together
+        # they explain at most the whole difference (of a slower test run).
+        found_ns = sum(f.share for f in self.findings) * t.median_ns
+        explained = min(found_ns, delta) / delta if delta > 0 else None
+        return Headline(control_ns=c.median_ns, test_ns=t.median_ns, delta_ns=delta,
+                        findings=len(self.findings), explained=explained)
+
+    def ranked(self, sort: str = "change") -> list[Row]:
+        """The rows as the text table lists them: matched rows by ``sort`` (one of
+        :data:`SORTS`), then the rows of one run only, longest first."""
+        return sorted(self.rows, key=SORTS[sort])
+
+    def to_text(self, top: int = 25, sort: str = "change") -> str:
         c, t = self.steps
         lines = [
+            self.headline().to_text(),
             f"control: {self.control.source_format}, {c.count} steps, median step {_ms(c.median_ns)}",
             f"test:    {self.test.source_format}, {t.count} steps, median step {_ms(t.median_ns)}",
             f"coverage: control {self.coverage.control:.1%}, test {self.coverage.test:.1%} "
@@ -132,13 +149,16 @@ class Comparison:
             "",
             f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}{'conf':>6}  {'rule':13} op",
         ]
-        for row in self.rows[:top]:
+        ranked = self.ranked(sort)
+        for row in ranked[:top]:
             ratio = f"{row.ratio:.2f}" if row.ratio is not None else "-"
             lines.append(f"{row.change:2}{_ms(row.control_median_ns):>11}{_ms(row.test_median_ns):>11}"
                          f"{_ms(row.delta_ns, signed=True):>11}{ratio:>8}{row.confidence:>6.2f}  "
                          f"{row.rule:13} {row.key}")
-        if len(self.rows) > top:
-            lines.append(f"  ... {len(self.rows) - top} more rows")
+        if len(ranked) > top:
+            left = ranked[top:]
+            alone = sum(1 for r in left if not (r.control_names and r.test_names))
+            lines.append(f"  ... {len(left)} more rows ({alone} in one run only; --top N shows more)")
         for side, rows in self.unmatched.items():
             if rows:
                 shown = ", ".join(f"{r.key} ({_ms(getattr(r, side + '_total_ns'))})" for r in rows[:10])
@@ -148,9 +168,55 @@ class Comparison:
     __str__ = to_text
 
 
+@dataclass(frozen=True)
+class Headline:
+    """Step time per run (medians after the warm-up), the difference, and the share of it
+    the findings explain (None where the test run is not slower)."""
+
+    control_ns: float
+    test_ns: float
+    delta_ns: float
+    findings: int
+    explained: float | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_text(self) -> str:
+        change = f" ({self.delta_ns / self.control_ns:+.1%})" if self.control_ns > 0 else ""
+        line = (f"step time: control {_ms(self.control_ns)} -> test {_ms(self.test_ns)}: "
+                f"{_ms(self.delta_ns, signed=True)}{change}")
+        if self.explained is not None:
+            found = (f"{self.findings} finding(s) explain up to {self.explained:.0%} of the difference"
+                     if self.findings else "no finding explains the difference")
+        else:
+            found = f"the test run is not slower; {self.findings} finding(s)"
+        return f"{line}\n{found}"
+
+
+def _matched(row: Row) -> bool:
+    return bool(row.control_names and row.test_names)
+
+
+def _longest(row: Row) -> float:
+    return max(row.control_median_ns, row.test_median_ns)
+
+
+# How the text table ranks rows (compare --sort): matched rows by the measure, then the rows
+# of one run only, by time (a 2 us Const that exists on one side is no change to look at first).
+SORTS: dict[str, Callable[[Row], tuple]] = {
+    "change": lambda r: (not _matched(r), -abs(r.delta_ns) if _matched(r) else -_longest(r), r.key),
+    "slower": lambda r: (not _matched(r), -r.delta_ns if _matched(r) else -_longest(r), r.key),
+    "faster": lambda r: (not _matched(r), r.delta_ns if _matched(r) else -_longest(r), r.key),
+    "control": lambda r: (-r.control_median_ns, r.key),
+    "test": lambda r: (-r.test_median_ns, r.key),
+    "name": lambda r: (r.key,),
+}
+
+
 def _ms(ns: float, signed: bool = False) -> str:
     text = f"{ns / 1e6:+.3f}" if signed else f"{ns / 1e6:.3f}"
     return text + "ms"
 
 
-__all__ = ["Comparison", "Row"]
+__all__ = ["SORTS", "Comparison", "Headline", "Row"]

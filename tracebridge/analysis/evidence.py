@@ -73,6 +73,21 @@ class RetracingEvidence(ShareEvidence):
 
 
 @dataclass(frozen=True)
+class XlaCompileEvidence(ShareEvidence):
+    """XLA compilations inside the steps, in time order: per compilation, its step, the
+    function compiled, the time and the input shapes of its step's call (where the capture
+    recorded them: ``trace(fn)``; TF's profile does not say)."""
+
+    compilations_per_step: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    functions: list[str] = field(default_factory=list)
+    compile_ns: list[int] = field(default_factory=list)
+    input_shapes: list[str | None] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    sections: Sections = internal(default_factory=list)
+
+
+@dataclass(frozen=True)
 class InputWaitEvidence(ShareEvidence):
     wait_ns_per_step: list[int] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)
@@ -169,13 +184,28 @@ class Finding:
     evidence: Evidence
     advice: str = ""
     link: str = ""
+    of: str = "the step time"           # what the share is a share of
+    # the most fixing it could save per step: its share of a step, and of a comparison no
+    # more than the test run's step is slower than the control's (None: not measured)
+    saves_at_most_ns: float | None = None
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "share": self.share, "summary": self.summary,
-                "evidence": self.evidence.to_dict(), "advice": self.advice, "link": self.link}
+                "evidence": self.evidence.to_dict(), "advice": self.advice, "link": self.link,
+                "of": self.of, "saves_at_most_ns": self.saves_at_most_ns, "guide": guide_command(self.kind)}
 
     def to_text(self) -> str:
-        return f"{self.share:6.1%}  {self.kind:14} {self.summary}\n        fix: {self.advice} ({self.link})"
+        saves = "" if self.saves_at_most_ns is None else \
+            f"; fixing it saves at most {self.saves_at_most_ns / 1e6:.3f} ms a step"
+        return (f"{self.share:6.1%}  {self.kind:14} {self.summary}\n"
+                f"        {self.share:.1%} of {self.of}{saves}\n"
+                f"        fix: {self.advice} ({self.link}; `{guide_command(self.kind)}` prints it)")
+
+
+def guide_command(kind: str) -> str:
+    """The command that prints a finding's section of the migration guide, which ships
+    inside the package (tracebridge/guide/)."""
+    return f"tracebridge guide {kind}"
 
 
 class Findings(list):
@@ -184,7 +214,8 @@ class Findings(list):
     def to_text(self) -> str:
         if not self:
             return "findings: none"
-        return "\n".join(["findings (share of the step time they explain):"] + [f.to_text() for f in self])
+        return "\n".join(["findings (what share of a step each one takes, and the most fixing it could save):"]
+                         + [f.to_text() for f in self])
 
     def to_json(self) -> str:
         return json.dumps([f.to_dict() for f in self], indent=2)
@@ -194,4 +225,5 @@ class Findings(list):
 
 __all__ = ["GUIDE", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings", "FusionEvidence",
            "HostGapsEvidence", "InputWaitEvidence", "LeftBehindEvidence", "MemoryUse", "RegressionEvidence",
-           "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "internal", "json_ready"]
+           "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "XlaCompileEvidence", "guide_command", "internal",
+           "json_ready"]

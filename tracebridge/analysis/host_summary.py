@@ -145,7 +145,27 @@ def merge_parts(parts: Sequence[HostPart], top: int | None = None) -> Summary:
         by_device=by_device,
         by_kernel=_rows(_by_key(summaries, "by_kernel", ("key", "op")), total, top,
                         lambda key: (order[key[0]], order[key[1]])),
+        by_hlo=_hlo_rows(summaries, total, top),
     )
+
+
+def _hlo_rows(summaries: Sequence[Summary], total: int, top: int | None) -> list[dict]:
+    """The by-HLO tables merged: an instruction of a module, summed over hosts, in
+    ``hlo_rows``' order (total time, then instruction name)."""
+    merged: dict[tuple, dict] = {}
+    for summary in summaries:
+        for row in summary.by_hlo:
+            key = (row["module"], row["key"])
+            if key in merged:
+                merged[key]["count"] += row["count"]
+                merged[key]["total_ns"] += row["total_ns"]
+            else:
+                merged[key] = dict(row)
+    rows = sorted(merged.values(), key=lambda row: (-row["total_ns"], row["key"]))
+    for row in rows:
+        row["mean_ns"] = row["total_ns"] // row["count"] if row["count"] else 0
+        row["share"] = row["total_ns"] / total if total else 0.0
+    return rows if top is None else rows[:top]
 
 
 def _by_key(summaries: Sequence[Summary], table: str, fields=("key",)) -> list[tuple[tuple, list[dict]]]:

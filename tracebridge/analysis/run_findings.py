@@ -1,5 +1,5 @@
-"""Findings one run shows by itself: eager ops, retracing, host gaps, input waits, device
-idle time, memory in use across steps.
+"""Findings one run shows by itself: eager ops, retracing, XLA compilations, host gaps,
+input waits, device idle time, memory in use across steps.
 
 Each detector measures, per traced step, the time a porting mistake leaves its mark on,
 and returns that kind's evidence (a dataclass): the time's share of the step time, and
@@ -11,6 +11,7 @@ table (:meth:`~tracebridge.model.trace.Trace.string_id`), not by a string per ro
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -19,14 +20,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.accelerator import busy_ns, device_rows
-from ..model.schema import Category, is_eager_name
+from ..model.schema import STEP_INPUTS, Category, is_eager_name
 from ..model.trace import Trace
 from .evidence import (DeviceIdleEvidence, EagerOpsEvidence, HostGapsEvidence, InputWaitEvidence, MemoryUse,
-                       RetracingEvidence, Sections)
+                       RetracingEvidence, Sections, XlaCompileEvidence)
 from .summary import allocator_peaks
 
 GRAPH_BUILDING = "tf.function-graph_building"   # TF 2.21's host event while a function is traced
 _FUNCTION = re.compile(r"^(?:EagerLocalExecute: )?__inference_(?P<fn>.+)_(?P<n>\d+)$")
+# One XLA compilation: the backend's compile (TF 2.21 on CPU: ``CpuCompiler::RunBackend``,
+# after the HLO pass pipelines, inside the op that runs the compiled function), a PjRt
+# client's compile (JAX), or TF's ``_XlaCompile`` op (autoclustering).
+_COMPILE_EVENTS = re.compile(r"^(?:\w*Compiler::RunBackend|\w*Client::Compile(?:AndLoad)?|_?XlaCompile)$")
 _INPUT_EVENTS = ("IteratorGetNextOp::DoCompute",)   # TF2: the time a step blocks on tf.data
 _INPUT_OP_TYPES = re.compile(r"^(?:QueueDequeue(?:Many|UpTo)?(?:V2)?|IteratorGetNext(?:Sync)?)$")
 
@@ -128,6 +133,67 @@ def retracing(view: StepView) -> RetracingEvidence:
     python = _python_in(view, sorted(spans)) or None
     return RetracingEvidence(view.share(time), counts, retraced, view.numbers(),
                              [GRAPH_BUILDING] if any(counts) else [], spans, python)
+
+
+def xla_compile(view: StepView) -> XlaCompileEvidence:
+    """XLA compilations inside the steps (:data:`_COMPILE_EVENTS`, the outermost of nested
+    ones). A ``jit_compile`` function compiles once per new input shape, also when
+    ``reduce_retracing=True`` traced it once. A compilation's time is from the start of the
+    op that compiles and runs the function (TF's lowering to HLO and the HLO passes come
+    first, the backend's compile last) to the end of the backend's compile; without such
+    an op, the compile event's own time. The input shapes are those the capture recorded
+    for the step's call (metadata ``step_inputs``), where it did."""
+    trace, ops = view.trace, view.trace.ops
+    compiling = view.where("name", _COMPILE_EVENTS.match)
+    is_op = ops["category"] == Category.OP
+    shapes = _step_inputs(trace.metadata)
+    per_step, steps, functions, times, inputs, events, spans = [], [], [], [], [], set(), []
+    for step in view.steps:
+        rows = view.rows_in(compiling, step)
+        rows = rows[np.lexsort((-ops["end_ns"][rows], ops["start_ns"][rows]))]
+        reach: dict[tuple[int, int], int] = {}  # per lane: the end of the last compilation kept
+        found = 0
+        for row in rows.tolist():
+            lane = (int(ops["device"][row]), int(ops["lane"][row]))
+            start, end = int(ops["start_ns"][row]), int(ops["end_ns"][row])
+            if start < reach.get(lane, start):
+                continue  # nested in a compilation already counted
+            reach[lane] = end
+            owner = row if is_op[row] else _enclosing_op(ops, is_op, row)
+            begin = int(ops["start_ns"][owner]) if owner is not None else start
+            begin, end = max(begin, step.start_ns), min(end, step.end_ns)
+            found += 1
+            steps.append(step.number)
+            functions.append(_function_name(view.name_of(owner)) if owner is not None else view.name_of(row))
+            times.append(end - begin)
+            inputs.append(shapes.get(str(step.number)))
+            events.add(view.name_of(row))
+            spans.append((begin, end))
+        per_step.append(found)
+    time = busy_ns(np.array([s for s, _ in spans], dtype=np.int64), np.array([e for _, e in spans], dtype=np.int64))
+    return XlaCompileEvidence(view.share(time), per_step, steps, functions, times, inputs, sorted(events), spans)
+
+
+def _enclosing_op(ops, is_op: np.ndarray, row: int) -> int | None:
+    """The innermost TF op on ``row``'s lane whose time holds it."""
+    start, end = ops["start_ns"][row], ops["end_ns"][row]
+    holders = np.flatnonzero(is_op & (ops["lane"] == ops["lane"][row]) & (ops["device"] == ops["device"][row])
+                             & (ops["start_ns"] <= start) & (ops["end_ns"] >= end))
+    return int(holders[np.argmax(ops["start_ns"][holders])]) if len(holders) else None
+
+
+def _function_name(name: str) -> str:
+    """``step`` for ``__inference_step_39``; other names as they are."""
+    match = _FUNCTION.match(name)
+    return match.group("fn") if match else name
+
+
+def _step_inputs(metadata) -> dict[str, str]:
+    try:
+        recorded = json.loads(metadata.get(STEP_INPUTS) or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def input_wait(view: StepView) -> InputWaitEvidence:
@@ -317,4 +383,4 @@ def memory_in_use(trace: Trace) -> MemoryUse:
 
 
 __all__ = ["GRAPH_BUILDING", "StepMemory", "StepView", "device_idle", "eager_ops", "function_calls", "host_gaps",
-           "input_wait", "memory_in_use", "retracing"]
+           "input_wait", "memory_in_use", "retracing", "xla_compile"]

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.accelerator import busy_ns, device_rows, self_times
+from ..model.graph_outline import graph_outline
 from ..model.schema import Category
 from ..model.trace import Trace
+from .hlo_summary import hlo_rows
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class Summary:
     by_type: list[dict] = field(default_factory=list)
     by_device: list[dict] = field(default_factory=list)
     by_kernel: list[dict] = field(default_factory=list)
+    by_hlo: list[dict] = field(default_factory=list)  # XLA: per HLO instruction (hlo_summary.py)
     time: str = "host"      # "device" when the trace has device activity
     total_span_ns: int = 0
 
@@ -43,7 +46,7 @@ class Summary:
         return {"total_ns": self.total_ns, "op_count": self.op_count, "counted": self.counted,
                 "time": self.time, "total_span_ns": self.total_span_ns, "steps": self.steps,
                 "by_op": self.by_op, "by_type": self.by_type, "by_device": self.by_device,
-                "by_kernel": self.by_kernel}
+                "by_kernel": self.by_kernel, "by_hlo": self.by_hlo}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -62,7 +65,7 @@ class Summary:
         return out.getvalue()
 
     def to_text(self) -> str:
-        what = {"op": "ops", "device+memcpy": "device events", "all": "events"}.get(self.counted, "ops")
+        what = COUNTED_WORDS.get(self.counted, "ops")
         of_what = " device time" if self.time == "device" else ""
         lines = [f"{self.op_count} {what}, {_ms(self.total_ns)}{of_what} in all"]
         if self.steps:
@@ -74,6 +77,10 @@ class Summary:
                   ("By device", self.by_device)]
         if self.by_kernel:
             tables.append(("Top kernels by device time", self.by_kernel))
+        if self.by_hlo:
+            # each with every framework op it computes: a fusion's time is all of theirs
+            tables.append(("Top HLO instructions (framework ops computed)",
+                           [dict(row, op=", ".join(row["tf_ops"])) for row in self.by_hlo]))
         for title, rows in tables:
             lines += ["", title, _table(rows, both)]
         return "\n".join(lines)
@@ -104,6 +111,27 @@ def summary_mode(trace: Trace) -> str:
     return counted_rows(trace)[1]
 
 
+def _counted_mask(trace: Trace, mode: str, device: np.ndarray, host: np.ndarray) -> np.ndarray:
+    """The rows a summary in ``mode`` counts (``device``, ``host``: the device rows and TF ops)."""
+    if mode == "device+memcpy":
+        return device
+    return host if mode == "op" else np.ones(len(trace), dtype=bool)
+
+
+def counted_ops(trace: Trace) -> tuple[int, str]:
+    """How many rows ``summary`` counts as ops, and what they are (``"ops"``, ``"device
+    events"``, ``"events"``): ``info`` says the same number. Profiler bookkeeping on the
+    host (``ThreadpoolListener::Record``, ``EagerExecute``) is not an op."""
+    mode = summary_mode(trace)
+    ops = trace.ops
+    mask = _counted_mask(trace, mode, device_rows(ops["category"], ops["flags"]), ops["category"] == Category.OP)
+    return int(mask.sum()), COUNTED_WORDS[mode]
+
+
+# What the rows a summary counts are called, by mode.
+COUNTED_WORDS = {"op": "ops", "device+memcpy": "device events", "all": "events"}
+
+
 def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> Summary:
     """``mode`` (one of :data:`MODES`, default :func:`summary_mode`): count these rows,
     as a summary of several traces together does where another trace decides the mode."""
@@ -119,13 +147,15 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     host_time = np.where(host, duration, 0) if mode == "all" else duration
     if host_time is duration:
         duration[~host] = 0
+    mask = _counted_mask(trace, mode, device, host)
+    counted = mode
     if mode == "device+memcpy":
-        time, mask, counted, basis = "device", device, "device+memcpy", device_time
+        time, basis = "device", device_time
     else:
-        mask, counted = (host, "op") if mode == "op" else (np.ones(len(trace), dtype=bool), "all")
         time, basis = "host", host_time if mode == "op" else duration
     either = mask | host
     total = int(basis.sum(where=mask))  # no 3M-row copy of the counted rows
+    by_hlo = hlo_rows(trace, mask, basis, total, top)
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
     span = trace.end_ns - trace.start_ns
     # The rows grouped, taken once for every grouping (3M rows make each column 24 MB);
@@ -156,6 +186,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         by_type=group(ops["op_type"], trace.strings),
         by_device=by_device,
         by_kernel=_kernels(trace, device, device_time, top) if time == "device" else [],
+        by_hlo=by_hlo,
     )
 
 
@@ -242,11 +273,14 @@ def describe(trace: Trace) -> dict:
     peaks = allocator_peaks(trace)
     categories = np.bincount(ops["category"], minlength=len(Category)) if len(trace) else \
         np.zeros(len(Category), dtype=np.int64)
+    counted, counted_as = counted_ops(trace)
     return {
         "format": trace.source_format,
         "categories": {category.label: int(n) for category, n in zip(Category, categories) if n},
         "metadata": dict(trace.metadata),
-        "ops": len(trace),
+        "graph_outline": graph_outline(trace.metadata["graph"]) if trace.metadata.get("graph") else None,
+        # "ops": what summary counts (its op_count); "events": every row, annotations included.
+        "ops": counted, "counted": counted_as, "events": len(trace),
         "steps": [{"number": s.number, "name": s.name, "duration_ns": s.duration_ns} for s in trace.steps],
         "devices": [{"name": d.name, "kind": d.kind, "ops": int(per_device[i]),
                      "lanes": sum(1 for lane in trace.lanes if lane.device == i)}

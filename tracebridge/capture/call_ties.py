@@ -50,10 +50,12 @@ class StepGuard:
     call runs: when it raises, ``on_error()`` runs, then the same exception goes on. Keras
     calls no callback when a step raises (a model error, or Ctrl-C, which nearly always
     lands in a step), so this is where a callback's capture can stop at once.
-    ``remove()`` puts the original back; a guard left by an earlier call is replaced."""
+    ``remove()`` puts the original back; a guard left by an earlier call is replaced.
+    ``on_return(function, args, kwargs)``, if given, runs after each call that returned."""
 
-    def __init__(self, owner: Any, name: str, on_error: Callable[[], None]):
-        self.owner, self.name, self.on_error = owner, name, on_error
+    def __init__(self, owner: Any, name: str, on_error: Callable[[], None],
+                 on_return: Callable[[Callable, tuple, dict], None] | None = None):
+        self.owner, self.name, self.on_error, self.on_return = owner, name, on_error, on_return
         inner = getattr(owner, name, None)
         while isinstance(inner, StepGuard):  # left by a call that raised elsewhere
             inner = inner.inner
@@ -64,11 +66,14 @@ class StepGuard:
 
     def __call__(self, *args: Any, **kwargs: Any):
         try:
-            return self.inner(*args, **kwargs)
+            result = self.inner(*args, **kwargs)
         except BaseException:
             self.remove()
             self.on_error()
             raise
+        if self.on_return is not None:
+            self.on_return(self.inner, args, kwargs)
+        return result
 
     def remove(self) -> None:
         if getattr(self.owner, self.name, None) is self:

@@ -16,6 +16,11 @@ each loop's body and condition are recorded too, as nodes ``<loop>/body/<body no
 right after the loop, and wired in: a body argument is an ``Identity`` of the loop's input
 at its position (so a variable the loop carries reaches the ops that read it inside), and
 the loop reads the body's results (so what follows the loop follows its last ops).
+
+A call of another ``tf.function`` (``StatefulPartitionedCall``, ``PartitionedCall``: Keras
+3's ``fit`` runs ``multi_step_on_iterator``, which calls ``one_step_on_data``) is inlined
+by TF's runtime, and traces name the callee's ops ``<call>/<callee node>``. So the callee
+is recorded the same way, as nodes ``<call>/<callee node>`` wired in as a loop body is.
 """
 
 from __future__ import annotations
@@ -36,6 +41,18 @@ def _shape(tensor_shape) -> list[int] | None:
 
 
 _LOOPS = ("While", "StatelessWhile")
+_CALLS = ("StatefulPartitionedCall", "PartitionedCall")
+
+
+def _called(attr_of, op_type: str) -> dict[str, str] | None:
+    """The functions an op runs that traces show inside it, by the part of the op's name
+    their nodes get (``body``/``cond`` for a loop; "" for a call); None for another op.
+    ``attr_of(name)`` is the op's function-valued attribute's function name."""
+    if op_type in _LOOPS:
+        return {part: attr_of(part) for part in ("cond", "body")}
+    if op_type in _CALLS:
+        return {"": attr_of("f")}
+    return None
 
 
 def _nodes(graph) -> list[list]:
@@ -46,27 +63,29 @@ def _nodes(graph) -> list[list]:
         shape = _shape(op.outputs[0].shape) if op.outputs else None
         node = [op.name, op.type, inputs, shape]
         nodes.append(node)
-        if op.type in _LOOPS:
+        functions = _called(lambda attr: op.get_attr(attr).name, op.type)
+        if functions:
             if library is None:
                 library = {f.signature.name: f for f in graph.as_graph_def().library.function}
-            nodes += _loop_nodes(node, {part: op.get_attr(part).name for part in ("cond", "body")}, library, 0)
+            nodes += _function_nodes(node, functions, library, 0)
     return nodes
 
 
-def _loop_nodes(loop: list, functions: dict[str, str], library: dict, depth: int) -> list[list]:
-    """The nodes of a loop's condition and body functions (a FunctionDef each), named under
-    the loop; loops inside them in turn. Appends the body's results to ``loop``'s inputs."""
+def _function_nodes(caller: list, functions: dict[str, str], library: dict, depth: int) -> list[list]:
+    """The nodes of the functions an op runs (a FunctionDef each: a loop's condition and
+    body, a call's callee), named under the op; loops and calls inside them in turn.
+    Appends the results of the body (or callee) to ``caller``'s inputs."""
     out: list[list] = []
     if depth > 8:  # a library refers to itself only through bugs; stop rather than recurse
         return out
-    loop_name, loop_inputs = loop[0], loop[2]
+    caller_name, caller_inputs = caller[0], caller[2]
     for part, function_name in functions.items():
         function = library.get(function_name)
         if function is None:
             continue
-        prefix = f"{loop_name}/{part}/"
+        prefix = f"{caller_name}/{part}/" if part else f"{caller_name}/"
         for index, arg in enumerate(function.signature.input_arg):
-            outer = [loop_inputs[index]] if index < len(loop_inputs) else []
+            outer = [caller_inputs[index]] if index < len(caller_inputs) else []
             out.append([prefix + arg.name, "Identity", outer, None])
 
         def inner(reference: str) -> str:  # "node:output:0" or an argument's name
@@ -75,12 +94,12 @@ def _loop_nodes(loop: list, functions: dict[str, str], library: dict, depth: int
             node = [prefix + node_def.name, node_def.op,
                     [inner(r) for r in node_def.input if not r.startswith("^")], None]
             out.append(node)
-            if node_def.op in _LOOPS:
-                nested = {p: node_def.attr[p].func.name for p in ("cond", "body")}
-                out += _loop_nodes(node, nested, library, depth + 1)
-        if part == "body":
+            nested = _called(lambda attr: node_def.attr[attr].func.name, node_def.op)
+            if nested:
+                out += _function_nodes(node, nested, library, depth + 1)
+        if part in ("body", ""):
             results = [function.ret[a.name] for a in function.signature.output_arg if a.name in function.ret]
-            loop[2] = loop_inputs + [inner(r) for r in results]
+            caller[2] = caller_inputs + [inner(r) for r in results]
     return out
 
 
@@ -114,3 +133,21 @@ def record_function_graph(function, args: tuple, kwargs: dict) -> dict[str, Any]
             name = getattr(variable, "path", None) or variable.name.split(":")[0]
             variables[internal.op.name] = [str(name), _shape(variable.shape)]
     return {"nodes": _nodes(graph), "variables": variables}
+
+
+def input_shapes(args: tuple, kwargs: dict) -> str:
+    """The tensors a call was given, as ``dtype[d0,d1]`` joined by ", " (other values as
+    their type's name): what an XLA compilation is keyed on, since a ``jit_compile``
+    function compiles once per input shape and TF's profile does not say which."""
+    import tensorflow as tf
+    parts = []
+    for value in tf.nest.flatten((args, kwargs)):
+        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+        if shape is None or dtype is None:
+            parts.append(type(value).__name__)
+            continue
+        dims = _shape(tf.TensorShape(shape))
+        name = getattr(dtype, "name", str(dtype))
+        parts.append(f"{name}[{','.join('?' if d < 0 else str(d) for d in dims)}]" if dims is not None else f"{name}[...]")
+    return ", ".join(parts)
+

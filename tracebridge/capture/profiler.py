@@ -63,15 +63,19 @@ import weakref
 from typing import Any, Callable
 
 from ..errors import CaptureError
+from ..model.hlo import HLO_MODULES
+from ..model.schema import STEP_INPUTS
 from ..model.trace import Trace
 from . import capture_lock, interrupts, tf_internals
 from .call_ties import CallTie
-from .graph_record import record_function_graph
+from .graph_record import input_shapes, record_function_graph
+from .hlo_record import HloRecorder
 from .lifecycle import Action, Event, Lifecycle, State
 from .schedule import Schedule
 from .profiler_sessions import LocalSession, ServerSession, Session, first_line, new_session_folder
 
 _MEMORY_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
+_MAX_STEP_INPUTS = 10_000  # steps whose input shapes a capture keeps (a few dozen bytes each)
 WATCH_INTERVAL_S = 0.2  # how soon a callback's capture stops after the Keras call that drove it raised
 ANOTHER_CAPTURE = ("another tracebridge capture is running in this process; captures are not "
                    "nested or concurrent (TF has one profiler)")
@@ -140,6 +144,9 @@ class ProfileTrace:
         self._files: list[tuple[str, bytes]] = []   # the XSpace files of every stopped session
         self._notes: list[str] = []
         self._graph: str | None = None  # the traced tf.function's graph, recorded at its first traced call
+        self._step_inputs: dict[str, str] = {}  # step number -> its call's input shapes (traced functions)
+        self._hlo = HloRecorder()  # the HLO of a jit_compile function, per input shapes run in traced steps
+        self._hlo_modules: list[dict] = []
         self._trace: Trace | None = None
         self._orphan: weakref.finalize | None = None
         self._sigint = False  # whether this with-block put tracebridge's SIGINT handler in place
@@ -320,23 +327,59 @@ class ProfileTrace:
             self._index += 1  # an unselected call costs this and nothing more
             return self._fn(*args, **kwargs)
         try:
-            self.begin_step()  # not self.step(): a generator context manager costs microseconds a call
+            number = self.begin_step()  # not self.step(): a generator context manager costs microseconds a call
+            self._note_inputs(number, args, kwargs)
             result = self._fn(*args, **kwargs)
         except BaseException:
             self._fail_step()
             raise
         self.end_step()
-        if self._graph is None:  # after the call, which traced the function: no retrace here
-            self._graph = self._record_graph(args, kwargs)
+        self.record_graph(self._fn, args, kwargs)
         return result
 
-    def _record_graph(self, args: tuple, kwargs: dict) -> str:
+    def _note_inputs(self, number: int, args: tuple, kwargs: dict) -> None:
+        """The input shapes of a profiled call, by step number (the xla_compile finding
+        names the shapes that made XLA compile); at most ``_MAX_STEP_INPUTS`` steps."""
+        if self._session is None or len(self._step_inputs) >= _MAX_STEP_INPUTS:
+            return
         try:
-            record = record_function_graph(self._fn, args, kwargs)
+            signature = self._step_inputs[str(number)] = input_shapes(args, kwargs)
+        except Exception:  # a value TF cannot flatten: the shapes are only missing
+            return
+        self._hlo.note_call(self._fn, args, kwargs, signature)
+
+    def record_hlo(self, function: Callable, args: tuple, kwargs: dict) -> None:
+        """Record the optimized HLO of ``function`` (a ``tf.function(jit_compile=True)``)
+        for these arguments' shapes, when the trace is built (the Keras callback calls it
+        for Keras's compiled step)."""
+        try:
+            self._hlo.note_call(function, args, kwargs, input_shapes(args, kwargs))
+        except Exception as error:
+            self._notes.append(f"HLO not recorded: {first_line(str(error))}")
+
+    @property
+    def graph_recorded(self) -> bool:
+        """Whether :meth:`record_graph` has run (whether or not it found a graph)."""
+        return self._graph is not None
+
+    def note(self, text: str) -> None:
+        """A note for ``trace.metadata["notes"]``."""
+        self._notes.append(text)
+
+    def record_graph(self, function: Callable | None, args: tuple, kwargs: dict) -> None:
+        """Record the graph ``function`` (a ``tf.function``) ran for these arguments, once:
+        call it after a traced call, which traced the function (no retrace here). The
+        traced function's own wrapper calls it; the Keras callback calls it with the
+        ``tf.function`` inside Keras's step function."""
+        if self._graph is not None:
+            return
+        try:
+            record = None if function is None else record_function_graph(function, args, kwargs)
         except Exception as error:  # the comparison falls back to names; the capture stands
             self._notes.append(f"graph not recorded: {first_line(str(error))}")
-            return ""
-        return json.dumps(record, separators=(",", ":")) if record else ""
+            self._graph = ""
+            return
+        self._graph = json.dumps(record, separators=(",", ":")) if record else ""
 
     # --- results --------------------------------------------------------------------------
     @property
@@ -364,6 +407,11 @@ class ProfileTrace:
             return TraceBuilder({**metadata, "notes": "; ".join(self._notes or ["nothing was profiled"])}).build()
         if self._graph:
             metadata["graph"] = self._graph
+        if self._step_inputs:
+            metadata[STEP_INPUTS] = json.dumps(self._step_inputs, separators=(",", ":"))
+        self._hlo_modules += self._hlo.entries(self._notes)
+        if self._hlo_modules:
+            metadata[HLO_MODULES] = list(self._hlo_modules)
         trace = read_xspace_files([(path, data, None) for path, data in self._files], metadata)
         from ..analysis.doctor import trace_notes
         # The doctor's memory check says what is missing and why (one place for that text).
@@ -443,6 +491,9 @@ class ProfileTrace:
 
     def _forget_profiles(self) -> None:
         self._files.clear()
+        self._step_inputs.clear()
+        self._hlo.clear()
+        self._hlo_modules.clear()
         self._trace = None
 
     def _stop_session(self, save: bool) -> None:

@@ -237,3 +237,9 @@ def onednn_enabled() -> bool | None:
         return bool(_pywrap_util_port.IsMklEnabled())
     except (ImportError, AttributeError):
         return None
+
+
+def jit_compiled(function: Any) -> bool:
+    """Whether ``function`` is a ``tf.function(jit_compile=True)``: its private
+    ``_jit_compile`` (TF 2.21.0; the public API has no reader for the flag)."""
+    return getattr(function, "_jit_compile", None) is True

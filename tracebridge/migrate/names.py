@@ -32,11 +32,21 @@ TFPROF_ADVICE = {
     "advise": "TensorBoard's profile plugin (tracebridge tensorboard TRACE LOGDIR) gives TF 2's advice",
 }
 TFPROF_DEFAULT_ADVICE = "tracebridge.trace(...) and trace.summary(top=N), or TensorBoard's profile plugin"
+# tfprof's counts of the graph, not of time: tracebridge measures time and offers nothing for them.
+TFPROF_COUNTS = {
+    "trainable_variables_parameter": "it counts parameters, not time: keep tf.compat.v1.profiler for it, "
+                                     "or use a Keras model's model.count_params()",
+    "float_operation": "it counts FLOPs, not time: keep tf.compat.v1.profiler (graph mode) for it",
+}
 
 
 def tfprof_advice(qualified: str) -> str:
     """The report line for a use of tfprof: what tracebridge offers instead."""
     parts = qualified.split(".")
+    counted = next((p for p in parts if p in TFPROF_COUNTS), None)
+    if counted:
+        return (f"tfprof's {counted} runs under TF 2.21 in graph mode (tf.compat.v1.profiler); tracebridge has "
+                f"no equivalent: {TFPROF_COUNTS[counted]}")
     last = next((p for p in parts if p in TFPROF_ADVICE), parts[-1])
     return f"tfprof's {last} runs under TF 2.21 in graph mode (tf.compat.v1.profiler); tracebridge's equivalent: " + \
         TFPROF_ADVICE.get(last, TFPROF_DEFAULT_ADVICE)
@@ -52,9 +62,9 @@ MISSING = {
     "examples": "tensorflow.examples (tutorials' input_data) is not installed with TF 2.21: "
                 "load MNIST with tf.keras.datasets.mnist.load_data()",
     "estimator": "tf.estimator was removed in TF 2.16: port the model_fn to Keras, or run it on TF <= 2.15",
-    "layers": "tf.compat.v1.layers needs Keras 2 under TF 2.21 (Keras 3 raises AttributeError): "
-              "`pip install tf_keras` and set TF_USE_LEGACY_KERAS=1 before importing TensorFlow, "
-              "or use tf_slim / Keras layers",
+    "layers": "tf.layers (tf.compat.v1.layers) runs only on Keras 2, and TF 2.21 brings Keras 3: this "
+              "script needs `pip install tf_keras` and TF_USE_LEGACY_KERAS=1 set before TensorFlow is "
+              "imported, or port the layer (tf.keras.layers, tf_slim)",
 }
 # Deprecated TF1 APIs that still run under tf.compat.v1 in graph mode (measured with TF 2.21):
 # renamed, and named in the report so they can be replaced later.

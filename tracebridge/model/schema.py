@@ -135,6 +135,10 @@ def is_string_column(table: str, column: str) -> bool:
 # Where a trace keeps the graph its capture recorded (capture/graph_record.py): the metadata
 # key "graph" (JSON text), written by the XSpace writer as this Task Environment stat.
 GRAPH_STAT = "tracebridge_graph"
+# The input shapes of each traced call of a function (``trace(fn)``), by step number: the
+# metadata key (JSON text: {"<step>": "float32[8,64], int32[8]"}). XLA compiles once per
+# input shape, and TF's profile says when it compiles, not for which shapes.
+STEP_INPUTS = "step_inputs"
 
 # Ops that ran eagerly have no node names: readers name them ``eager/<Type>_<n>``
 # (readers/eager_ops.py), and analyses know them by this scope.

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import TraceFormatError, one_line
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
-from ..model.schema import Category, OpFlag
+from ..model.hlo import HLO_MODULES, hlo_modules_of_text
+from ..model.schema import STEP_INPUTS, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .sources import Source, gunzip, is_gzip
@@ -62,9 +63,14 @@ def read_chrome(document, path=None) -> Trace:
         raise TraceFormatError("not a Chrome trace: no traceEvents list", path=path)
     ours = other.get("source_format") is not None
     metadata = {"source_format": "chrome", "chrome_writer": "tracebridge" if ours else "timeline.py"}
+    if isinstance(other.get(STEP_INPUTS), str):  # the input shapes of traced calls (capture/profiler.py)
+        metadata[STEP_INPUTS] = other[STEP_INPUTS]
     for key in ("tf_version", "host", "graph"):  # graph: the recorded graph (capture/graph_record.py)
         if isinstance(other.get(key), str):
             metadata[key] = other[key]
+    modules = hlo_modules_of_text(other.get(HLO_MODULES))
+    if modules:
+        metadata[HLO_MODULES] = modules
     builder = TraceBuilder(metadata)
     process_names: dict = {}
     process_hosts: dict = {}
@@ -172,9 +178,10 @@ def _run_starts(ops: list[tuple]) -> list[int]:
         return [min((op[3] for op in ops), default=0)]
     runs = max(len(v) for v in per_device.values())
     ordered = [sorted(v) for v in per_device.values()]  # once: a file may hold thousands of runs
-    starts = []
-    for k in range(runs):
-        starts.append(min(v[k] for v in ordered if len(v) > k))
+    # Runs that start at the same time are one run written again (a file that holds the
+    # same RunMetadata under several pids, each with its own _SOURCE): one step, not a
+    # step per copy with all its ops in the last and 0 ms in the others.
+    starts = sorted({min(v[k] for v in ordered if len(v) > k) for k in range(runs)})
     # Ops recorded a little before their run's _SOURCE (other devices) still belong to it.
     first = min(op[3] for op in ops)
     starts[0] = min(starts[0], first)

@@ -346,7 +346,7 @@ def _payloads(buf: Buffer, kind: int, pos, end, field_start, number):
         too_long = value > room
         if too_long.any():
             i = int(np.flatnonzero(too_long)[0])
-            raise WireError(f"length field claims {int(value[i])} bytes, only {int(room[i])} remain",
+            raise WireError(f"length field claims {int(value[i])} bytes, only {int(room[i])} remain (truncated, or corrupt)",
                             int(field_start[i]))
         return pos + value.astype(np.int64), value, pos
     if kind in (FIXED64, FIXED32):
@@ -435,7 +435,7 @@ def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> l
                         else:
                             value, q = _read_varint(data, q - 1, e)
                     if value > e - q:
-                        raise WireError(f"length field claims {value} bytes, only {e - q} remain", p)
+                        raise WireError(f"length field claims {value} bytes, only {e - q} remain (truncated, or corrupt)", p)
                     add_offset(q)
                     add_value(value)
                     p = q + value
@@ -463,7 +463,7 @@ def _scan(data: bytes, pos: np.ndarray, end: np.ndarray, owner: np.ndarray) -> l
                     else:
                         value, p = _read_varint(data, p - 1, e)
                 if value > e - p:
-                    raise WireError(f"length field claims {value} bytes, only {e - p} remain", field_start)
+                    raise WireError(f"length field claims {value} bytes, only {e - p} remain (truncated, or corrupt)", field_start)
                 add_offset(p)
                 p += value
             elif kind == VARINT:

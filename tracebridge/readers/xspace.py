@@ -35,6 +35,8 @@ from ..options import Parallelism
 from .eager_ops import mark_eager_ops
 from .sources import Source
 from .xspace_steps import EVENT_CHUNK, add_steps
+from .xspace_xla import (HLO_INSTRUCTION, HLO_PROTO_STAT, METADATA_PLANE, TF_OPS, XLA_STATS, integer, link_xla_events,
+                         module_name, note_hlo_modules, spread_metadata_stats)
 from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings, strings_per_message,
                    varints_at)
 
@@ -108,12 +110,13 @@ class _Plane:
         self.stat_names: dict[int, str] = {}
         self.events: dict[int, tuple[str, str]] = {}   # metadata id -> (name, display name)
         self.event_stats: dict[int, dict[str, str]] = {}  # metadata id -> stats on the metadata
+        self.hlo_protos: dict[int, bytes] = {}  # metadata id -> its module's HLO (/host:metadata)
         self.stats: dict[str, object] = {}
 
 
 # The event stats that decide an op row's name, type, time or step: all a summary needs.
 SUMMARY_STATS = frozenset({"tf_op", "annotation", "correlation_id", "device_duration_ps", "step_num",
-                           "tf_function_call"})
+                           "tf_function_call"}) | XLA_STATS
 
 
 def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
@@ -137,10 +140,11 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     _read_event_metadata(raw, planes_f, planes)
     _read_plane_stats(raw, planes_f, planes)
     # How many XLA modules brought their HLO (doctor: XLA ops whose TF ops cannot be named).
-    hlo = sum("Hlo Proto" in stats for plane in planes if plane.name == "/host:metadata"
+    hlo = sum(HLO_PROTO_STAT in stats for plane in planes if plane.name == METADATA_PLANE
               for stats in plane.event_stats.values())
     if hlo:
         builder.note(hlo_protos=builder.metadata_value("hlo_protos", 0) + hlo)
+    hlo_map = note_hlo_modules(builder, _hlo_modules(planes))
     base_ns = 0
     for plane in planes:
         if plane.name == _TASK_ENVIRONMENT and isinstance(plane.stats.get("profile_start_time"), int):
@@ -231,6 +235,10 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     kinds = _classify(builder, planes)
     pairs = sorted(kinds)
     row_of_kind = _kind_rows(event_plane, metadata_id, pairs)  # -1: metadata not found
+    if hlo_map is not None:
+        spread_metadata_stats([plane.event_stats for plane in planes], stats, event_plane, metadata_id,
+                              [{} if plane.name.startswith("/host:") else
+                               {i: shown or name for i, (name, shown) in plane.events.items()} for plane in planes])
     del metadata_id
     known = row_of_kind >= 0
     # The last row stands for unknown metadata (-1 indexes it). Each column is gathered
@@ -243,6 +251,9 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     device_of_event = device_of_line.astype(np.int32)[event_line]
     mark_eager_ops(builder.strings, stats, category, name_id, type_id, kernel_id, start_ns)
     _link_device_events(builder, stats, category, name_id, type_id)
+    if hlo_map is not None:
+        link_xla_events(builder, hlo_map, stats, category, name_id, type_id, kernel_id, device_of_event,
+                        start_ns, end_ns)
     _link_by_correlation(stats, category, name_id, type_id, kernel_id, event_line, start_ns, end_ns)
     _device_clock_durations(stats, category, start_ns, end_ns)
     derived = _derived_lines(planes, line_owner, line_names)
@@ -272,10 +283,11 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
                    step=kept(step_of_event), block=device_column, flags=flags,
                    category=kept(category))
     del flags, device_column, type_column, start_column, end_column, step_of_event
-    if ops_only:
-        return errors, warnings
     op_of_event = np.full(n_events, -1, dtype=np.int64)
     op_of_event[rows] = first_op + np.arange(len(rows))
+    if ops_only:  # the HLO instruction of XLA rows is kept: a summary groups by it
+        _add_event_stats(builder, {k: v for k, v in stats.items() if k in (HLO_INSTRUCTION, TF_OPS, "hlo_module")}, op_of_event)
+        return errors, warnings
     _add_event_stats(builder, stats, op_of_event)
     memory_events = np.flatnonzero(known & (memory_event != MemoryEvent.NONE) & (device_of_event >= 0))
     _add_memory(builder, memory_events, memory_event[memory_events] == MemoryEvent.DEALLOCATION, stats,
@@ -326,6 +338,21 @@ def _read_event_metadata(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> 
             entry = int(value_owner[stat_owner[index]])
             plane = planes[int(owner[entry])]
             plane.event_stats.setdefault(int(keys[entry]), {})[key] = _text(value)
+            if key == HLO_PROTO_STAT and isinstance(value, bytes):
+                plane.hlo_protos[int(keys[entry])] = value
+
+
+def _hlo_modules(planes: list[_Plane]) -> list[tuple[str, int | None, bytes]]:
+    """``(module name, program id, HLO proto)`` of each module on ``/host:metadata``."""
+    found = []
+    for plane in planes:
+        if plane.name != METADATA_PLANE:
+            continue
+        for metadata_id, data in plane.hlo_protos.items():
+            name, named_id = module_name(plane.events.get(metadata_id, ("", ""))[0])
+            program_id = integer(plane.event_stats.get(metadata_id, {}).get("program_id"))  # uint64
+            found.append((name, program_id if program_id is not None else named_id, data))
+    return found
 
 
 def _read_plane_stats(raw: bytes, planes_f: Fields, planes: list[_Plane]) -> None:

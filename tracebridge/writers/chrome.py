@@ -22,6 +22,7 @@ f-string. Large outputs are written by two processes (see :func:`write_chrome`).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -34,6 +35,7 @@ from .._fork import ChildFailed, ForkedJob
 from ..errors import OutputError
 from ..model.accelerator import launches
 from ..model.dataflow import dataflow_edges
+from ..model.hlo import HLO_MODULES
 from ..model.schema import Category
 from ..model.trace import Trace
 from ..options import choose_parallelism
@@ -130,7 +132,11 @@ class _Events:
         self.op_head = categories[shown] + self.where
         self.start, self.end = ops["start_ns"], ops["end_ns"]
         self.input_offsets = trace.input_offsets()
+        # Extra args of some rows (written by the general path below): a transfer's bytes,
+        # an XLA event's HLO instruction and every framework op it computes.
         self.transfers = _transfer_args(trace, self.quoted)
+        for op, text in _hlo_args(trace, self.quoted).items():
+            self.transfers[op] = self.transfers.get(op, "") + text
         self.transfer_ops = np.array(sorted(self.transfers), dtype=np.int64)
         self.consumer = self.producer = np.zeros(0, dtype=np.int64)
         if dataflow:
@@ -147,6 +153,9 @@ class _Events:
         trace = self.trace
         other = {"source_format": trace.source_format}
         other.update({k: v for k, v in trace.metadata.items() if isinstance(v, (str, int, float))})
+        modules = trace.metadata.get(HLO_MODULES)
+        if modules:  # the XLA modules' HLO (model/hlo.py): JSON-able entries, kept for a reread
+            other[HLO_MODULES] = json.dumps(modules, separators=(",", ":"))
         text = ",".join(f"{_quote(str(k))}:{_json_scalar(v)}" for k, v in sorted(other.items()))
         return '\n],"otherData":{' + text + "}}\n"
 
@@ -398,6 +407,21 @@ def _transfer_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
                                                  t["src"].tolist(), t["dst"].tolist(), t["tensor"].tolist()):
         out[op] = (f',"bytes":{size},"rate_bps":{rate!r},"src":{quoted[src]},"dst":{quoted[dst]},'
                    f'"tensor":{quoted[tensor]}')
+    return out
+
+
+def _hlo_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
+    """``,"hlo_instruction":...,"hlo_module":...,"tf_ops":...`` of each XLA event the reader
+    linked to its HLO (readers/xspace_xla.py): a viewer shows the op's instruction beside it."""
+    stats = trace.table("event_stats")
+    wanted = {trace.string_id(key): key for key in ("hlo_instruction", "hlo_module", "tf_ops")}
+    wanted.pop(-1, None)
+    if "hlo_instruction" not in wanted.values():
+        return {}
+    rows = np.flatnonzero(np.isin(stats["key"], list(wanted)))
+    out: dict[int, str] = {}
+    for op, key, value in zip(stats["op"][rows].tolist(), stats["key"][rows].tolist(), stats["value"][rows].tolist()):
+        out[op] = out.get(op, "") + f',"{wanted[key]}":{quoted[value]}'
     return out
 
 

@@ -99,6 +99,8 @@ def comparison_data(comparison: Any, *, title: str) -> dict:
         "coverage": comparison.coverage.to_dict(_number),
         "rule_shares": {rule: share.to_dict(_number) for rule, share in comparison.rule_shares.items()},
         "step_pairs": [[int(c), int(t)] for c, t in comparison.step_pairs],
+        # the header's measure, the text's first line: each run's median step time
+        "headline": {key: _number(value) for key, value in comparison.headline().to_dict().items()},
         "findings": [_finding(f) for f in (getattr(comparison, "findings", None) or [])],
         "fields": list(ROW_FIELDS),
         "rows": [_row(row) for row in comparison.rows],

@@ -52,6 +52,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from .._files import atomic_output
+from ..model.graph_outline import graph_outline
 from ..model.lanes import first_fit
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
@@ -160,6 +161,32 @@ def _uint(values: np.ndarray) -> tuple[str, np.ndarray]:
     return "f64", values.astype("<f8")
 
 
+
+# A device panel with more lanes than this starts folded (one click opens it).
+FOLD_LANES = 8
+_KIND_RANK = {"compute": 0, "stream": 1, "memcpy": 2}
+
+
+def is_accelerator(device) -> bool:
+    return (device.type or "").upper() in ("GPU", "TPU") or device.kind in ("stream", "memcpy")
+
+
+def page_order(trace: Trace, devices: list[int]) -> list[int]:
+    """The order of the device panels: accelerators first (each GPU, then its streams and
+    copies), then hosts, busiest first, and devices without ops last; a trace's file order
+    says nothing to a reader."""
+    events = np.bincount(trace.ops["device"], minlength=len(trace.devices)) if len(trace) else \
+        np.zeros(len(trace.devices), dtype=np.int64)
+
+    def key(index: int):
+        device = trace.devices[index]
+        idle = not events[index]  # a device without ops (an idle GPU plane) after those with some
+        if is_accelerator(device):
+            return (idle, 0, device.host or "", device.type or "", device.index if device.index is not None else -1,
+                    _KIND_RANK.get(device.kind, 3), -int(events[index]), device.name)
+        return (idle, 1, "", "", 0, 0, -int(events[index]), device.name)
+    return sorted(devices, key=key)
+
 class TimelineData:
     """One trace as a timeline page draws it: its devices and lanes laid out, its ops as
     typed columns and a meta object; :meth:`blocks` writes them as the page's data blocks
@@ -175,7 +202,7 @@ class TimelineData:
         else:
             kept = list(range(len(trace.devices)))
         self.trace = trace
-        self.device_ids = kept
+        self.device_ids = page_order(trace, kept)
         self.title = title if title is not None else (
             f"{trace.source_format} trace, {len(trace):,} ops" + (f" ({device_pattern})" if device_pattern else ""))
         self.columns: dict[str, tuple[str, np.ndarray]] = {}
@@ -327,10 +354,15 @@ class TimelineData:
             device = trace.devices[device_index]
             mine = [i for i, lane in enumerate(self.lanes) if lane["device"] == page_index]
             devices.append({"name": device.name, "short": device.short_name, "kind": device.kind,
-                            "lanes": mine, "ops": int(sum(int(lane_counts[i]) for i in mine))})
+                            "lanes": mine, "ops": int(sum(int(lane_counts[i]) for i in mine)),
+                            # a host of 53 threads starts folded, so the GPUs stay in view
+                            "folded": len(self.device_ids) > 1 and (not mine or len(mine) > FOLD_LANES
+                                                                    and not is_accelerator(device))})
         metadata = {str(k): v if isinstance(v, (str, int, bool)) or v is None
                     or (isinstance(v, float) and np.isfinite(v)) else str(v)
                     for k, v in trace.metadata.items()}
+        if metadata.get("graph"):  # the run panel shows an outline, not 860 kB of JSON
+            metadata["graph"] = graph_outline(metadata["graph"])
 
         def rows(grouped: list[dict]) -> list[dict]:
             return [{"key": r["key"], "count": r["count"], "total_ns": r["total_ns"],

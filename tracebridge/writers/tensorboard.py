@@ -27,6 +27,7 @@ from ..model.schema import GRAPH_STAT, Category, OpFlag
 from ..model.trace import Trace
 from ..tfrecord import frame
 from .stepstats import run_metadata_per_step, to_run_metadata
+from .xspace_hlo import add_hlo_modules, xla_event_stats
 
 _HOST_PLANE = "/host:CPU"
 
@@ -34,6 +35,7 @@ _HOST_PLANE = "/host:CPU"
 def write_tensorboard(trace: Trace, logdir: str | os.PathLike, *, run: str | None = None,
                       host: str | None = None) -> dict[str, str]:
     """Write both outputs under ``logdir``; returns ``{"events": path, "xspace": path}``."""
+    _refuse_empty(trace)
     host = file_name(host or str(trace.metadata.get("host") or socket.gethostname()))
     start = _start(trace)
     xspace = write_tensorboard_xplane(trace, logdir, run=run or start.strftime("%Y_%m_%d_%H_%M_%S"), host=host)
@@ -48,6 +50,7 @@ def write_tensorboard_xplane(trace: Trace, logdir: str | os.PathLike, *, run: st
     reads it: ``LOGDIR/plugins/profile/<run>/<host>.xplane.pb`` (folders made as needed).
     ``run`` defaults to the trace's start time, as TF names its runs. Returns the path.
     (:func:`write_xspace_file` writes the same XSpace to a path of the caller's.)"""
+    _refuse_empty(trace)
     host = file_name(host or str(trace.metadata.get("host") or socket.gethostname()))
     run = run or _start(trace).strftime("%Y_%m_%d_%H_%M_%S")
     if os.path.basename(run) != run or run in ("", ".", ".."):
@@ -60,6 +63,13 @@ def write_tensorboard_xplane(trace: Trace, logdir: str | os.PathLike, *, run: st
     xspace = os.path.join(profile_dir, f"{host}.xplane.pb")
     write_bytes(xspace, to_xspace(trace, host).SerializeToString(deterministic=True))
     return xspace
+
+
+def _refuse_empty(trace: Trace) -> None:
+    """Before any folder is made: a trace without ops gives TensorBoard nothing to show, and
+    an empty ``plugins/profile/<run>/`` left behind would read as a run that failed."""
+    if not len(trace):
+        raise OutputError("the trace holds no ops: nothing for TensorBoard to show (no output written)")
 
 
 def _start(trace: Trace) -> datetime.datetime:
@@ -120,6 +130,8 @@ def to_xspace(trace: Trace, host: str | None = None):
     environment.stats.add(metadata_id=stat_id(environment, "profile_stop_time"), uint64_value=max(trace.end_ns, 0))
     if trace.metadata.get("graph"):  # the graph a capture recorded, for compare (xprof ignores the stat)
         environment.stats.add(metadata_id=stat_id(environment, GRAPH_STAT), str_value=str(trace.metadata["graph"]))
+    add_hlo_modules(trace, plane_for, stat_id)
+    xla = xla_event_stats(trace)
 
     strings = trace.strings
     starts, ends = ops["start_ns"], ops["end_ns"]
@@ -182,6 +194,11 @@ def to_xspace(trace: Trace, host: str | None = None):
                     event.stats.add(metadata_id=stat_id(plane, stat), str_value=f"{name}:{op_type}")
             if i in correlation:
                 event.stats.add(metadata_id=stat_id(plane, "correlation_id"), int64_value=correlation[i])
+            for stat, kind, value in xla.get(i, ()):  # its HLO instruction (writers/xspace_hlo.py)
+                if kind == "uint64":
+                    event.stats.add(metadata_id=stat_id(plane, stat), uint64_value=value)
+                else:
+                    event.stats.add(metadata_id=stat_id(plane, stat), str_value=value)
             for kernel in kernels_of.get(i, ()):
                 kernel_name = strings[ops["kernel"][kernel]]
                 launch = line.events.add(metadata_id=metadata_id(plane, kernel_name, kernel_name),

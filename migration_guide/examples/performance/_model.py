@@ -76,6 +76,21 @@ def train_step(w, x, y, lr=0.01):
     return loss
 
 
+def dense_step(w, x, y, weights=None, lr=0.01):
+    """One SGD step of the model's dense layers on the flattened, pooled image, for any
+    batch size (the xla_compile example feeds several); ``weights`` per example, if any."""
+    with tf.GradientTape() as tape:
+        h = tf.reshape(tf.nn.avg_pool2d(x, 4, 4, "VALID"), [-1, 8 * 8 * 3])
+        h = tf.nn.relu(tf.matmul(h, w["dense/kernel"][:8 * 8 * 3]) + w["dense/bias"])
+        logits = tf.matmul(h, w["logits/kernel"]) + w["logits/bias"]
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        loss = tf.reduce_mean(losses) if weights is None else tf.reduce_sum(losses * weights) / tf.reduce_sum(weights)
+    names = ["dense/kernel", "dense/bias", "logits/kernel", "logits/bias"]
+    for name, grad in zip(names, tape.gradient(loss, [w[n] for n in names])):
+        w[name].assign_sub(lr * grad)
+    return loss
+
+
 def tf1_session(remapping: bool = True):
     """The TF1 original: a tf.Graph in a Session; returns the session, its training op and
     the feed of one batch."""

@@ -15,9 +15,11 @@ const DIFF_COLUMNS = [
   {key: 'delta_ns', label: 'delta', kind: 'num', title: 'test minus control (per-step medians)'},
   {key: 'ratio', label: 'ratio', kind: 'num', title: 'test / control (per-step medians)'},
 ];
-const CHANGE_ORDER = {'+': 1, '=': 0, '-': -1};
-const CHANGE_TEXT = {'+': '\u25b2 slower', '-': '\u25bc faster', '=': '= same'};
-const CHANGE_CLASS = {'+': 'tb-slower', '-': 'tb-faster', '=': 'tb-same'};
+// slower, new in the test run, the same, gone from it, faster: from most added time to least
+const CHANGE_ORDER = {'+': 1, new: 0.5, '=': 0, gone: -0.5, '-': -1};
+const CHANGE_TEXT = {'+': '\u25b2 slower', '-': '\u25bc faster', '=': '= same',
+  new: '\u25cb only in test', gone: '\u25cb only in control'};
+const CHANGE_CLASS = {'+': 'tb-slower', '-': 'tb-faster', '=': 'tb-same', new: 'tb-alone', gone: 'tb-alone'};
 const MAX_DIFF_ROWS = 2000;  // rows put in the table at once (filter to see others)
 
 function fmtPercent(share) {
@@ -49,6 +51,8 @@ class DiffView {
       row.test_names = row.test_names || [];
       row.side = row.control_names.length && row.test_names.length ? 'both'
         : row.control_names.length ? 'control' : 'test';
+      // An op of one run only is neither slower nor faster: it is new, or gone.
+      if (row.side !== 'both') row.change = row.side === 'test' ? 'new' : 'gone';
       row.search = [row.key, row.op_type, row.rule].concat(row.control_names, row.test_names).join('\n').toLowerCase();
       return row;
     });
@@ -140,10 +144,12 @@ class DiffView {
         `${count((r) => r.change === change).toLocaleString('en-US')} ${CHANGE_TEXT[change].slice(2)}`));
     }
     bar.appendChild(changes);
-    const sum = (key) => this.rows.reduce((a, r) => a + (typeof r[key] === 'number' && isFinite(r[key]) ? r[key] : 0), 0);
-    const c = sum('control_median_ns'), t = sum('test_median_ns');
-    const total = el('span', 'tb-compare-facts',
-      `per-step op time (sum of medians): ${fmtShort(c)} \u2192 ${fmtShort(t)}` + (c > 0 ? ` (${t >= c ? '+' : '\u2212'}${Math.abs((t - c) / c * 100).toFixed(1)}%)` : ''));
+    // The measure `tracebridge compare` leads with: each run's median step time.
+    const head = this.compare.headline || {};
+    const c = head.control_ns || 0, t = head.test_ns || 0;
+    const total = el('span', 'tb-compare-facts tb-headline',
+      `step time (median): ${fmtShort(c)} \u2192 ${fmtShort(t)}` + (c > 0 ? ` (${t >= c ? '+' : '\u2212'}${Math.abs((t - c) / c * 100).toFixed(1)}%)` : ''));
+    if (typeof head.explained === 'number') total.title = `findings explain up to ${Math.round(head.explained * 100)}% of the difference`;
     bar.appendChild(total);
     bar.appendChild(el('span', 'tb-compare-facts', plural(this.compare.step_pairs.length, 'aligned step pair')));
     app.appendChild(bar);
@@ -442,9 +448,29 @@ class DiffView {
     if (!found.length) return;
     const span = Math.max(hi - lo, MIN_SPAN * 10);
     page.setRange(lo - span * 0.5, hi + span * 0.5);
-    for (const {t, pos} of found.slice().reverse()) t.revealPanel(pos);
+    this._revealTogether(found);
     page.select(found[0].t, found[0].pos);
     this.instances = found.map(({t, pos}) => ({trace: page.timelines.indexOf(t), pos}));
+  }
+
+  /** Scroll so that the lanes of both runs' instances are in view together (the control's
+   *  first where both do not fit): revealing one after the other scrolled the first away. */
+  _revealTogether(found) {
+    const box = this.page.scrollBox;
+    const spans = [];
+    for (const {t, pos} of found) {
+      const lane = t.data.laneOf(pos), panel = t.panelOfLane(lane);
+      if (!panel) continue;
+      if (panel.collapsed) t.setCollapsed(panel, false);
+      const top = panel.wrap.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+      const y = top + Math.max(panel.lanes.indexOf(lane), 0) * ROW;
+      spans.push([y, y + ROW]);
+    }
+    if (!spans.length) return;
+    const lo = Math.min(...spans.map((s) => s[0])), hi = Math.max(...spans.map((s) => s[1]));
+    const view = box.clientHeight, room = view - (hi - lo);
+    if (lo >= box.scrollTop && hi <= box.scrollTop + view) return;  // both in view already
+    box.scrollTop = room >= 0 ? Math.max(0, lo - room / 2) : Math.max(0, spans[0][0] - 2 * ROW);
   }
 
   /** Row ``index`` (its place in the comparison's rows) as a plain object. */

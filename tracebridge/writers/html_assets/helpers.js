@@ -155,11 +155,63 @@ function fitCells(root) {
     const style = getComputedStyle(cell);
     return cell.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 2;
   });
+  // Rows of a table often share a long scope (``replica_1/model/dense_3/...`` against
+  // ``replica_1/model/dense_4/...``): the scope a name shares with another row goes first
+  // (``\u2026/dense_3/...``), so what tells rows apart stays; the full name is the title.
+  const shared = sharedScopes(cells.map((cell) => cell.title));
   cells.forEach((cell, i) => {
     if (widths[i] <= 0) return;
     measureContext.font = getComputedStyle(cell).font;
-    cell.textContent = fitText(measureContext, cell.title, widths[i], 'middle') || '\u2026';
+    let shown = shared[i] ? '\u2026/' + cell.title.slice(shared[i]) : cell.title;
+    if (measureContext.measureText(shown).width > widths[i]) {
+      // still too long: whole scopes go from the middle, so the first that differs and the
+      // op's own name stay (``\u2026/layer_2/\u2026/MatMul``), not half of each
+      const parts = shown.split('/');
+      if (parts.length > 3 || (parts.length > 2 && !shared[i])) {
+        const first = shared[i] ? parts.slice(0, 2).join('/') : parts[0];
+        const head = `${first}/\u2026/`, last = parts[parts.length - 1];
+        const tail = fitText(measureContext, last, widths[i] - measureContext.measureText(head).width, 'end');
+        shown = tail ? head + tail : `${first}/\u2026/${last}`;
+      }
+    }
+    cell.textContent = fitText(measureContext, shown, widths[i], 'middle') || '\u2026';
   });
+}
+
+/** For each of ``names``, the length of the longest ``a/b/`` scope it shares with another
+ *  name that is not the whole of it (0: none): its sorted neighbours share the most. */
+function sharedScopes(names) {
+  const order = names.map((_, i) => i).sort((a, b) => (names[a] < names[b] ? -1 : names[a] > names[b] ? 1 : 0));
+  const scope = (a, b) => {
+    let n = 0;
+    while (n < a.length && n < b.length && a[n] === b[n]) n += 1;
+    const cut = a.lastIndexOf('/', n - 1) + 1;
+    return cut < a.length ? cut : 0;
+  };
+  const out = new Array(names.length).fill(0);
+  for (let k = 0; k < order.length; k += 1) {
+    const name = names[order[k]];
+    const before = k > 0 ? scope(name, names[order[k - 1]]) : 0;
+    const after = k + 1 < order.length ? scope(name, names[order[k + 1]]) : 0;
+    out[order[k]] = Math.max(before, after);
+  }
+  // What is left must still tell rows apart (``layer_1/dense/MatMul`` and ``layer_2/dense/MatMul``
+  // are not both ``.../MatMul``): a name whose rest another row shows too keeps one scope more.
+  const whole = new Map();
+  for (const name of names) whole.set(name, (whole.get(name) || 0) + 1);
+  for (let round = 0; round < 32; round += 1) {
+    const rests = new Map();
+    names.forEach((name, i) => { const rest = name.slice(out[i]); rests.set(rest, (rests.get(rest) || 0) + 1); });
+    let changed = false;
+    names.forEach((name, i) => {
+      if (out[i] && whole.get(name) === 1 && rests.get(name.slice(out[i])) > 1) {
+        out[i] = name.lastIndexOf('/', out[i] - 2) + 1;
+        changed = true;
+      }
+    });
+    if (!changed) break;
+  }
+  return out;
 }
 
 function niceStep(rough) {

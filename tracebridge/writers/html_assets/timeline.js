@@ -74,6 +74,13 @@ class Timeline {
                    ctx: canvas.getContext('2d'), octx: overlay.getContext('2d'),
                    height: Math.max(device.lanes.length, 1) * ROW, collapsed: false, drawn: -1,
                    counts: {ops: 0, rects: 0}};
+    if (device.folded) {  // many lanes (a host's threads): folded so the accelerators stay in view
+      panel.collapsed = true;
+      section.classList.add('tb-collapsed');
+      head.setAttribute('aria-expanded', 'false');
+      head.firstChild.textContent = '\u25b8';
+      head.title = `${device.name}: ${device.lanes.length} lanes, folded; click to open`;
+    }
     const toggle = () => this.setCollapsed(panel, !panel.collapsed);
     head.addEventListener('click', toggle);
     head.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); toggle(); } });

@@ -1,0 +1,159 @@
+"""XLA's HLO, as far as a profile needs it: which framework (TF or JAX) ops each HLO
+instruction computes, so that time on XLA thunks and kernels goes to those ops.
+
+A trace carries the HLO modules it ran in ``metadata["hlo_modules"]``: JSON-able entries
+``{"name", "program_id", "proto"}`` (``proto`` = base64 of a serialized HloProto or
+HloModuleProto), made by :func:`module_entry`. ``tracebridge.readers.hlo.hlo_op_map``
+decodes them into an :class:`HloOpMap` (the decoding is a reader's; the map is the model's).
+/work/wt/XLA_INTERFACE.md states the contract between capture and reading.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+
+HLO_MODULES = "hlo_modules"  # the trace metadata key
+XLA_ARGS = "XLA_Args"        # TF's op_name on instructions that only pass arguments in
+
+
+@dataclass(frozen=True)
+class HloOp:
+    """One HLO instruction. ``op_name``/``op_type``: its own metadata (the framework op XLA
+    says it came from; "" if none). ``tf_ops``: every distinct ``(op_name, op_type)`` it
+    computes: for a fusion (or any instruction that calls computations) the ops of the
+    instructions inside, in order; else its own."""
+
+    module: str
+    name: str
+    opcode: str
+    op_name: str = ""
+    op_type: str = ""
+    fusion_kind: str = ""
+    called: tuple[str, ...] = ()
+    tf_ops: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def row_name(self) -> str:
+        """The op row that owns its time, as xprof's framework_op_stats names it: the
+        instruction's own op_name, else the instruction itself."""
+        return self.op_name or self.name
+
+    @property
+    def row_type(self) -> str:
+        """The row's op type: the metadata's, else the op_name's last part (JAX writes no
+        op_type: ``.../conv1/conv_general_dilated``), else ``Unknown`` as xprof says."""
+        if self.op_type:
+            return self.op_type
+        return self.op_name.rsplit("/", 1)[-1] if self.op_name else "Unknown"
+
+    @property
+    def fused(self) -> bool:
+        """It computes several framework ops: its row is a group, not one op."""
+        return len(self.tf_ops) > 1
+
+    def describe_ops(self) -> str:
+        """Its framework ops, comma-separated (what a view shows beside the instruction)."""
+        return ", ".join(name for name, _ in self.tf_ops)
+
+
+@dataclass
+class HloModule:
+    name: str
+    program_id: int | None
+    ops: dict[str, HloOp] = field(default_factory=dict)
+    by_kernel_name: dict[str, HloOp] = field(default_factory=dict)  # kernel-safe names (see HloOpMap.find)
+
+
+_TF_COMPILE_OPTIONS = re.compile(r"__XlaMustCompile_[^.]*_(\.\d+)$")
+
+
+def tf_module_name(name: str) -> str:
+    """TF's profile names a ``jit_compile`` function's module with its compile options
+    (``a_inference_step_22__XlaMustCompile_true_config_proto_<n>_executor_type_<m>_.4``);
+    ``experimental_get_compiler_ir`` gives the same module as ``a_inference_step_22__.4``."""
+    return _TF_COMPILE_OPTIONS.sub(r"__\1", name)
+
+
+def kernel_safe(name: str) -> str:
+    """An instruction's name as XLA's GPU backend names its kernel: '.' and '-' become '_'
+    (``loop_add_fusion.1`` runs as kernel ``loop_add_fusion_1``)."""
+    return name.replace(".", "_").replace("-", "_")
+
+
+class HloOpMap:
+    """HLO modules by name and program id, each instruction by name."""
+
+    def __init__(self, modules: list[HloModule]):
+        self.modules = modules
+        self._by_key = {(m.name, m.program_id): m for m in modules}
+        self._by_name: dict[str, list[HloModule]] = {}
+        self._by_program: dict[int, list[HloModule]] = {}
+        for module in modules:
+            self._by_name.setdefault(module.name, []).append(module)
+            if module.program_id is not None:
+                self._by_program.setdefault(module.program_id, []).append(module)
+
+    def __len__(self) -> int:
+        return len(self.modules)
+
+    def alias(self, name: str, program_id: int | None, module: HloModule) -> None:
+        """Know ``module`` also by the name a profile gives it (``/host:metadata``'s event
+        name, a capture's entry), where that differs from the name inside its proto."""
+        self._by_key.setdefault((name, program_id), module)
+        if module not in self._by_name.setdefault(name, []):
+            self._by_name[name].append(module)
+        if program_id is not None and module not in self._by_program.setdefault(program_id, []):
+            self._by_program[program_id].append(module)
+
+    def module(self, name: str | None, program_id: int | None = None) -> list[HloModule]:
+        """The modules an event names: by name and program id where both match, else by
+        name (a module recompiled keeps its name), else by TF's name without its compile
+        options, else the only module there is; name None: by program id, else every module."""
+        if name is None:  # a TPU op names its module by program id only
+            return self._by_program.get(program_id, []) if program_id is not None else self.modules
+        for candidate in dict.fromkeys((name, tf_module_name(name))):
+            exact = self._by_key.get((candidate, program_id)) if program_id is not None else None
+            if exact is not None:
+                return [exact]
+            if candidate in self._by_name:
+                return self._by_name[candidate]
+        return self.modules if len(self.modules) == 1 else []
+
+    def find(self, module: str | None, instruction: str, program_id: int | None = None) -> HloOp | None:
+        """The instruction an XLA event ran: by name, or by its kernel-safe name (a GPU
+        kernel inside a command buffer is known only by its kernel name)."""
+        candidates = self.module(module, program_id)
+        for found in candidates:
+            if instruction in found.ops:
+                return found.ops[instruction]
+        for found in candidates:
+            if instruction in found.by_kernel_name:
+                return found.by_kernel_name[instruction]
+        return None
+
+
+def module_entry(name: str, program_id: int | None, data: bytes) -> dict:
+    """One ``metadata["hlo_modules"]`` entry (JSON-able)."""
+    return {"name": name, "program_id": program_id, "proto": base64.b64encode(data).decode("ascii")}
+
+
+def hlo_modules_of_text(text) -> list[dict]:
+    """The entries a writer kept as JSON text (a Chrome trace's ``otherData`` holds
+    scalars only); [] for anything else, so a damaged value drops the HLO, not the trace."""
+    if not isinstance(text, str):
+        return []
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return []
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("proto"), str)] \
+        if isinstance(entries, list) else []
+
+
+def modules_of(metadata: dict) -> list[bytes]:
+    """The serialized HLO protos a trace's metadata carries."""
+    return [base64.b64decode(entry["proto"]) for entry in metadata.get(HLO_MODULES) or ()
+            if isinstance(entry, dict) and isinstance(entry.get("proto"), str)]
