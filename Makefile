@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_TF := $(VENV)/.stamp-tf
 STAMP_TEST := $(VENV)/.stamp-test
-# What the install builds from: an edited C decoder is rebuilt by the next make.
-BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c
+# What the install builds from: an edited C loop (wire decoder, encoder) is rebuilt by the next make.
+BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c tracebridge/writers/_protowirec.c
 
 .PHONY: demo check test test-onednn test-fast bench clean fuzz
 

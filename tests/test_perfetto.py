@@ -394,7 +394,7 @@ def test_view_prints_the_url_without_a_browser(corpus, tmp_path):
     served = threading.Thread(target=lambda: said.append(
         serve_for_perfetto(trace_file, port=0, open_browser=no_browser, out=Out(), timeout_s=30)))
     served.start()
-    for _ in range(100):
+    for _ in range(600):  # up to 30 s: the server thread may wait long for a CPU on a loaded machine
         text = "".join(s for s in said if isinstance(s, str))
         if "until the UI has fetched it" in text:
             break
@@ -420,3 +420,64 @@ def test_two_processes_and_small_chunks_write_the_same_file(corpus, tmp_path, mo
     trace.save(tmp_path / "chunks.pftrace", workers=2)
     assert (tmp_path / "chunks.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()
     assert not list(tmp_path.glob(".tracebridge-*")), "no part file is left"
+
+
+# --- the encoder's C loop and numpy alone write the same bytes -------------------------------
+
+@pytest.mark.parametrize("name", CORPUS_FILES)
+def test_compiled_and_numpy_encoders_write_the_same_bytes(corpus, tmp_path, monkeypatch, name):
+    """Records assembled by the C loop of protowire (where built) are the numpy path's,
+    byte for byte; TRACEBRIDGE_PURE_WIRE=1 picks numpy (tests/conftest.py: reading_with)."""
+    from tracebridge.writers import protowire
+    if protowire._protowirec is None:
+        pytest.skip("the C encoder loop is not built here (no C compiler at install time)")
+    source = corpus / name
+    if not source.is_file():
+        pytest.skip(f"corpus file not found: {source}")
+    trace = tracebridge.load(source)
+    trace.save(tmp_path / "compiled.pftrace", workers=1)
+    monkeypatch.setenv("TRACEBRIDGE_PURE_WIRE", "1")
+    assert not protowire.compiled()
+    trace.save(tmp_path / "numpy.pftrace", workers=1)
+    assert (tmp_path / "compiled.pftrace").read_bytes() == (tmp_path / "numpy.pftrace").read_bytes()
+
+
+def test_compiled_encoder_is_built_where_a_compiler_is():
+    """CI machines have gcc: the benchmark figures assume the C loop (as for the decoder,
+    tests/test_wire.py), so its absence there must not go unnoticed."""
+    import shutil
+
+    from tracebridge.writers import protowire
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: the numpy encoder is the one in use")
+    assert protowire._protowirec is not None
+
+
+def test_encoder_c_loop_refuses_spans_outside_their_buffers():
+    """A piece or record that would read or write past a buffer raises; nothing is copied
+    out of bounds (the numpy path would raise an IndexError). The merge agrees with numpy's."""
+    from tracebridge.writers import protowire
+    if protowire._protowirec is None:
+        pytest.skip("the C encoder loop is not built here")
+    gather, varints = protowire._protowirec.gather, protowire._protowirec.varints
+    data = np.frombuffer(b"abcdef", dtype=np.uint8)
+    out = np.zeros(8, dtype=np.uint8)
+    gather(out, np.array([0, 3], np.int64), [(np.array([3, 3], np.int64), data, np.array([0, 3], np.int64))])
+    assert out.tobytes() == b"abcdef\0\0"
+    for lengths, starts, position in (([3, 4], [0, 3], [0, 3]), ([3, 3], [0, 4], [0, 3]), ([3, 3], [0, 3], [0, 6]),
+                                      ([3, -1], [0, 3], [0, 3]), ([3, 3], [-1, 3], [0, 3]), ([3, 3], [0, 3], [-1, 3])):
+        with pytest.raises(ValueError):
+            gather(out, np.array(position, np.int64), [(np.array(lengths, np.int64), data, np.array(starts, np.int64))])
+    with pytest.raises(ValueError):  # one length per record
+        gather(out, np.array([0, 3], np.int64), [(np.array([3], np.int64), data, np.array([0, 3], np.int64))])
+    values = np.array([1, 300, 1 << 63], dtype=np.uint64)
+    matrix = np.zeros((3, 11), dtype=np.uint8)
+    varints(values, matrix, 1)
+    assert [bytes(row[1:1 + n]) for row, n in zip(matrix, protowire.varint_lengths(values))] == \
+        [protowire.varint_bytes(int(v)) for v in values]
+    with pytest.raises(ValueError):  # 1 << 63 needs 10 bytes after the column
+        varints(values, np.zeros((3, 10), dtype=np.uint8), 1)
+    keys = np.array([1, 5, 9], np.int64), np.array([5, 2, 8], np.int64)
+    assert protowire.merged_order(*keys, np.array([1, 0, 2], np.int64)).tolist() == [0, 4, 1, 3, 5, 2]
+    with pytest.raises(ValueError):  # a row of the second sequence past its end
+        protowire._protowirec.merge(*keys, np.array([1, 0, 3], np.int64), np.empty(6, np.int64))

@@ -51,7 +51,7 @@ from .chrome import _merged_counters, cross_lane_flows, device_threads
 from .chrome_threads import NETWORK_TID, pids_and_tids
 from .protowire import (Piece, Ragged, assemble, assemble_into, concat, constant_piece, fixed64_field, matrix_piece,
                         message_bytes, message_field, ragged_piece, tag, total_length, varint_bytes, varint_field,
-                        varint_lengths, varint_piece)
+                        merged_order, varint_lengths, varint_piece)
 
 CHUNK_EVENTS = 400_000  # events encoded at once: bounds the encoder's memory
 PARALLEL_MIN_EVENTS = 600_000  # below this, a second process costs more than it saves
@@ -229,15 +229,7 @@ class _HostWriter:
         for index, lo, hi in units:
             track = tracks[index]
             rows = track.rows
-            if track.times is None:
-                track.times, track.order = _event_order(ops["start_ns"][rows], ops["end_ns"][rows])
-            if track.names is None:
-                # Event names numbered by use on this track, most used first: most names
-                # then fit a one-byte iid.
-                uses = np.bincount(ops["kernel"][rows])
-                track.names = np.flatnonzero(uses)
-                track.name_iids = np.empty(len(track.names), dtype=np.int64)
-                track.name_iids[np.argsort(-uses[track.names], kind="stable")] = np.arange(1, len(track.names) + 1)
+            track.prepare(ops)
             if lo == 0:
                 interned = _interned(strings, event_names=(track.names, track.name_iids),
                                      values=fields.value_ids(rows), annotation_names=fields.vocabulary)
@@ -255,6 +247,9 @@ class _HostWriter:
         folder = os.path.dirname(os.path.abspath(name)) if isinstance(name, str) else None
         fd, part = tempfile.mkstemp(prefix=".tracebridge-", suffix=".part", dir=folder)
         os.close(fd)
+        track, lo, _ = units[split]
+        if lo:  # the track both processes write: its event order is made once, before the fork
+            tracks[track].prepare(context[0].ops)
         try:
             def child() -> bytes:
                 with open(part, "wb") as target:
@@ -441,15 +436,7 @@ def _event_order(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
     end_key |= kind
     end_key += (n - 1) - rank
     end_order = np.argsort(end_key, kind="stable")  # nearly sorted: a stable sort finds the runs
-    # merge: a begin's place is its rank plus the ends before it; the ends take the rest
-    begin_at = np.searchsorted(end_key[end_order], begin_key)
-    begin_at += rank
-    order = np.empty(2 * n, dtype=np.int64)
-    taken = np.zeros(2 * n, dtype=bool)
-    taken[begin_at] = True
-    order[begin_at] = rank
-    order[~taken] = end_order + n
-    return times, order
+    return times, merged_order(begin_key, end_key, end_order)
 
 
 _BEGIN_TYPE = np.frombuffer(message_bytes((E_TYPE, TYPE_BEGIN)), dtype=np.uint8)
@@ -462,6 +449,18 @@ class _Track:
     def __init__(self, uuid: int, sequence: int, rows: np.ndarray):
         self.uuid, self.sequence, self.rows = uuid, sequence, rows
         self.times = self.order = self.names = self.name_iids = None
+
+    def prepare(self, ops) -> None:
+        """The events' time order and the event names' iids, once."""
+        if self.times is not None:
+            return
+        self.times, self.order = _event_order(ops["start_ns"][self.rows], ops["end_ns"][self.rows])
+        # Event names numbered by use on this track, most used first: most names then fit
+        # a one-byte iid.
+        uses = np.bincount(ops["kernel"][self.rows])
+        self.names = np.flatnonzero(uses)
+        self.name_iids = np.empty(len(self.names), dtype=np.int64)
+        self.name_iids[np.argsort(-uses[self.names], kind="stable")] = np.arange(1, len(self.names) + 1)
 
 
 def _half(units: list[tuple[int, int, int]]) -> int:

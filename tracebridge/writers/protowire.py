@@ -7,11 +7,23 @@ encoded at once: a field is a :class:`Ragged` column (one byte string per record
 empty), made by one numpy pass over its values, and a message is the record-wise
 concatenation of its field columns. A nested message is a length-delimited field whose
 payload is the inner message's column.
+
+Where the optional C module ``_protowirec`` is built, its loops write the varints, assemble
+records from their pieces (:func:`assemble_into`) and merge sorted events
+(:func:`merged_order`), byte for byte what the numpy path makes;
+``TRACEBRIDGE_PURE_WIRE=1`` picks numpy, for writing as for reading (:mod:`tracebridge.readers.wire`).
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+
+try:
+    from . import _protowirec
+except ImportError:  # not built (no C compiler at install time): numpy does it all
+    _protowirec = None
 
 VARINT, FIXED64, LENGTH = 0, 1, 2
 
@@ -203,6 +215,17 @@ class Piece:
         starts = self.ragged.starts()[records]
         return self.ragged.data[starts[:, None] + np.arange(length, dtype=np.int64)]
 
+    def source(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(lengths, data, starts)``: record i is ``data[starts[i]:][:lengths[i]]`` (for the C loop)."""
+        lengths = np.ascontiguousarray(self.lengths, dtype=np.int64)
+        if self.constant is not None:
+            return lengths, self.constant, np.zeros(n, dtype=np.int64)
+        records = self.index if self.index is not None else np.arange(n, dtype=np.int64)
+        if self.matrix is not None:
+            matrix = np.ascontiguousarray(self.matrix)
+            return lengths, matrix, records.astype(np.int64, copy=False) * matrix.shape[1]
+        return lengths, self.ragged.data, self.ragged.starts()[records]
+
     def spread(self, at: np.ndarray, n: int) -> "Piece":
         """This piece's records placed at records ``at`` of ``n``; the others empty."""
         lengths = np.zeros(n, dtype=np.int64)
@@ -242,9 +265,12 @@ def varint_piece(values, present: np.ndarray | None = None, prefix=None) -> Piec
         matrix = np.empty((len(values), head + width), dtype=np.uint8)
         matrix[:, :head] = prefix
         lengths = lengths + head
-    for k in range(width):
-        group = (values >> np.uint64(7 * k)) & np.uint64(0x7F)
-        matrix[:, head + k] = group | np.where(lengths - head > k + 1, np.uint64(0x80), np.uint64(0))
+    if compiled():
+        _protowirec.varints(np.ascontiguousarray(values), matrix, head)
+    else:
+        for k in range(width):
+            group = (values >> np.uint64(7 * k)) & np.uint64(0x7F)
+            matrix[:, head + k] = group | np.where(lengths - head > k + 1, np.uint64(0x80), np.uint64(0))
     if present is not None:
         lengths = np.where(present, lengths, 0)
     return Piece(lengths, matrix)
@@ -256,6 +282,33 @@ def ragged_piece(ragged: Ragged, index: np.ndarray | None = None, present: np.nd
     if present is not None:
         lengths = np.where(present, lengths, 0)
     return Piece(lengths, ragged=ragged, index=index)
+
+
+def merged_order(first_key: np.ndarray, second_key: np.ndarray, second_order: np.ndarray) -> np.ndarray:
+    """Two sequences of n records merged by key: ``first_key`` ascending, ``second_key``
+    ascending in the order ``second_order``. Returns the 2n records in key order, record i
+    of the first as i, record j of the second as n + j; on an equal key the first's come first."""
+    n = len(first_key)
+    order = np.empty(2 * n, dtype=np.int64)
+    if compiled():  # one pass
+        _protowirec.merge(np.ascontiguousarray(first_key, dtype=np.int64),
+                          np.ascontiguousarray(second_key, dtype=np.int64),
+                          np.ascontiguousarray(second_order, dtype=np.int64), order)
+        return order
+    # a first record's place is its rank plus the second's records before it; the second take the rest
+    first_at = np.searchsorted(second_key[second_order], first_key)
+    first_at += np.arange(n, dtype=np.int64)
+    taken = np.zeros(2 * n, dtype=bool)
+    taken[first_at] = True
+    order[first_at] = np.arange(n, dtype=np.int64)
+    order[~taken] = second_order + n
+    return order
+
+
+def compiled() -> bool:
+    """True when :func:`assemble_into` runs the C loop: it is built, and
+    ``TRACEBRIDGE_PURE_WIRE`` is not set to 1 (the tests write with each path)."""
+    return _protowirec is not None and os.environ.get("TRACEBRIDGE_PURE_WIRE") != "1"
 
 
 def total_length(pieces: list[Piece]) -> np.ndarray:
@@ -278,6 +331,9 @@ def assemble_into(pieces: list[Piece], out: np.ndarray, position: np.ndarray) ->
     of several kinds (begin and end events, say) can share one output."""
     n = len(pieces[0].lengths)
     if not n or not len(out):
+        return
+    if compiled():
+        _protowirec.gather(out, np.ascontiguousarray(position, dtype=np.int64), [piece.source(n) for piece in pieces])
         return
     layout = _layouts(pieces)
     order = np.argsort(layout, kind="stable")
