@@ -5,7 +5,8 @@ A trace carries the HLO modules it ran in ``metadata["hlo_modules"]``: JSON-able
 ``{"name", "program_id", "proto"}`` (``proto`` = base64 of a serialized HloProto or
 HloModuleProto), made by :func:`module_entry`. ``tracebridge.readers.hlo.hlo_op_map``
 decodes them into an :class:`HloOpMap` (the decoding is a reader's; the map is the model's).
-/work/wt/XLA_INTERFACE.md states the contract between capture and reading.
+Capture appends entries (HLO from ``experimental_get_compiler_ir``), the XSpace reader adds
+those of ``/host:metadata``, and the writers keep them in ``.json`` and ``.xplane.pb``.
 """
 
 from __future__ import annotations
