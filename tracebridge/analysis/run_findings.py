@@ -159,9 +159,12 @@ def xla_compile(view: StepView) -> XlaCompileEvidence:
             if start < reach.get(lane, start):
                 continue  # nested in a compilation already counted
             reach[lane] = end
-            owner = _calling_function(view, row)
+            # the function call that compiles and runs it (an op, or an annotation where the
+            # XSpace reader credits its time to the XLA thunks inside), else the TF op around it
+            holders = _holders(ops, row)
+            owner = _innermost(ops, [h for h in holders.tolist() if _FUNCTION.match(view.name_of(h))])
             if owner is None:
-                owner = row if is_op[row] else _enclosing_op(ops, is_op, row)
+                owner = row if is_op[row] else _innermost(ops, holders[is_op[holders]])
             begin = int(ops["start_ns"][owner]) if owner is not None else start
             begin, end = max(begin, step.start_ns), min(end, step.end_ns)
             found += 1
@@ -176,24 +179,18 @@ def xla_compile(view: StepView) -> XlaCompileEvidence:
     return XlaCompileEvidence(view.share(time), per_step, steps, functions, times, inputs, sorted(events), spans)
 
 
-def _calling_function(view: StepView, row: int) -> int | None:
-    """The innermost ``__inference_*`` event on ``row``'s lane whose time holds it: the call
-    that compiles and runs the function (an op, or an annotation where the XSpace reader
-    credits its time to the XLA thunks inside it)."""
-    ops = view.trace.ops
+def _holders(ops, row: int) -> np.ndarray:
+    """The other rows on ``row``'s lane whose time holds it."""
     start, end = ops["start_ns"][row], ops["end_ns"][row]
     holders = np.flatnonzero((ops["lane"] == ops["lane"][row]) & (ops["device"] == ops["device"][row])
                              & (ops["start_ns"] <= start) & (ops["end_ns"] >= end))
-    calls = [int(h) for h in holders if h != row and _FUNCTION.match(view.name_of(int(h)))]
-    return max(calls, key=lambda h: ops["start_ns"][h]) if calls else None
+    return holders[holders != row]
 
 
-def _enclosing_op(ops, is_op: np.ndarray, row: int) -> int | None:
-    """The innermost TF op on ``row``'s lane whose time holds it."""
-    start, end = ops["start_ns"][row], ops["end_ns"][row]
-    holders = np.flatnonzero(is_op & (ops["lane"] == ops["lane"][row]) & (ops["device"] == ops["device"][row])
-                             & (ops["start_ns"] <= start) & (ops["end_ns"] >= end))
-    return int(holders[np.argmax(ops["start_ns"][holders])]) if len(holders) else None
+def _innermost(ops, rows) -> int | None:
+    """The one of ``rows`` that starts last: the innermost of nested rows."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return int(rows[np.argmax(ops["start_ns"][rows])]) if len(rows) else None
 
 
 def _function_name(name: str) -> str:
