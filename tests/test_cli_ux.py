@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.helpers.browser import browser_mark
 
 
@@ -305,3 +306,89 @@ def test_table_names_keep_what_tells_rows_apart(corpus, browser, tmp_path):
     import collections
     assert len(set(shown)) >= 0.75 * len(shown), [(t, c) for t, c in collections.Counter(shown).items() if c > 1]  # 59 of 86 before (middle cut), 66 now
     assert any(text.startswith("\u2026/") for text in shown)
+
+
+def _csv_rows(text: str) -> list[dict]:
+    import csv
+    import io
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _in_section(rows: list[dict], section: str) -> list[dict]:
+    return [row for row in rows if row["section"] == section]
+
+
+def test_every_json_option_has_a_csv_twin():
+    """Output that pipes: wherever a subcommand prints --json, it prints --csv too, and the two
+    exclude each other."""
+    _, commands = _subcommands()
+    for name, command in commands.items():
+        options = {o for a in command._actions for o in a.option_strings}
+        if "--json" in options:
+            assert "--csv" in options, name
+            both = run_cli(name, "--json", "--csv", "x", "y")
+            assert both.returncode == 2 and "not allowed with" in both.stderr, (name, both.stderr)
+
+
+def test_info_csv_has_a_row_for_every_line_step_and_device(corpus):
+    import json
+    for path in (corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json", REPO / "tests" / "data" / "xla" / "jax_cpu_mlp.xplane.pb"):
+        info = json.loads(run_cli("info", "--json", path).stdout)
+        result = run_cli("info", "--csv", path)
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+        assert result.stdout.splitlines()[0] == "section,key,kind,count,duration_ns,lanes,value"
+        rows = _csv_rows(result.stdout)
+        by = functools.partial(_in_section, rows)
+        assert [r["value"] for r in by("format")] == [info["format"]]
+        assert [(int(r["key"]), int(r["duration_ns"])) for r in by("step")] == \
+            [(s["number"], s["duration_ns"]) for s in info["steps"]]
+        assert [(r["key"], r["kind"], int(r["count"]), int(r["lanes"])) for r in by("device")] == \
+            [(d["name"], d["kind"], d["ops"], d["lanes"]) for d in info["devices"]]
+        assert int(by("ops")[0]["count"]) == info["ops"] and int(by("events")[0]["count"]) == info["events"]
+        assert [r["value"] for r in by("note")] == info["notes"]
+        assert {r["key"] for r in by("metadata")} == set(info["metadata"]) - {"source_format"}
+        assert all(len(r["value"]) < 200 for r in rows), "a cell holds what grows with the model"
+        text = run_cli("info", path).stdout  # the HLO modules' protos (base64) outlined, as the graph is
+        assert max(map(len, text.splitlines())) < 300 and ("hlo_modules" not in info["metadata"]
+                                                           or "hlo_modules: 1 HLO module (" in text)
+
+
+def test_advise_and_doctor_csv_have_a_row_per_finding_and_problem(corpus):
+    import json
+    merged = corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json"
+    findings = json.loads(run_cli("advise", "--json", merged).stdout)
+    rows = _csv_rows(run_cli("advise", "--csv", merged).stdout)
+    assert findings and [(r["kind"], float(r["share"]), r["link"]) for r in rows] == \
+        [(f["kind"], f["share"], f["link"]) for f in findings]
+    assert all(int(r["saves_at_most_ns"]) == round(f["saves_at_most_ns"]) for r, f in zip(rows, findings))
+    hosts = [corpus / "chrome" / "ikhlestov_gpu_timeline_01.json", merged]  # one file per host
+    by_host = json.loads(run_cli("advise", "--json", *hosts).stdout)["by_host"]
+    result = run_cli("advise", "--csv", *hosts, "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("host,kind,share,")
+    assert [(r["host"], r["kind"]) for r in _csv_rows(result.stdout)] == \
+        [(h["host"], f["kind"]) for h in by_host for f in h["findings"]] != []
+    for path in (merged, corpus / "events"):
+        diagnosis = json.loads(run_cli("doctor", "--json", path).stdout)
+        result = run_cli("doctor", "--csv", path)
+        assert result.returncode == (0 if diagnosis["ok"] else 1), result.stderr
+        rows = _csv_rows(result.stdout)
+        assert [(r["code"], r["missing"], r["fix"]) for r in rows if r["code"] != "not_checked"] == \
+            [(p["code"], p["missing"], p["fix"]) for p in diagnosis["problems"]]
+        assert [r["missing"] for r in rows if r["code"] == "not_checked"] == diagnosis["not_checked"]
+
+
+def test_csv_into_a_closed_pipe_ends_quietly(corpus):
+    from tracebridge.cli import main
+    merged = str(corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json")
+    for argv in (["info", "--csv", merged], ["advise", "--csv", merged], ["doctor", "--csv", merged]):
+        read, write = os.pipe()
+        os.close(read)
+        stdout = os.fdopen(write, "w", buffering=1)
+        try:
+            with contextlib.redirect_stdout(stdout):
+                code = main(argv)
+        finally:
+            with contextlib.suppress(OSError):
+                stdout.close()
+        assert code == 141, argv

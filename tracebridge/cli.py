@@ -73,7 +73,11 @@ def _parser() -> argparse.ArgumentParser:
 
     info = commands.add_parser("info", help="format, steps, devices and counts of a trace")
     info.add_argument("input", help=_INPUT_HELP)
-    info.add_argument("--json", action="store_true", help="print JSON (the recorded graph whole, where there is one)")
+    shown = info.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print JSON (the recorded graph whole, where there is one)")
+    shown.add_argument("--csv", action="store_true",
+                       help="print CSV: one row per line of the text (section,key,kind,count,duration_ns,lanes,value), "
+                            "every step and device")
     _add_workers(info)
     info.set_defaults(handler=_info)
 
@@ -143,7 +147,10 @@ def _parser() -> argparse.ArgumentParser:
     advice.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host "
                         "(several hosts: findings host by host)")
     advice.add_argument("--warmup", type=int, default=0, help="steps left out first")
-    advice.add_argument("--json", action="store_true", help="print the findings as JSON")
+    shown = advice.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the findings as JSON")
+    shown.add_argument("--csv", action="store_true",
+                       help="print the findings as CSV, one row each (several hosts: a host column first)")
     advice.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="several hosts: on this Dask cluster")
     advice.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     _add_workers(advice)
@@ -155,7 +162,10 @@ def _parser() -> argparse.ArgumentParser:
                     "Exit status 0: nothing wrong; 1: problems found; 2: bad input.")
     checkup.add_argument("input", nargs="+", help="a trace file, a run folder, a profile logdir, or one XSpace "
                          "file per host")
-    checkup.add_argument("--json", action="store_true", help="print the problems as JSON")
+    shown = checkup.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the problems as JSON")
+    shown.add_argument("--csv", action="store_true",
+                       help="print the problems as CSV (code,path,missing,evidence,fix), then what was not checked")
     checkup.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     checkup.set_defaults(handler=_doctor)
 
@@ -297,17 +307,18 @@ class _UsageError(TracebridgeError):
 
 
 def _info(args) -> int:
+    from .analysis.summary import describe_csv, shown_metadata
     trace = _load(args)
     info = {**trace.info(), "notes": _notes(trace)}
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
+    if args.csv:
+        sys.stdout.write(describe_csv(info))
+        return 0
     print(f"{args.input}: {info['format']}")
-    for key, value in sorted(info["metadata"].items()):
-        if key == "graph":  # JSON that grows with the model: --json prints it whole
-            print(f"  {key}: {info['graph_outline']}")
-        elif key != "source_format":
-            print(f"  {key}: {value}")
+    for key, value in shown_metadata(info):  # what grows with the model outlined: --json prints it whole
+        print(f"  {key}: {value}")
     # The count summary gives; other rows (host annotations, profiler bookkeeping such as
     # ThreadpoolListener::Record, or TF ops where kernels are counted) only in parentheses.
     besides = f" ({info['events']} events in all)" if info["events"] != info["ops"] else ""
@@ -507,7 +518,10 @@ def _advise(args) -> int:
                                 workers=args.workers, scheduler=args.scheduler, progress=sys.stderr.isatty())
     else:
         findings = advise(_load(args, args.input[0]), warmup=args.warmup)
-    print(findings.to_json() if args.json else findings.to_text())
+    if args.csv:
+        sys.stdout.write(findings.to_csv())
+    else:
+        print(findings.to_json() if args.json else findings.to_text())
     return 0
 
 
@@ -516,6 +530,8 @@ def _doctor(args) -> int:
     found = doctor(args.input if len(args.input) > 1 else args.input[0], run=args.input_run)
     if args.json:
         print(found.to_json())
+    elif args.csv:
+        sys.stdout.write(found.to_csv())
     elif found.problems or found.not_checked:
         print(found.to_text())
     return 0 if found.ok else 1

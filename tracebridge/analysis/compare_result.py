@@ -3,9 +3,7 @@ or CSV (:func:`tracebridge.analysis.compare.compare` builds it)."""
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -14,6 +12,7 @@ from typing import Any
 from ..model.trace import Trace
 from .compare_types import Groups, PerSide, StepStats, TimeBasis
 from .evidence import MemoryUse
+from .tables import csv_text
 
 
 @dataclass
@@ -99,16 +98,10 @@ class Comparison:
         return json.dumps(self.to_dict(), indent=2)
 
     def to_csv(self) -> str:
-        out = io.StringIO()
-        columns = [f for f in Row.__dataclass_fields__]
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        for row in self.rows:
-            values = asdict(row)
-            values["control_names"] = ";".join(row.control_names)
-            values["test_names"] = ";".join(row.test_names)
-            writer.writerow([values[c] for c in columns])
-        return out.getvalue()
+        columns = list(Row.__dataclass_fields__)
+        joined = ("control_names", "test_names")  # lists: one cell each, names split by ';'
+        return csv_text(columns, ([";".join(value) if column in joined else value
+                                   for column, value in asdict(row).items()] for row in self.rows))
 
     def headline(self) -> Headline:
         """The step time of each run, the difference and how much of it the findings explain."""
