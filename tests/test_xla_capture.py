@@ -211,7 +211,8 @@ def fit_partial_run(tf):
     """Keras ``fit`` under ``jit_compile=True`` where every epoch ends in a partial batch
     (10 samples in batches of 4, 4, 2): the batches' shapes are not static, and XLA compiles
     one module per batch shape. Epoch 1 (both shapes compiled) is warm-up; epoch 2 is
-    traced, its partial batch (step 5) included. A tiny model: the shapes are the point."""
+    traced, its partial batch (step 5) included, at host_tracer_level 3 (the level that
+    records the graph's function call ops). A tiny model: the shapes are the point."""
     import keras
 
     from tracebridge.keras import TraceCallback
@@ -220,7 +221,7 @@ def fit_partial_run(tf):
     model.compile("sgd", "mse", jit_compile=True)
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(10, 16)).astype("float32"), rng.normal(size=(10, 2)).astype("float32")
-    callback = TraceCallback(warmup=3, steps=3)
+    callback = TraceCallback(warmup=3, steps=3, host_tracer_level=3)
     model.fit(x, y, batch_size=4, epochs=2, callbacks=[callback], verbose=0, shuffle=False)
     return callback.trace
 
@@ -252,6 +253,16 @@ def test_fit_with_a_partial_last_batch_keeps_the_hlo_of_every_batch_shape(fit_pa
         ran[step.number] = {programs[op] for op in rows if op in programs}
         assert ran[step.number] <= {m.program_id for m in train_modules}, (step, ran, train_modules)
     assert ran[3] == ran[4] and ran[5] and ran[5] != ran[3]  # the partial batch ran a module of its own
+
+
+def test_the_call_op_of_a_compiled_step_is_not_counted_on_top_of_its_thunks(fit_partial_run):
+    """Keras's graph calls its jit_compile step through a StatefulPartitionedCall op, whose
+    span holds the step's thunks: the op stays in the trace, as an annotation, not an op row."""
+    trace = fit_partial_run
+    assert trace.column_strings("ops", "name").count("StatefulPartitionedCall") >= len(trace.steps)
+    summary = trace.summary()
+    assert "StatefulPartitionedCall" not in {row["key"] for row in summary.by_op}
+    assert "StatefulPartitionedCall" not in {row["key"] for row in summary.by_type}
 
 
 def test_a_capture_with_hlo_saves_in_every_format_that_carries_graphs(recompiling_run, tmp_path):
