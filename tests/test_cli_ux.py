@@ -392,3 +392,25 @@ def test_csv_into_a_closed_pipe_ends_quietly(corpus):
             with contextlib.suppress(OSError):
                 stdout.close()
         assert code == 141, argv
+
+
+def test_info_outlines_what_grows_with_the_run(tmp_path):
+    """Each step's input shapes (10,000 steps at most, kept by trace(fn)) and any other long
+    metadata are outlined or cut in text and CSV; --json keeps them whole."""
+    import json
+
+    import tracebridge
+    trace = tracebridge.load(REPO / "tests" / "data" / "xla" / "jax_cpu_mlp.xplane.pb")
+    shapes = {str(n): f"float32[{4 * (1 + n % 6)},64], int32[{4 * (1 + n % 6)}]" for n in range(5000)}
+    path = tmp_path / "long.json"
+    trace.with_metadata(step_inputs=json.dumps(shapes)).save(path)
+    text = run_cli("info", path).stdout
+    assert max(map(len, text.splitlines())) < 400, max(text.splitlines(), key=len)[:200]
+    assert "step_inputs: 5,000 steps, 6 input shapes: float32[4,64], int32[4]; float32[8,64], int32[8];" in text
+    from tracebridge.analysis.summary import shown_metadata
+    warned = trace.with_metadata(xspace_warnings="dropped events; " * 200)  # a reader's note on a damaged file
+    shown = dict(shown_metadata(warned.info()))
+    assert len(shown["xspace_warnings"]) < 400 and shown["xspace_warnings"].endswith("characters; --json prints it whole)")
+    rows = _csv_rows(run_cli("info", "--csv", path).stdout)
+    assert max(len(r["value"]) for r in rows) < 400
+    assert json.loads(json.loads(run_cli("info", "--json", path).stdout)["metadata"]["step_inputs"]) == shapes

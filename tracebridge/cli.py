@@ -308,6 +308,7 @@ class _UsageError(TracebridgeError):
 
 def _info(args) -> int:
     from .analysis.summary import describe_csv, shown_metadata
+    from .analysis.tables import plural
     trace = _load(args)
     info = {**trace.info(), "notes": _notes(trace)}
     if args.json:
@@ -326,10 +327,11 @@ def _info(args) -> int:
     steps = info["steps"]
     if steps:
         shown = ", ".join(f"{s['number']} ({s['duration_ns'] / 1e6:.3f} ms)" for s in steps[:10])
-        print(f"{len(steps)} steps: {shown}{' ...' if len(steps) > 10 else ''}")
-    print(f"{len(info['devices'])} devices:")
+        print(f"{plural(len(steps), 'step')}: {shown}{' ...' if len(steps) > 10 else ''}")
+    print(f"{plural(len(info['devices']), 'device')}:")
     for device in info["devices"]:
-        print(f"  {device['name']}  ({device['kind']}, {device['ops']} events, {device['lanes']} lanes)")
+        print(f"  {device['name']}  ({device['kind']}, {plural(device['ops'], 'event')}, "
+              f"{plural(device['lanes'], 'lane')})")
     if info["transfers"]["count"]:
         print(f"{info['transfers']['count']} transfers, {info['transfers']['bytes']} bytes")
     if info["memory"]["allocators"]:

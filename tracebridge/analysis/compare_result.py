@@ -12,7 +12,7 @@ from typing import Any
 from ..model.trace import Trace
 from .compare_types import Groups, PerSide, StepStats, TimeBasis
 from .evidence import MemoryUse
-from .tables import csv_text
+from .tables import csv_text, plural
 
 
 @dataclass
@@ -123,8 +123,8 @@ class Comparison:
         c, t = self.steps
         lines = [
             self.headline().to_text(),
-            f"control: {self.control.source_format}, {c.count} steps, median step {_ms(c.median_ns)}",
-            f"test:    {self.test.source_format}, {t.count} steps, median step {_ms(t.median_ns)}",
+            f"control: {self.control.source_format}, {plural(c.count, 'step')}, median step {_ms(c.median_ns)}",
+            f"test:    {self.test.source_format}, {plural(t.count, 'step')}, median step {_ms(t.median_ns)}",
             f"coverage: control {self.coverage.control:.1%}, test {self.coverage.test:.1%} "
             f"of {'device' if self.time is TimeBasis.DEVICE else 'op'} time matched",
         ]

@@ -14,10 +14,10 @@ import numpy as np
 from ..model.accelerator import busy_ns, device_rows, self_times
 from ..model.graph_outline import graph_outline
 from ..model.hlo import HLO_MODULES
-from ..model.schema import Category
+from ..model.schema import STEP_INPUTS, Category
 from ..model.trace import Trace
 from .hlo_summary import hlo_rows
-from .tables import csv_text
+from .tables import csv_text, plural
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Summary:
         lines = [f"{self.op_count} {what}, {_ms(self.total_ns)}{of_what} in all"]
         if self.steps:
             durations = [s["duration_ns"] for s in self.steps]
-            lines.append(f"{len(self.steps)} steps, median {_ms(int(np.median(durations)))} "
+            lines.append(f"{plural(len(self.steps), 'step')}, median {_ms(int(np.median(durations)))} "
                          f"(min {_ms(min(durations))}, max {_ms(max(durations))})")
         both = self.time == "device"
         tables = [("Top ops by device time" if both else "Top ops by total time", self.by_op), ("By op type", self.by_type),
@@ -289,8 +289,9 @@ def describe(trace: Trace) -> dict:
 
 def shown_metadata(info: dict) -> list[tuple[str, str]]:
     """``info``'s metadata (of :func:`describe`) as text and CSV show it, key by key; what
-    grows with the model (the recorded graph, the HLO modules' protos) only outlined, since
-    ``--json`` keeps it whole."""
+    grows with the model or the run (the recorded graph, the HLO modules' protos, each
+    step's input shapes) only outlined, anything else cut at :data:`_LONGEST` characters,
+    since ``--json`` keeps it whole."""
     shown = []
     for key, value in sorted(info["metadata"].items()):
         if key == "source_format":
@@ -299,8 +300,29 @@ def shown_metadata(info: dict) -> list[tuple[str, str]]:
             value = info["graph_outline"]
         elif key == HLO_MODULES and isinstance(value, list):
             value = _hlo_outline(value)
-        shown.append((key, str(value)))
+        elif key == STEP_INPUTS:
+            value = _step_inputs_outline(value)
+        value = str(value)
+        if len(value) > _LONGEST:
+            value = f"{value[:_LONGEST - 60]}... ({len(value):,} characters; --json prints it whole)"
+        shown.append((key, value))
     return shown
+
+
+_LONGEST = 300  # characters of a metadata value that info's text and CSV show
+
+
+def _step_inputs_outline(value) -> str:
+    """``6 steps, 6 input shapes: float32[4,64], float32[8,64], ...`` for ``metadata["step_inputs"]``."""
+    try:
+        shapes = json.loads(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not isinstance(shapes, dict):
+        return str(value)
+    distinct = list(dict.fromkeys(map(str, shapes.values())))
+    listed = "; ".join(distinct[:3]) + (f"; ... ({len(distinct) - 3} more)" if len(distinct) > 3 else "")
+    return f"{len(shapes):,} steps, {len(distinct):,} input shape{'s' * (len(distinct) != 1)}: {listed}"
 
 
 def _hlo_outline(modules: list) -> str:

@@ -15,3 +15,8 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return out.getvalue()
+
+
+def plural(count: int, word: str) -> str:
+    """``1 step``, ``3 steps``: a count with its noun, as the text tables say it."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
