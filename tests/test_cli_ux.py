@@ -414,3 +414,30 @@ def test_info_outlines_what_grows_with_the_run(tmp_path):
     rows = _csv_rows(run_cli("info", "--csv", path).stdout)
     assert max(len(r["value"]) for r in rows) < 400
     assert json.loads(json.loads(run_cli("info", "--json", path).stdout)["metadata"]["step_inputs"]) == shapes
+
+
+def test_host_by_host_tables_have_csv_twins(corpus, tmp_path):
+    """summary --by-host: a row per host of its host table; compare --by-host-group: every
+    group pair's aligned rows, led by the pair's group names (the rows of --json)."""
+    import json
+    import shutil
+    hosts = []
+    for name, source in (("worker-0", "ikhlestov_cpu_timeline_01.json"), ("worker-1", "ikhlestov_cpu_timeline_02_step_0.json")):
+        hosts.append(tmp_path / f"{name}.json")
+        shutil.copy(corpus / "chrome" / source, hosts[-1])
+    report = json.loads(run_cli("summary", *hosts, "--by-host", "--json").stdout)["by_host"]
+    result = run_cli("summary", *hosts, "--by-host", "--csv")
+    assert result.returncode == 0, result.stderr
+    rows = _csv_rows(result.stdout)
+    assert [(r["host"], int(r["steps"]), int(r["median_step_ns"])) for r in rows] == \
+        [(h["host"], h["steps"], h["median_step_ns"]) for h in report["hosts"]]
+    assert {r["host"] for r in rows if r["straggler"] == "1"} == {s["host"] for s in report["stragglers"]} != set()
+    sides = ",".join(map(str, hosts)), ",".join(map(str, reversed(hosts)))
+    groups = json.loads(run_cli("compare", *sides, "--by-host-group", "--json").stdout)["groups"]
+    result = run_cli("compare", *sides, "--by-host-group", "--csv")
+    assert result.returncode == 0, result.stderr
+    rows = _csv_rows(result.stdout)
+    expected = [(g["control_group"], g["test_group"], row["key"], row["control_total_ns"], ";".join(row["test_names"]))
+                for g in groups for row in g["comparison"]["rows"]]
+    assert [(r["control_group"], r["test_group"], r["key"], int(r["control_total_ns"]), r["test_names"]) for r in rows] \
+        == expected and len({(g, t) for g, t, *_ in expected}) == 2

@@ -102,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--top", type=_positive, default=20, help="rows per table (default 20)")
     output = summary.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the tables as JSON")
-    output.add_argument("--csv", action="store_true", help="print the tables as CSV (one row per op, op type, device)")
+    output.add_argument("--csv", action="store_true", help="print the tables as CSV (one row per op, op type, device; "
+                                                          "--by-host: one row per host)")
     summary.add_argument("--by-host", action="store_true",
                          help="also per-host step times, stragglers, step skew and collective time")
     summary.add_argument("--threshold", type=float, default=0.1,
@@ -122,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("test", help="the run under test (say, its TF2 port): " + _INPUT_HELP)
     shown = diff.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the comparison as JSON (headline, findings, rows)")
-    shown.add_argument("--csv", action="store_true", help="print the aligned rows as CSV")
+    shown.add_argument("--csv", action="store_true", help="print the aligned rows as CSV (--by-host-group: each "
+                                                         "led by its groups' names)")
     diff.add_argument("--html", metavar="OUT", help="also write the diff view to OUT")
     diff.add_argument("--rule", action="append", default=[], metavar="PATTERN=REPLACEMENT",
                       help="rewrite op names of both runs with a regular expression first (repeatable)")
@@ -417,8 +419,6 @@ def _summary_by_host(args) -> int:
     from .analysis.host_summary import host_parts, merge_parts
     from .formats import load_host_ops
     from .readers.host_files import host_files
-    if args.csv and args.by_host:
-        raise _UsageError("--by-host prints text or --json, not --csv")
     if (args.html or args.timeline) and not args.by_host:
         raise _UsageError("--html and --timeline go with --by-host")
     filters = _filters(args)
@@ -434,8 +434,8 @@ def _summary_by_host(args) -> int:
     if args.json:
         print(json.dumps({**summary.to_dict(), "by_host": report.to_dict()}, indent=2) if report else
               summary.to_json())
-    elif args.csv:
-        sys.stdout.write(summary.to_csv())
+    elif args.csv:  # --by-host: its host table (the merged tables are summary --csv's)
+        sys.stdout.write(report.to_csv() if report else summary.to_csv())
     else:
         print(summary.to_text())
         if report:
@@ -499,12 +499,15 @@ def _compare_host_groups(args) -> int:
     from .analysis.host_groups import compare_host_groups
     from .formats import load_host
     from .readers.host_files import host_files
-    if args.csv or args.html:
-        raise _UsageError("--by-host-group prints text or --json")
+    if args.html:
+        raise _UsageError("--by-host-group prints text, --json or --csv; no --html")
     sides = [host_files(path.split(",") if "," in path else path) for path in (args.control, args.test)]
     result = compare_host_groups(*sides, load=load_host, workers=args.workers, scheduler=args.scheduler, top=args.top,
                                  rules=args.rule, warmup=args.warmup, threshold=args.threshold, time=args.time)
-    print(result.to_json() if args.json else result.to_text())
+    if args.csv:
+        sys.stdout.write(result.to_csv())
+    else:
+        print(result.to_json() if args.json else result.to_text())
     return 0
 
 

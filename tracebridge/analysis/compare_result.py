@@ -47,6 +47,15 @@ class Row:
     confidence: float = 0.0  # how sure the pairing is, 0..1 (0 for unmatched rows): RULE_CONFIDENCE
 
 
+ROW_COLUMNS = tuple(Row.__dataclass_fields__)  # compare --csv: a column per Row field
+
+
+def row_cells(row: dict) -> list:
+    """A row (as ``asdict(Row)``, or its JSON) as CSV cells: each list of names one cell, ';' between."""
+    return [";".join(row[column]) if column in ("control_names", "test_names") else row[column]
+            for column in ROW_COLUMNS]
+
+
 @dataclass
 class Comparison:
     """``control`` against ``test``: aligned rows and, per run, coverage, step statistics,
@@ -98,10 +107,7 @@ class Comparison:
         return json.dumps(self.to_dict(), indent=2)
 
     def to_csv(self) -> str:
-        columns = list(Row.__dataclass_fields__)
-        joined = ("control_names", "test_names")  # lists: one cell each, names split by ';'
-        return csv_text(columns, ([";".join(value) if column in joined else value
-                                   for column, value in asdict(row).items()] for row in self.rows))
+        return csv_text(ROW_COLUMNS, (row_cells(asdict(row)) for row in self.rows))
 
     def headline(self) -> Headline:
         """The step time of each run, the difference and how much of it the findings explain."""
