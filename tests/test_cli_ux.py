@@ -441,3 +441,17 @@ def test_host_by_host_tables_have_csv_twins(corpus, tmp_path):
                 for g in groups for row in g["comparison"]["rows"]]
     assert [(r["control_group"], r["test_group"], r["key"], int(r["control_total_ns"]), r["test_names"]) for r in rows] \
         == expected and len({(g, t) for g, t, *_ in expected}) == 2
+
+
+def test_bytes_no_format_claims_say_so_not_only_that_a_run_metadata_is_corrupt(tmp_path):
+    """Unclaimed bytes are read as a RunMetadata (TF1 scripts saved them under any name);
+    where that fails, the one line says no format claimed the file, and why the default failed."""
+    blob = tmp_path / "capture.bin"
+    blob.write_bytes(bytes([0x0B, 0x00, 0x01, 0x02]) * 64)
+    result = run_cli("info", blob)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "not a trace tracebridge can read: no format claims it (tried: " in result.stderr
+    assert "read as a runmetadata (the default) it fails at byte" in result.stderr
+    renamed = tmp_path / "run_metadata"  # a real RunMetadata under a name no format claims still loads
+    renamed.write_bytes((REPO / "tests" / "data" / "tf1_mlp" / "run_metadata.pb").read_bytes())
+    assert run_cli("info", renamed).stdout.startswith(f"{renamed}: runmetadata")
