@@ -452,6 +452,8 @@ def test_bytes_no_format_claims_say_so_not_only_that_a_run_metadata_is_corrupt(t
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "not a trace tracebridge can read: no format claims it (tried: " in result.stderr
     assert "read as a runmetadata (the default) it fails at byte" in result.stderr
+    hosts = run_cli("advise", blob, blob, "--workers", "1")  # one file per host: read host by host
+    assert hosts.returncode == 2 and "no format claims it" in hosts.stderr and hosts.stderr.count("\n") == 1
     renamed = tmp_path / "run_metadata"  # a real RunMetadata under a name no format claims still loads
     renamed.write_bytes((REPO / "tests" / "data" / "tf1_mlp" / "run_metadata.pb").read_bytes())
     assert run_cli("info", renamed).stdout.startswith(f"{renamed}: runmetadata")

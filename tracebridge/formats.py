@@ -163,8 +163,10 @@ def load_host(file: HostFile, *, ops_only: bool = False) -> Trace:
     they run. An XSpace is read whole, or only its op rows and steps with ``ops_only``;
     another format (a TF1 task's RunMetadata or Chrome trace) whole."""
     data = read_host(file)
-    fmt = BY_NAME["xspace"] if file.path.endswith(".xplane.pb") else BY_NAME[sniff(file.path, data)]
-    return _read(fmt, Source(file.path, (InputFile(file.path, data, file.host),)), choose_parallelism(1), ops_only)
+    fmt, evidence = (BY_NAME["xspace"], None) if file.path.endswith(".xplane.pb") else _claim(file.path, data)
+    source = Source(file.path, (InputFile(file.path, data, file.host),))
+    read = _read_unclaimed if evidence is Evidence.NONE else _read
+    return read(fmt, source, choose_parallelism(1), ops_only)
 
 
 def save_hosts_perfetto(inputs, path: str | os.PathLike, *, run: str | None = None, dataflow: bool = True,
