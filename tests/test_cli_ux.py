@@ -140,6 +140,11 @@ def test_compare_headline_and_rank_order(corpus):
     import json
     data = json.loads(run_cli("compare", control, test, "--json").stdout)
     assert {"rows", "findings", "steps", "unmatched"} <= set(data) and data["headline"]["findings"] == len(data["findings"])
+    # the CSV twin: every row, ranked as the text ranks them
+    csv_rows = _csv_rows(run_cli("compare", control, test, "--csv").stdout)
+    assert len(csv_rows) == len(data["rows"]) and [r["key"] for r in csv_rows][:len(rows)] == [r[7] for r in rows]
+    by_name = [r["key"] for r in _csv_rows(run_cli("compare", control, test, "--csv", "--sort", "name").stdout)]
+    assert by_name[:3] == [r[7] for r in _table_rows(run_cli("compare", control, test, "--sort", "name", "--top", "3").stdout)]
 
 
 def test_compare_page_leads_with_the_step_time_text_uses(corpus, tmp_path):

@@ -123,8 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("test", help="the run under test (say, its TF2 port): " + _INPUT_HELP)
     shown = diff.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the comparison as JSON (headline, findings, rows)")
-    shown.add_argument("--csv", action="store_true", help="print the aligned rows as CSV (--by-host-group: each "
-                                                         "led by its groups' names)")
+    shown.add_argument("--csv", action="store_true", help="print every aligned row as CSV, ranked as --sort says "
+                                                         "(--by-host-group: each led by its groups' names)")
     diff.add_argument("--html", metavar="OUT", help="also write the diff view to OUT")
     diff.add_argument("--rule", action="append", default=[], metavar="PATTERN=REPLACEMENT",
                       help="rewrite op names of both runs with a regular expression first (repeatable)")
@@ -484,7 +484,7 @@ def _compare(args) -> int:
     if args.json:
         print(comparison.to_json())
     elif args.csv:
-        sys.stdout.write(comparison.to_csv())
+        sys.stdout.write(comparison.to_csv(sort=args.sort))
     else:
         print(comparison.to_text(top=args.top, sort=args.sort))
     if args.html:

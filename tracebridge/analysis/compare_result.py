@@ -106,8 +106,11 @@ class Comparison:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
-    def to_csv(self) -> str:
-        return csv_text(ROW_COLUMNS, (row_cells(asdict(row)) for row in self.rows))
+    def to_csv(self, sort: str | None = None) -> str:
+        """Every row (no ``top``: a file is for all of them), in alignment order, or ranked
+        as the text table ranks them by ``sort``."""
+        rows = self.ranked(sort) if sort else self.rows
+        return csv_text(ROW_COLUMNS, (row_cells(asdict(row)) for row in rows))
 
     def headline(self) -> Headline:
         """The step time of each run, the difference and how much of it the findings explain."""
