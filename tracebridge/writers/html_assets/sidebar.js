@@ -98,7 +98,7 @@ class Sidebar {
     for (const row of rows) {
       const tr = el('tr');
       tr.tabIndex = 0;
-      const name = el('td', 'tb-name tb-fit', row.key);
+      const name = el('td', 'tb-name tb-fit tb-wrap', row.key);
       name.title = row.key;
       tr.appendChild(name);
       tr.appendChild(el('td', 'tb-num', fmtShort(row.total_ns)));

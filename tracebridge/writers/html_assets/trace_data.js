@@ -147,6 +147,14 @@ class TraceData {
     return [this.name(pos), 'start'];
   }
 
+  /** Up to ``lines`` lines of op ``pos``'s label in a tall lane: boxLabel, then its op type
+   *  and duration. */
+  boxLines(pos, lines) {
+    const out = [this.boxLabel(pos)];
+    if (lines > 1) out.push([`${this.types[this.type[pos]]} \u00b7 ${fmtShort(this.end[pos] - this.start[pos])}`, 'end']);
+    return out;
+  }
+
   absoluteNs(rel) {
     try { return (BigInt(this.meta.base_ns) + BigInt(Math.round(rel))).toString(); } catch (e) { return ''; }
   }
