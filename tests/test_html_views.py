@@ -48,7 +48,7 @@ def test_names_are_told_apart_in_tables_and_lanes(corpus, browser, tmp_path):
     assert lanes and all(len(labels) == len(names) for labels, names in lanes)
     for labels, names in lanes:
         assert len(set(labels)) == len(set(names)), labels
-        assert all(label.replace("\u2026", "") in name for label, name in zip(labels, names)), labels
+        assert all(all(piece in name for piece in label.split("\u2026")) for label, name in zip(labels, names)), labels
 
 
 @browser_mark
@@ -100,3 +100,46 @@ def test_a_compare_row_shows_its_op_in_both_runs(corpus, browser, tmp_path):
                 seen.append((index, instance["trace"], visible))
     assert tall and len(rows) >= 3
     assert all(visible for _, _, visible in seen), [s for s in seen if not s[2]]
+
+
+@browser_mark
+def test_xla_thunks_sit_under_their_tf_op_and_clicks_link_both(browser, tmp_path):
+    """A JAX CPU run's XLA thunks (tests/data/xla): a "TF ops" lane above each thread's lanes
+    holds one span per run of thunks of one TF op, covering them; the thunks say their HLO
+    instruction (read back from the file's own event stats here); clicking a thunk
+    highlights its TF op's span, clicking the span highlights its thunks."""
+    import tracebridge
+    source = REPO / "tests" / "data" / "xla" / "jax_cpu_convnet.xplane.pb"
+    trace = tracebridge.load(source)
+    stats = trace.table("event_stats")
+    key = trace.string_id("hlo_instruction")
+    instructions = {(trace.strings[trace.ops["name"][op]], int(trace.ops["start_ns"][op]), trace.strings[value])
+                    for op, k, value in zip(stats["op"].tolist(), stats["key"].tolist(), stats["value"].tolist()) if k == key}
+    page = _page(tmp_path, "html", source)
+    with Opened(browser, page) as opened:
+        layout = opened.js("""() => {
+            const d = tracebridge.timelines[0].data, out = {spans: [], thunks: []};
+            for (let i = 0; i < d.n; i++) {
+              const op = tracebridge.op(i);
+              if (d.isSpan(i)) out.spans.push([i, op.name, op.start_ns, op.end_ns, d.laneOf(i), !!d.lanes[d.laneOf(i)].tf_ops]);
+              else if (op.hlo.instruction) out.thunks.push([i, op.name, op.start_ns, op.end_ns, d.laneOf(i), op.hlo.instruction, op.start_epoch_ns]);
+            }
+            return out; }""")
+        spans, thunks = layout["spans"], layout["thunks"]
+        # the biggest thunk's span: its lane above the thunk's, covering it
+        thunk = max(thunks, key=lambda t: t[3] - t[2])
+        span = next(s for s in spans if s[1] == thunk[1] and s[2] <= thunk[2] and s[3] >= thunk[3])
+        opened.js("([a, b]) => tracebridge.setRange(a, b)", [span[2] - 2000, span[3] + 2000])
+        clicks = {}
+        for name, pos in (("thunk", thunk[0]), ("span", span[0])):
+            opened.js("() => tracebridge.clearHighlight()")
+            point = opened.js("(pos) => tracebridge.screenPoint(pos)", pos)
+            opened.page.mouse.click(point["x"], point["y"])
+            clicks[name] = opened.js("([a, b]) => [tracebridge.selected().pos, tracebridge.isHighlighted(a), tracebridge.isHighlighted(b)]",
+                                     [thunk[0], span[0]])
+        tip = opened.js("() => tracebridge.detailsText()")
+    assert len(thunks) == len(instructions) and spans and all(s[5] for s in spans)
+    assert {(t[1], int(t[6]), t[5]) for t in thunks} == instructions
+    assert span[4] < thunk[4]  # the TF ops lane is above the thunk's
+    assert clicks["thunk"] == [thunk[0], True, True] and clicks["span"] == [span[0], True, True]
+    assert "XLA" in tip and span[1] in tip

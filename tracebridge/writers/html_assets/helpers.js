@@ -211,20 +211,36 @@ function elideNames(ctx, names, widths, lines, scopes) {
   for (const text of new Set(skeletons)) {
     for (const c of wordStarts(text)) endings.set(text.slice(c), (endings.get(text.slice(c)) || 0) + 1);
   }
-  const fits = (text, room) => ctx.measureText(text).width <= room;
   return names.map((name, i) => {
     const width = widths[i], n = (lines && lines[i]) || 1, skeleton = skeletons[i];
-    if (!(width > 0) || fits(name, width)) return name;
-    if (fits(skeleton, width)) return skeleton;  // one line first
-    const room = n > 1 ? n * width - 15 * n : width;  // lines lose some width where they break
-    if (n > 1 && fits(name, room)) return name;
-    if (fits(skeleton, room)) return skeleton;
+    const fits = (text, count) => linesOf(ctx, text, width) <= count;
+    if (!(width > 0) || fits(name, 1)) return name;
+    if (fits(skeleton, 1)) return skeleton;  // one line first
+    if (n > 1 && fits(name, n)) return name;
+    if (fits(skeleton, n)) return skeleton;
     const cuts = wordStarts(skeleton).filter((c) => c > 0 && c <= shared[i] && endings.get(skeleton.slice(c)) === 1);
-    for (const c of cuts) if (fits(ELLIPSIS + skeleton.slice(c), room)) return ELLIPSIS + skeleton.slice(c);
+    for (const c of cuts) if (fits(ELLIPSIS + skeleton.slice(c), n)) return ELLIPSIS + skeleton.slice(c);
     const c = cuts.length ? cuts[cuts.length - 1] : 0, head = c ? ELLIPSIS : '';
+    const room = n * width - 20 * (n - 1);  // lines broken anywhere lose a little at each break
     const rest = fitText(ctx, skeleton.slice(c), room - ctx.measureText(head).width, 'middle');
     return rest ? head + rest : fitText(ctx, name, room, 'start');
   });
+}
+
+/** How many lines of ``width`` px ``text`` takes when it breaks after each '/' (fitCells
+ *  puts a <wbr> there) and, in a part wider than a line, anywhere. */
+function linesOf(ctx, text, width) {
+  if (ctx.measureText(text).width <= width) return 1;
+  let lines = 1, used = 0;
+  const parts = text.split('/');
+  parts.forEach((part, j) => {
+    const w = ctx.measureText(part + (j + 1 < parts.length ? '/' : '')).width;
+    if (used + w <= width) { used += w; return; }
+    if (used > 0) { lines += 1; used = 0; }
+    lines += Math.ceil(w / width) - 1;
+    used = w - (Math.ceil(w / width) - 1) * width;
+  });
+  return lines;
 }
 
 /** Where words of ``text`` start: 0 and each place after a separator ('/', '_', ' ', '.', ...). */

@@ -42,8 +42,8 @@ class Page {
     if (this.diff) this.diff.sidebar(this.sidebar); else this.sidebar.addForTrace(datas[0]);
     const [lo, hi] = this.extent();
     const pad = (hi - lo) * 0.01;
-    this.range = {t0: lo - pad, t1: hi + pad};
-    this.home = {t0: this.range.t0, t1: this.range.t1};
+    this.home = {t0: lo - pad, t1: hi + pad};
+    this.range = this._openRange() || {t0: this.home.t0, t1: this.home.t1};
     if (this.diff) this.diff.alignFirstPair();
     this.layout();
     fitCells(this.scrollBox);
@@ -78,6 +78,30 @@ class Page {
       hi = Math.max(hi, b);
     }
     return [lo, Math.max(hi, lo + 1000)];
+  }
+
+  /** Where the ops of the open panels are (and the steps), when that is under half of the
+   *  whole: the first view, so that a folded host's long tail of events does not shrink the
+   *  accelerator's work to a sliver (Reset shows everything). */
+  _openRange() {
+    let lo = Infinity, hi = -Infinity;
+    for (const t of this.timelines) {
+      const d = t.data;
+      for (const p of t.panels) {
+        if (p.collapsed) continue;
+        for (const lane of p.lanes) {
+          const first = d.laneFirst[lane], last = d.laneFirst[lane + 1];
+          if (first >= last) continue;
+          lo = Math.min(lo, d.start[first] - t.offset);
+          for (let i = Math.max(first, last - 8); i < last; i++) hi = Math.max(hi, d.end[i] - t.offset);  // ends rise along a lane
+        }
+      }
+      for (const s of d.steps) { lo = Math.min(lo, s.start - t.offset); hi = Math.max(hi, s.end - t.offset); }
+    }
+    const full = this.home.t1 - this.home.t0;
+    if (!(hi > lo) || hi - lo > 0.5 * full) return null;
+    const pad = Math.max((hi - lo) * 0.02, MIN_SPAN);
+    return {t0: lo - pad, t1: hi + pad};
   }
 
   layout() {
@@ -234,7 +258,8 @@ class Page {
     if (!op || !timeline.data.linked.has(op.name)) return 0;
     this.toolbar.searchBox.value = '';
     return this.highlight({name: op.name}, (count) => {
-      this.toolbar.say(`${count.toLocaleString('en-US')} ops: ${op.name} and its kernels`);
+      const d = timeline.data, what = d.meta.span_count ? 'its XLA ops' : 'its kernels';
+      this.toolbar.say(`${count.toLocaleString('en-US')} ops: ${op.name} and ${what}`);
     });
   }
 

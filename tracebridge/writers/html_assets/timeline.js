@@ -14,6 +14,21 @@ const LABEL_MIN = 36;    // ops at least this wide (px) get their name written i
 const HIT_SLOP = 3;      // px: hover/click tolerance for ops narrower than a pixel
 const ALLOCATOR_COLORS = ['#1f6fb2', '#c2410c', '#15803d', '#7e22ce', '#b91c1c', '#0e7490', '#a16207', '#4d7c0f'];
 
+/** The gutter labels of a panel's lanes, each at most ``width`` px: a lane's sub-rows
+ *  (``name / 2``) keep their number; names are cut at their end (a thread pool's name
+ *  before its long id, ``tf_XLAEigen/-33599\u2026``) where the cut ones still read
+ *  differently, else as elideNames cuts table names (their common prefix goes). */
+function laneLabels(ctx, names, width) {
+  const split = names.map((name) => { const m = /^(.*?)( \/ \d+)$/.exec(name); return m ? [m[1], m[2]] : [name, '']; });
+  const bases = split.map(([base]) => base);
+  const rooms = split.map(([, number]) => width - ctx.measureText(number).width);
+  let shown = bases.map((base, i) => fitText(ctx, base, rooms[i], 'end') || ELLIPSIS);
+  const readers = new Map();  // shown text -> the different names it stands for
+  bases.forEach((base, i) => { if (!readers.has(shown[i])) readers.set(shown[i], new Set()); readers.get(shown[i]).add(base); });
+  if (Array.from(readers.values()).some((set) => set.size > 1)) shown = elideNames(ctx, bases, rooms, null, false);
+  return shown.map((text, i) => text + split[i][1]);
+}
+
 /** The device panels of one trace under a ruler, and its memory chart. */
 class Timeline {
   constructor(data, container, page, options) {
@@ -275,9 +290,9 @@ class Timeline {
     ctx.textBaseline = 'middle';
     if (!p.laneLabels) {  // the panel's lane names, told apart (helpers.js elideNames)
       const names = p.lanes.map((laneIndex) => d.lanes[laneIndex].name);
-      p.laneLabels = elideNames(ctx, names, names.map(() => GUTTER - 14), null, false);
+      p.laneLabels = laneLabels(ctx, names, GUTTER - 14);
     }
-    const laneLabels = p.laneLabels;
+    const gutter = p.laneLabels;
     p.lanes.forEach((laneIndex, k) => {
       const lane = d.lanes[laneIndex], y = k * ROW;
       ctx.fillStyle = lane.network ? (k % 2 ? '#f6efe2' : '#fbf5ea') : (k % 2 ? '#f4f5f7' : '#fbfbfc');
@@ -287,7 +302,7 @@ class Timeline {
         ctx.fillRect(0, y, W, 1);
       }
       ctx.fillStyle = lane.network ? '#8a5a00' : '#444';
-      ctx.fillText(laneLabels[k], 8, y + ROW / 2);
+      ctx.fillText(gutter[k], 8, y + ROW / 2);
     });
     ctx.fillStyle = '#d5d8dd';
     ctx.fillRect(GUTTER - 1, 0, 1, p.height);
