@@ -6,7 +6,7 @@
  */
 
 const ROW = 18;          // lane height (CSS px), where lanes do not fill the view
-const MAX_ROW = 200;     // the tallest a lane grows to fill the view
+const MAX_ROW = 320;     // the tallest a lane grows to fill the view
 const GUTTER = 172;      // lane names
 const PAD_R = 14;        // right margin of the time area
 const MIN_SPAN = 20;     // ns: the deepest zoom
