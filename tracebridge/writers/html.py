@@ -30,7 +30,10 @@ float64); ids use the narrowest unsigned type that holds them.
 
 Page order of ops: devices in trace order (only those ``device_pattern`` matches), then
 each device's compute lanes (the trace's lanes; overlapping ops of one lane are split
-into sub-rows), then its network lanes, each lane by start time. ``window.tracebridge``
+into sub-rows), then its network lanes, each lane by start time. A lane of XLA kernels or
+thunks (events readers/xspace_xla.py linked to their HLO) has a "TF ops" lane above it: one
+span per run of its events of one TF op, a page op of its own (flags bit 2), so that a
+click on the op or on one of its events highlights both. ``window.tracebridge``
 exposes a small API (see ``html_assets/start.js``; the page shell is :mod:`.html_page`).
 
 Safety: everything from the trace is JSON with ``<``, ``>`` and ``&`` escaped and
@@ -197,9 +200,13 @@ class XlaLinks:
     stats; -1 where none)."""
 
     def __init__(self, trace: Trace):
-        self.instruction = np.full(len(trace) + 1, -1, dtype=np.int64)
-        self.module = np.full(len(trace) + 1, -1, dtype=np.int64)
-        self.tf_ops = np.full(len(trace) + 1, -1, dtype=np.int64)
+        size = len(trace) + 1 if trace.string_id("hlo_instruction") >= 0 else 1  # no XLA: nothing to hold
+        self.instruction = np.full(size, -1, dtype=np.int64)
+        self.module = np.full(size, -1, dtype=np.int64)
+        self.tf_ops = np.full(size, -1, dtype=np.int64)
+        if size == 1:
+            self.any = False
+            return
         stats = trace.table("event_stats")
         for key, column in (("hlo_instruction", self.instruction), ("hlo_module", self.module), ("tf_ops", self.tf_ops)):
             key_id = trace.string_id(key)
