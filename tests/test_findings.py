@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from tracebridge.writers.compare_html import compare_document, write_compare_htm
 
 from tests.conftest import run_cli
 from tests.helpers.browser import browser_mark
+from tests.helpers.preloaded import PreloadedPython
 from tests.test_html import Opened
 
 WORKER = Path(__file__).parent / "helpers" / "porting_worker.py"
@@ -50,14 +49,14 @@ def runs(tf, tmp_path_factory) -> dict[str, Path]:
     set before TensorFlow starts."""
     folder = tmp_path_factory.mktemp("porting")
     paths = {}
-    for variant in VARIANTS:
-        out = folder / f"{variant}.json"
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_CPU_ALLOCATOR_USE_BFC": "true"}
-        done = subprocess.run([sys.executable, str(WORKER), variant, str(out)], capture_output=True, text=True,
-                              env=env, timeout=600, cwd=str(Path(__file__).parents[1]))
-        assert done.returncode == 0, (variant, done.stderr[-3000:])
-        assert json.loads(done.stdout.strip().splitlines()[-1])["steps"] == 5
-        paths[variant] = out
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_CPU_ALLOCATOR_USE_BFC": "true"}
+    with PreloadedPython(env) as python:  # a process per variant, TensorFlow imported once
+        for variant in VARIANTS:
+            out = folder / f"{variant}.json"
+            done = python.run(WORKER, Path(__file__).parents[1], timeout=600, args=(variant, out))
+            assert done.returncode == 0, (variant, done.stderr[-3000:])
+            assert json.loads(done.stdout.strip().splitlines()[-1])["steps"] == 5
+            paths[variant] = out
     return paths
 
 

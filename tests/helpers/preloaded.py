@@ -37,11 +37,13 @@ class PreloadedPython:
         if ready.strip() != "ready":
             raise RuntimeError(f"the preloaded interpreter did not start (it said {ready!r})")
 
-    def run(self, script: Path | str, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-        """``python script`` in ``cwd``: its exit status, stdout and stderr; on a timeout the
-        child is killed and the status is None, as test helpers report a hung subprocess."""
+    def run(self, script: Path | str, cwd: Path, timeout: float, args: tuple[str, ...] = ()) \
+            -> subprocess.CompletedProcess:
+        """``python script *args`` in ``cwd``: its exit status, stdout and stderr; on a timeout
+        the child is killed and the status is None, as test helpers report a hung subprocess."""
         out, err = Path(self._scratch.name) / "stdout", Path(self._scratch.name) / "stderr"
-        request = {"script": str(script), "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+        request = {"script": str(script), "args": list(map(str, args)), "cwd": str(cwd), "stdout": str(out),
+                   "stderr": str(err)}
         self._server.stdin.write(json.dumps(request) + "\n")
         child = int(self._server.stdout.readline())
         timed_out = not select.select([self._server.stdout], [], [], timeout)[0]
@@ -49,7 +51,7 @@ class PreloadedPython:
             os.kill(child, signal.SIGKILL)
         status = json.loads(self._server.stdout.readline())["returncode"]
         stderr = err.read_text(errors="replace") + (f"\ntimeout after {timeout} s" if timed_out else "")
-        return subprocess.CompletedProcess([script], None if timed_out else status,
+        return subprocess.CompletedProcess([script, *args], None if timed_out else status,
                                            out.read_text(errors="replace"), stderr)
 
     def close(self) -> None:
@@ -75,7 +77,7 @@ def _run_child(request: dict) -> None:
         os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
     os.chdir(request["cwd"])
     script = os.path.abspath(request["script"])  # __file__ is absolute, as python makes it
-    sys.argv = [request["script"]]
+    sys.argv = [request["script"], *request["args"]]
     sys.path[0] = os.path.dirname(script)
     code = 0
     try:
