@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,44 @@ def test_chrome_output_names_each_kernels_instruction_and_ops(corpus, tmp_path):
         if op.fused:
             assert event["args"]["tf_ops"] == op.describe_ops()
     assert any("tf_ops" in e["args"] for e in linked)
+
+
+@pytest.mark.parametrize("path", [DATA / "jax_cpu_convnet.xplane.pb", "corpus:jax_h100_convnet_graphs",
+                                  "corpus:jax_h100_mlp_nographs"])
+def test_chrome_output_puts_xla_events_under_their_tf_op(corpus, tmp_path, path):
+    """Above each lane of XLA thunks or kernels, a "TF ops · <lane>" thread spans each run of
+    its events that compute one TF op (as xprof's TensorFlow Ops line sits above XLA Ops);
+    a reread of the file skips those spans, derived as they are from the events."""
+    if isinstance(path, str):
+        path = corpus / "xspace" / f"{path.removeprefix('corpus:')}.xplane.pb"
+    trace = tracebridge.load(path)
+    out = tmp_path / "t.json"
+    trace.save(out)
+    events = json.loads(out.read_text(), parse_float=Decimal)["traceEvents"]  # exact ns
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    order = {(e["pid"], e["tid"]): e["args"]["sort_index"] for e in events if e.get("name") == "thread_sort_index"}
+    spans: dict = {}
+    for e in events:
+        if e.get("cat") == "XlaTfOp":
+            spans.setdefault((e["pid"], threads[e["pid"], e["tid"]].split(" · ", 1)[1].split(" / ")[0]), []).append(e)
+    linked = [e for e in events if e.get("ph") == "X" and "hlo_instruction" in e.get("args", {})]
+    assert linked and spans
+    lanes_of_linked = set()
+    for e in linked:
+        lane = threads[e["pid"], e["tid"]]
+        lanes_of_linked.add((e["pid"], lane))
+        owners = [s for s in spans[e["pid"], lane] if s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"]]
+        assert any(s["name"] == e["args"]["name"] for s in owners), (lane, e["name"], e["args"]["name"])
+    assert set(spans) == lanes_of_linked
+    # each span counts its events, and the span threads sort just above their lane
+    assert sum(s["args"]["xla_events"] for group in spans.values() for s in group) == len(linked)
+    for (pid, tid), name in threads.items():
+        if name.startswith("TF ops · "):
+            lane_tid = next(t for (p, t), n in threads.items() if p == pid and n == name.split(" · ", 1)[1].split(" / ")[0])
+            assert order[pid, tid] < order[pid, lane_tid]
+            assert not [o for (p, t), o in order.items() if p == pid and order[pid, tid] < o < order[pid, lane_tid]
+                        and not threads[p, t].startswith("TF ops · ")]
+    assert len(tracebridge.load(out)) == len(trace)
 
 
 # --- XLA on a CPU (JAX's profiler: tests/data/xla, made by tools/gen_xla_test_data.py) -----------

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 
 HLO_MODULES = "hlo_modules"  # the trace metadata key
 XLA_ARGS = "XLA_Args"        # TF's op_name on instructions that only pass arguments in
+# The "cat" of the TF op spans a Chrome trace shows above XLA events (writers/chrome.py):
+# derived from those events, so a reader of tracebridge's own file skips them.
+TF_OP_SPAN_CAT = "XlaTfOp"
 
 
 @dataclass(frozen=True)

@@ -62,3 +62,14 @@ def nested_fit(start: np.ndarray, end: np.ndarray) -> np.ndarray:
             rows.append([e])
             result[i] = len(rows) - 1
     return result
+
+
+def op_spans(rows: np.ndarray, start: np.ndarray, end: np.ndarray, names: np.ndarray):
+    """The TF op spans of one lane's XLA events (``rows``, by start, with their ``start``
+    and ``end``): one per run of consecutive events of one TF op (their row's name in
+    ``names``), from the first's start to the last's end. Returns each span's first row
+    (whose name, type and step it shows), start, end and number of events."""
+    name = names[rows]
+    firsts = np.flatnonzero(np.r_[True, name[1:] != name[:-1]])
+    counts = np.diff(np.r_[firsts, len(rows)])
+    return rows[firsts], np.minimum.reduceat(start, firsts), np.maximum.reduceat(end, firsts), counts

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import TraceFormatError, one_line
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
-from ..model.hlo import HLO_MODULES, hlo_modules_of_text
+from ..model.hlo import HLO_MODULES, TF_OP_SPAN_CAT, hlo_modules_of_text
 from ..model.schema import STEP_INPUTS, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
@@ -121,6 +121,8 @@ def read_chrome(document, path=None) -> Trace:
             steps.append((ts, end, _text(event.get("name", "")), number))
             continue
         if process.endswith(" Tensors") or process == _ALLOCATORS:
+            continue
+        if ours and event.get("cat") == TF_OP_SPAN_CAT:  # derived from the XLA events read here
             continue
         device = process[:-len(" Compute")] if process.endswith(" Compute") else process
         ops.append((device, pid, tid, ts, end, event, args))

@@ -3,7 +3,9 @@
 Layout: pid 0 holds step markers, pid 1 the allocator counters, and every device is a
 process of its own (pid 2 + device index, sorted by index) with one thread per lane
 (sorted in lane order; a line xprof derived from the device's streams is named
-``... (derived)``) and a ``network`` thread for transfers. Op events follow TF's timeline.py (``name`` = op type, args
+``... (derived)``) and a ``network`` thread for transfers. A lane of XLA thunks or kernels
+has a ``TF ops · <lane>`` thread sorted right above it: a span per run of its events that
+compute one TF op, as xprof shows TensorFlow Ops above XLA Ops. Op events follow TF's timeline.py (``name`` = op type, args
 ``name``/``op``/``input<i>``) so existing habits carry over; flow arrows link a producer
 to its consumers on other lanes or devices, as timeline.py's ``show_dataflow`` does, and
 a host launch to the kernel or copy it started.
@@ -35,7 +37,8 @@ from .._fork import ChildFailed, ForkedJob
 from ..errors import OutputError
 from ..model.accelerator import launches
 from ..model.dataflow import dataflow_edges
-from ..model.hlo import HLO_MODULES
+from ..model.hlo import HLO_MODULES, TF_OP_SPAN_CAT
+from ..model.lanes import first_fit, op_spans
 from ..model.schema import Category
 from ..model.trace import Trace
 from ..options import choose_parallelism
@@ -120,7 +123,7 @@ class _Events:
         self.trace, self.dataflow, self.memory = trace, dataflow, memory
         self.quoted = np.array(list(map(_quote, trace.strings)), dtype=object)
         ops = trace.ops
-        self.pid, self.tid, self.extra_threads = pids_and_tids(trace)
+        self.pid, self.tid, self.sub_row_threads = pids_and_tids(trace)
         self.where = pid_tid_texts(self.pid, self.tid)
         # The category travels as the event's "cat" ("Op" as in timeline.py for TF ops), so
         # that host annotations of a TF2 trace are still told apart after a round trip.
@@ -138,6 +141,7 @@ class _Events:
         for op, text in _hlo_args(trace, self.quoted).items():
             self.transfers[op] = self.transfers.get(op, "") + text
         self.transfer_ops = np.array(sorted(self.transfers), dtype=np.int64)
+        self.tf_op_events, self.tf_op_threads = _tf_op_spans(trace, self.quoted, self.pid, self.tid)
         self.consumer = self.producer = np.zeros(0, dtype=np.int64)
         if dataflow:
             self.producer, self.consumer = cross_lane_flows(trace, self.pid, self.tid)
@@ -161,8 +165,12 @@ class _Events:
 
     def batches(self) -> list[_EventBatch]:
         trace = self.trace
-        batches = [_EventBatch(lambda lo, hi: ",\n".join(_metadata_events(trace, self.memory, self.extra_threads)), 0, 0, 0.0),
-                 _EventBatch(lambda lo, hi: ",\n".join(_step_events(trace)), 0, 0, 0.0)]
+        threads = (self.sub_row_threads, self.tf_op_threads)
+        batches = [_EventBatch(lambda lo, hi: ",\n".join(_metadata_events(trace, self.memory, *threads)), 0, 0, 0.0),
+                   _EventBatch(lambda lo, hi: ",\n".join(_step_events(trace)), 0, 0, 0.0)]
+        if self.tf_op_events:
+            batches.append(_EventBatch(lambda lo, hi: ",\n".join(self.tf_op_events), 0, 0,
+                                       _COST["ops"] * len(self.tf_op_events)))
         n = len(trace)
         for lo in range(0, n, _CHUNK):
             hi = min(n, lo + _CHUNK)
@@ -327,7 +335,7 @@ def _append(source, out) -> None:
         shutil.copyfileobj(source, out, 1 << 22)
 
 
-def _metadata_events(trace: Trace, memory: bool, extra_threads: list = ()) -> list[str]:
+def _metadata_events(trace: Trace, memory: bool, extra_threads: list = (), tf_op_threads: list = ()) -> list[str]:
     events = []
     if trace.steps:
         events.append(_process_name(STEPS_PID, "Steps", -2))
@@ -351,6 +359,10 @@ def _metadata_events(trace: Trace, memory: bool, extra_threads: list = ()) -> li
         if index in network_devices:
             events.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{NETWORK_TID},'
                           f'"args":{{"name":"network"}}}}')
+    for pid, tid, name, sort_index in tf_op_threads:
+        events.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{_quote(name)}}}}},\n'
+                      f'{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},'
+                      f'"args":{{"sort_index":{sort_index}}}}}')
     return events
 
 
@@ -408,6 +420,49 @@ def _transfer_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
         out[op] = (f',"bytes":{size},"rate_bps":{rate!r},"src":{quoted[src]},"dst":{quoted[dst]},'
                    f'"tensor":{quoted[tensor]}')
     return out
+
+
+def _tf_op_spans(trace: Trace, quoted: np.ndarray, pid: np.ndarray, tid: np.ndarray) \
+        -> tuple[list[str], list[tuple[int, int, str, int]]]:
+    """The TF op spans above each lane of XLA events (those the reader linked to an HLO
+    instruction): their events, and their threads ``(pid, tid, name, sort index)``, a new
+    tid on the lane's device sorted just before the lane (spans that overlap, as the
+    events under them may, take a second thread)."""
+    stats = trace.table("event_stats")
+    key = trace.string_id("hlo_instruction")
+    if key < 0 or not stats.rows:
+        return [], []
+    ops = trace.ops
+    linked = np.unique(stats["op"][stats["key"] == key])
+    linked = linked[np.lexsort((ops["end_ns"][linked], ops["start_ns"][linked], ops["lane"][linked]))]
+    local = local_lane_numbers(trace)
+    next_tid: dict[int, int] = {}
+    for p, t in zip(pid.tolist(), tid.tolist()):
+        if t != NETWORK_TID:
+            next_tid[p] = max(next_tid.get(p, 0), t + 1)
+    events, threads = [], []
+    lanes = ops["lane"][linked]
+    cuts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1], True])
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        rows = linked[lo:hi]
+        lane = int(lanes[lo])
+        first, start, end, count = op_spans(rows, ops["start_ns"][rows], ops["end_ns"][rows], ops["name"])
+        sub = first_fit(start, end)
+        device_pid = int(pid[rows[0]])
+        tids = []
+        for k in range(int(sub.max()) + 1):
+            tids.append(next_tid[device_pid])
+            next_tid[device_pid] += 1
+            name = f"TF ops · {trace.lanes[lane].name}" + (f" / {k + 1}" if k else "")
+            threads.append((device_pid, tids[-1], name, _SORT * int(local[lane]) - (int(sub.max()) + 1) + k))
+        ts, ts_frac = _micros_parts(start)
+        dur, dur_frac = _micros_parts(end - start)
+        for row, t, a, af, d, df, n in zip(first.tolist(), np.array(tids)[sub].tolist(), ts, ts_frac, dur, dur_frac,
+                                           count.tolist()):
+            name, op_type = quoted[ops["name"][row]], quoted[ops["op_type"][row]]
+            events.append(f'{{"ph":"X","cat":"{TF_OP_SPAN_CAT}","pid":{device_pid},"tid":{t},"name":{name},'
+                          f'"ts":{a}{af},"dur":{d}{df},"args":{{"name":{name},"op":{op_type},"xla_events":{n}}}}}')
+    return events, threads
 
 
 def _hlo_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:

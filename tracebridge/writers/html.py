@@ -57,7 +57,7 @@ import numpy as np
 from .._files import atomic_output
 from ..model.graph_outline import graph_outline
 from ..model.hlo import HLO_MODULES
-from ..model.lanes import first_fit
+from ..model.lanes import first_fit, op_spans
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
 from .html_page import page_end, page_head, page_script
@@ -216,15 +216,6 @@ class XlaLinks:
         self.any = bool((self.instruction >= 0).any())
 
 
-def op_spans(rows: np.ndarray, start: np.ndarray, end: np.ndarray, names: np.ndarray):
-    """The TF op spans of one lane's XLA events (``rows``, by start): one per run of events
-    of one TF op (their row's name), from the first's start to the last's end; each with the
-    row of its first event, whose name, type and step it shows."""
-    name = names[rows]
-    firsts = np.flatnonzero(np.r_[True, name[1:] != name[:-1]])
-    return rows[firsts], np.minimum.reduceat(start, firsts), np.maximum.reduceat(end, firsts)
-
-
 class TimelineData:
     """One trace as a timeline page draws it: its devices and lanes laid out, its ops as
     typed columns and a meta object; :meth:`blocks` writes them as the page's data blocks
@@ -291,7 +282,7 @@ class TimelineData:
                 # XLA kernels and thunks sit under their TF op: a lane of TF op spans above them
                 linked = np.flatnonzero(xla.instruction[rows[a:b]] >= 0) + a if xla.any else ()
                 if len(linked):
-                    span_rows, span_start, span_end = op_spans(rows[linked], start[linked], end[linked], ops["name"])
+                    span_rows, span_start, span_end, _ = op_spans(rows[linked], start[linked], end[linked], ops["name"])
                     span_sub = first_fit(span_start, span_end)
                     span_count = int(span_sub.max()) + 1
                     for k in range(span_count):
