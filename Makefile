@@ -27,7 +27,8 @@ BUILD_TESTS := tests/test_capture_session.py tests/test_capture_tf2.py tests/tes
 	tests/test_demo.py tests/test_cli.py tests/test_compat_session.py tests/test_compat_timeline.py \
 	tests/test_compat_tfvis.py tests/test_compat_profiler_hook.py tests/test_protos.py \
 	tests/test_bad_input.py tests/test_html.py tests/test_steps_formats.py tests/test_hosts.py \
-	tests/test_findings.py tests/test_performance_examples.py tests/test_xla.py
+	tests/test_findings.py tests/test_performance_examples.py tests/test_xla.py \
+	tests/test_xla_findings.py
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
