@@ -16,6 +16,7 @@ with: give them in ``env``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -32,10 +33,24 @@ class PreloadedPython:
     def __init__(self, env: dict[str, str]):
         self._scratch = tempfile.TemporaryDirectory(prefix="preloaded-")
         self._server = subprocess.Popen([sys.executable, __file__], env=env, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
-        ready = self._server.stdout.readline()
-        if ready.strip() != "ready":
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        self._replies = b""  # what the server wrote that no _reply() has taken yet
+        ready = self._reply(timeout=300)
+        if ready != "ready":
             raise RuntimeError(f"the preloaded interpreter did not start (it said {ready!r})")
+
+    def _reply(self, timeout: float | None = None) -> str | None:
+        """The server's next line, or None if none came within ``timeout`` seconds. Read from
+        the pipe itself: a buffered reader could hold a line that select() then waits for."""
+        while b"\n" not in self._replies:
+            if timeout is not None and not select.select([self._server.stdout], [], [], timeout)[0]:
+                return None
+            chunk = os.read(self._server.stdout.fileno(), 4096)
+            if not chunk:
+                raise RuntimeError("the preloaded interpreter ended")
+            self._replies += chunk
+        line, self._replies = self._replies.split(b"\n", 1)
+        return line.decode()
 
     def run(self, script: Path | str, cwd: Path, timeout: float, args: tuple[str, ...] = ()) \
             -> subprocess.CompletedProcess:
@@ -44,12 +59,15 @@ class PreloadedPython:
         out, err = Path(self._scratch.name) / "stdout", Path(self._scratch.name) / "stderr"
         request = {"script": str(script), "args": list(map(str, args)), "cwd": str(cwd), "stdout": str(out),
                    "stderr": str(err)}
-        self._server.stdin.write(json.dumps(request) + "\n")
-        child = int(self._server.stdout.readline())
-        timed_out = not select.select([self._server.stdout], [], [], timeout)[0]
-        if timed_out:
-            os.kill(child, signal.SIGKILL)
-        status = json.loads(self._server.stdout.readline())["returncode"]
+        self._server.stdin.write((json.dumps(request) + "\n").encode())
+        child = int(self._reply())
+        reply = self._reply(timeout)
+        timed_out = reply is None
+        if timed_out:  # the server reaps the child only once it ends: till then the pid is its own
+            with contextlib.suppress(ProcessLookupError):  # it ended just now
+                os.kill(child, signal.SIGKILL)
+            reply = self._reply()
+        status = json.loads(reply)["returncode"]
         stderr = err.read_text(errors="replace") + (f"\ntimeout after {timeout} s" if timed_out else "")
         return subprocess.CompletedProcess([script, *args], None if timed_out else status,
                                            out.read_text(errors="replace"), stderr)
