@@ -89,8 +89,9 @@ def test_by_hlo_names_each_instruction_and_every_op_a_fusion_computes(corpus):
         op = modules.find(row["module"], row["key"])
         assert op is not None, row["key"]
         assert row["op"] == (op.op_name or op.name)
-        # a fusion's row lists every op inside it, not only the one it is counted under
-        assert row["tf_ops"] == ([name for name, _ in op.tf_ops] if op.fused else [row["op"]])
+        # a fusion's row lists every op inside it, not only the one it is counted under; an
+        # instruction named for itself, the op it computes (for)
+        assert row["tf_ops"] == ([name for name, _ in op.tf_ops] if op.beyond_row else [row["op"]])
     assert "Top HLO instructions" in summary.to_text()
     reduce = rows["input_reduce_select_fusion.1"] if "input_reduce_select_fusion.1" in rows else fused[0]
     assert ", ".join(reduce["tf_ops"]) in summary.to_text()
@@ -159,7 +160,7 @@ def test_chrome_output_names_each_kernels_instruction_and_ops(corpus, tmp_path):
     for event in linked:
         op = modules.find(event["args"]["hlo_module"], event["args"]["hlo_instruction"])
         assert event["args"]["name"] == op.row_name  # the framework op it ran for
-        if op.fused:
+        if op.beyond_row:
             assert event["args"]["tf_ops"] == op.describe_ops()
     assert any("tf_ops" in e["args"] for e in linked)
 
@@ -274,10 +275,16 @@ def test_cpu_thunk_time_goes_to_the_ops_its_hlo_names(name):
         assert summary.total_ns == pytest.approx(sum(d for _, _, d in thunks), abs=2 * len(thunks))
         hlo_rows = {row["key"]: row for row in summary.by_hlo}
         assert set(hlo_rows) == {i for _, i, _ in thunks}
+        all_ops = {op for op_name, inside in instructions.values() for op in (op_name, *inside) if op}
         for instruction, row in hlo_rows.items():
             op_name, inside = instructions[instruction]
             assert row["op"] == (op_name or instruction)
-            assert row["tf_ops"] == (inside if len(inside) > 1 else [row["op"]])
+            if len(inside) > 1 or inside and inside[0] != row["op"]:  # a fusion, or one named for itself
+                assert row["tf_ops"] == inside
+            elif not inside:  # XLA made it, without metadata: the op downstream it computes for
+                assert len(row["tf_ops"]) == 1 and row["tf_ops"][0] in all_ops
+            else:
+                assert row["tf_ops"] == [row["op"]]
     assert any(len(row["tf_ops"]) > 1 for row in summary.by_hlo), "a step has fusions of several ops"
 
 
@@ -360,8 +367,9 @@ def test_xla_links_survive_tracebridges_own_files(corpus, tmp_path, name, suffix
     assert sorted(again.metadata[HLO_MODULES], key=key) == sorted(trace.metadata[HLO_MODULES], key=key)
     before, after = trace.summary(), again.summary()
     assert [(r["key"], r["total_ns"]) for r in after.by_op] == [(r["key"], r["total_ns"]) for r in before.by_op]
-    if suffix == ".xplane.pb":  # the reader links the written events again, from the HLO written
-        assert after.by_hlo == before.by_hlo and before.by_hlo
+    # .xplane.pb: the reader links the written events again, from the HLO written; .json: the
+    # reader reads each event's link back from its args
+    assert after.by_hlo == before.by_hlo and before.by_hlo
 
 
 def test_xprof_reads_the_hlo_tracebridge_writes(corpus, tmp_path):

@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable
 
-from .compare_align_graph import ShapeOpsJoinNeighbours, matched_scopes, structure_rules
+from .compare_align_graph import ShapeOpsJoinNeighbours, TraceNames, matched_scopes, structure_rules
 from .compare_fusion import group_fusions
 from .compare_loops import LoopControlJoinsCondition
 from .compare_matcher import Matcher, Rule
 from .compare_names import Pair, gradient_key, op_scope, pair_key, plain_name
 from .compare_optimizer import optimizer_groups
 from .compare_sides import Side
+from .compare_xla import XlaInstructions
 from .eager_align import EagerFusions
 from .structure import Alignment
 
@@ -40,7 +41,8 @@ def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alig
     are known) the structure runs first, and position pairs only within matched scopes."""
     by_name = "user" if user_rules else "exact"
     with_graphs = alignment is not None
-    return [*(structure_rules(control, test, alignment, notes) if with_graphs else ()),
+    return [XlaInstructions(alignment, TraceNames(control, test)),
+            *(structure_rules(control, test, alignment, notes) if with_graphs else ()),
             SameKey(by_name, _whole_name, same_type=False),
             SameKey(by_name, plain_name, same_type=False),
             *(SameKey("normalized", _name_tail(length)) for length in NAME_TAIL_LENGTHS),

@@ -18,7 +18,7 @@ _TF2_GRADIENT = re.compile(r"^(?:.*/)?gradient_tape/(?P<rest>.+)$")
 # names that agree only in their tails less so, groups less again; a type+position pair
 # is a guess whose odds fall with the number of same-typed candidates it chose from.
 RULE_CONFIDENCE = {"user": 1.0, "exact": 1.0, "structure": 0.95, "normalized": 0.9, "gradient": 0.85,
-                   "group": 0.8, "fusion": 0.75,
+                   "group": 0.8, "xla": 0.8, "fusion": 0.75,
                    "optimizer": 0.6, "type+position": 0.5, "unmatched": 0.0}
 
 
@@ -41,11 +41,17 @@ def pair_key(control_name: str, test_name: str) -> str:
     return control_name if control_name == test_name else f"{control_name} ~ {test_name}"
 
 
-def plain_name(name: str) -> str:
-    """Without function wrappers, and with Keras uniquifiers removed from scope parts."""
+def without_wrappers(name: str) -> str:
+    """Without the function wrappers it is called under (``StatefulPartitionedCall/``, ...)."""
     previous = None
     while previous != name:
         previous, name = name, _WRAPPER.sub("", name)
+    return name
+
+
+def plain_name(name: str) -> str:
+    """Without function wrappers, and with Keras uniquifiers removed from scope parts."""
+    name = without_wrappers(name)
     parts = name.split("/")
     scopes = [(_UNIQUIFIED_SCOPE.match(p).group(1) if _UNIQUIFIED_SCOPE.match(p) else p) for p in parts[:-1]]
     return "/".join(scopes + parts[-1:])

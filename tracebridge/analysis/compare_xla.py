@@ -1,0 +1,231 @@
+"""The XLA rule: an XLA run's thunk and kernel rows against the ops of a run without XLA,
+through the HLO metadata.
+
+The XSpace reader names each XLA event's row after the TF op its HLO instruction came from
+and marks it with ``hlo_instruction`` and, where it computes several TF ops (a fusion), a
+``tf_ops`` stat naming them all, its own first (readers/xspace_xla.py). Each XLA row has a
+*home*: the first of its TF ops whose counterpart in the other run is known, by the
+recorded graphs' alignment (a node pair, or a region paired as a whole, as a fused batch
+norm against Keras's arithmetic) or, without graphs, by name. The XLA rows of one home and
+its ops in the other run form one row; the other run's ops that a fusion computed besides
+its home, and that are no XLA row's home, join that row: the fusion's time stands against
+all the ops it computed, never silently against the first alone. Its key names the
+fusions and their TF ops.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..model.trace import Trace
+from .compare_align_graph import TraceNames, named_by
+from .compare_matcher import SIDES, Matcher, Rule
+from .compare_names import plain_name, without_wrappers
+from .compare_sides import Side
+from .kernels import fusion_parts
+from .structure import Alignment
+
+_INSTRUCTION, _TF_OPS = "hlo_instruction", "tf_ops"
+KEY_OPS = 6  # TF ops a row's key names before "and N more"
+
+
+def xla_ops(trace: Trace, among=None) -> dict[str, tuple[str, ...]]:
+    """Each op row of ``trace`` (of the names ``among``, where given) the reader linked to
+    an HLO instruction -> the TF ops its instructions compute, its own first (a row of one
+    TF op: itself)."""
+    instruction, fused = trace.string_id(_INSTRUCTION), trace.string_id(_TF_OPS)
+    if instruction < 0:
+        return {}
+    stats = trace.table("event_stats")
+    keys, ops, values = stats["key"].tolist(), stats["op"].tolist(), stats["value"].tolist()
+    linked = {op for op, key in zip(ops, keys) if key == instruction}
+    fused_ops = {op: trace.strings[value] for op, key, value in zip(ops, keys, values) if key == fused}
+    names = trace.ops["name"]
+    out: dict[str, dict[str, None]] = {}
+    for op in sorted(linked):
+        name = trace.strings[int(names[op])]
+        if among is not None and name not in among:
+            continue
+        found = out.setdefault(name, {})
+        for tf_op in fused_ops[op].split(", ") if op in fused_ops else (name,):
+            found[tf_op] = None
+    return {name: tuple(found) for name, found in out.items()}
+
+
+class XlaInstructions(Rule):
+    """One side's XLA rows against the other side's ops they compute (module docstring).
+    Where both sides ran XLA their rows carry the same TF op names, for the name rules."""
+
+    name = "xla"
+
+    def __init__(self, alignment: Alignment | None, names: TraceNames):
+        self.alignment, self.names = alignment, names
+
+    def match(self, matcher: Matcher) -> None:
+        found = {side_name: xla_ops(matcher.side(side_name).trace, matcher.side(side_name).total)
+                 for side_name in SIDES}
+        for xla_side, other_side in (("test", "control"), ("control", "test")):
+            if found[xla_side] and not found[other_side]:
+                self._pair_side(matcher, xla_side, other_side, found[xla_side])
+
+    def _pair_side(self, matcher: Matcher, xla_side: str, other_side: str, ops: dict[str, tuple[str, ...]]) -> None:
+        homes = _Homes(matcher, xla_side, other_side, self.alignment, self.names)
+        side = matcher.side(xla_side)
+        rows = [name for name in matcher.unmatched(xla_side) if name in ops]
+        home = {}
+        for name in rows:
+            home_of = next((unit for unit in map(homes.unit, ops[name]) if unit is not None), None)
+            if home_of is not None:
+                home[name] = home_of
+        members: dict[tuple, list[str]] = defaultdict(list)
+        for name in rows:
+            if name in home:
+                members[home[name]].append(name)
+        taken = set(members)
+        joined: dict[tuple, list[tuple]] = defaultdict(list)
+        for name in sorted(home, key=lambda n: (-side.total[n], n)):  # the largest fusion first
+            for unit in map(homes.unit, ops[name]):
+                if unit is not None and unit not in taken:
+                    taken.add(unit)
+                    joined[home[name]].append(unit)
+        row_of: dict[str, int] = {}  # XLA row -> the index of its pair
+        for unit, xla_rows in members.items():
+            others = [n for u in (unit, *joined[unit]) for n in homes.names(u)]
+            if not others:
+                continue
+            computed = list(dict.fromkeys(op for name in xla_rows for op in ops[name]))
+            key = _key(named_by(matcher.side(other_side), others), xla_rows, computed, xla_side)
+            pair = (others, xla_rows) if xla_side == "test" else (xla_rows, others)
+            matcher.pair(*pair, key, self.name)
+            row_of.update((name, len(matcher.pairs) - 1) for name in xla_rows)
+        homes.join_writes(ops, row_of)
+
+
+def _key(other: str, xla_rows: list[str], computed: list[str], xla_side: str) -> str:
+    """``<other op> ~ <XLA rows>``, with ``[XLA fusion of N TF ops: ...]`` where the XLA
+    rows compute more than one TF op or are not named after it."""
+    shown = "+".join(xla_rows[:3]) + (f"+{len(xla_rows) - 3} more" if len(xla_rows) > 3 else "")
+    names = (other, shown) if xla_side == "test" else (shown, other)
+    key = names[0] if plain_name(names[0]) == plain_name(names[1]) else f"{names[0]} ~ {names[1]}"
+    if len(computed) > 1 or computed[0] not in xla_rows:
+        listed = ", ".join(computed[:KEY_OPS]) + (f" and {len(computed) - KEY_OPS} more" if len(computed) > KEY_OPS
+                                                   else "")
+        key += f" [XLA fusion of {len(computed)} TF ops: {listed}]"
+    return key
+
+
+_WRITES = {"AssignVariableOp", "AssignSubVariableOp", "AssignAddVariableOp"}
+_PASS_THROUGH = {"Identity", "ReadVariableOp", "Cast"}
+
+
+def _value_source(graph, node: str, computed_by: dict[str, str]) -> str | None:
+    """The XLA row that computes the value a write ``node`` writes (its last input), through
+    identities."""
+    inputs = graph.producers.get(node, ())
+    value = inputs[-1] if inputs else None
+    for _ in range(4):
+        if value is None or value in computed_by:
+            break
+        value = graph.producers.get(value, (None,))[0] if graph.types.get(value) in _PASS_THROUGH else None
+    return computed_by.get(value) if value else None
+
+
+class _Homes:
+    """Where a TF op of the XLA side stands in the other run: a unit (a node pair or a
+    region the graphs' alignment paired, or without graphs an op of the same name) and the
+    other run's still unmatched ops of it."""
+
+    def __init__(self, matcher: Matcher, xla_side: str, other_side: str, alignment: Alignment | None,
+                 names: TraceNames):
+        self.matcher, self.xla_side, self.other_side, self.names_of = matcher, xla_side, other_side, names
+        self.alignment = alignment
+        xla, other = matcher.side(xla_side), matcher.side(other_side)
+        self.node_of: dict[str, str] = {}  # TF op name -> the XLA side's graph node
+        self.unit_of_node: dict[str, tuple] = {}
+        self.by_name: dict[str, str] = {}
+        if alignment is not None and xla.graph:
+            unwrapped: dict[str, list[str]] = defaultdict(list)
+            for node in xla.graph.order:
+                unwrapped[without_wrappers(node)].append(node)
+            self.node_of = {name: nodes[0] for name, nodes in unwrapped.items() if len(nodes) == 1}
+            self.node_of.update({node: node for node in xla.graph.order})
+            mine, theirs = (1, 0) if xla_side == "test" else (0, 1)
+            for pair in alignment.pairs:
+                self.unit_of_node[pair[mine]] = ("pair", pair[theirs])
+            self.unit_of_other: dict[str, tuple] = {pair[theirs]: ("pair", pair[theirs]) for pair in alignment.pairs}
+            for index, group in enumerate(alignment.groups):
+                for node in group[mine]:
+                    self.unit_of_node.setdefault(node, ("group", index))
+                for node in group[theirs]:
+                    self.unit_of_other.setdefault(node, ("group", index))
+            for node, control_node in alignment.attached.get(xla_side, {}).items():
+                self.unit_of_node.setdefault(node, ("pair", control_node if xla_side == "test" else
+                                                    dict(alignment.pairs).get(control_node, control_node)))
+            self.attached: dict[str, list[str]] = defaultdict(list)
+            for node, control_node in alignment.attached.get(other_side, {}).items():
+                theirs_node = control_node if other_side == "control" else dict(alignment.pairs).get(control_node)
+                if theirs_node:
+                    self.attached[theirs_node].append(node)
+        else:
+            for name in other.names:
+                self.by_name.setdefault(plain_name(other.rewritten[name]), name)
+
+    def unit(self, tf_op: str) -> tuple | None:
+        """The unit of ``tf_op`` in the other run, if it ran there (as itself, or inside a
+        kernel the other run fused it into); else None."""
+        if self.alignment is None:
+            name = self.by_name.get(plain_name(tf_op))
+            return ("name", name) if name else None
+        node = self.node_of.get(tf_op)
+        unit = self.unit_of_node.get(node) if node else None
+        if unit is None or self._ran(unit):
+            return unit
+        return self._fused_into(unit[1]) if unit[0] == "pair" else None
+
+    def _ran(self, unit: tuple) -> bool:
+        return any(self.names_of.ran(self.other_side, node) for node in self._nodes(unit))
+
+    def _fused_into(self, node: str) -> tuple | None:
+        """The unit of the other run's fused kernel that took ``node`` in (Grappler's remapper
+        or oneDNN fuses a MatMul into the ``_FusedMatMul`` named after its BiasAdd, a ReLU
+        into the batch norm before it): a graph neighbour that ran as a fusion."""
+        side = self.matcher.side(self.other_side)
+        for near in (*side.graph.consumers.get(node, ()), *side.graph.producers.get(node, ())):
+            name = self.names_of.run_as[self.other_side].get(near, near)
+            if name in side.type and fusion_parts(side.type[name]):
+                return self.unit_of_other.get(near)
+        return None
+
+    def _nodes(self, unit: tuple) -> list[str]:
+        kind, value = unit
+        if kind == "pair":
+            return [value, *self.attached.get(value, ())]
+        return list(self.alignment.groups[value][0 if self.other_side == "control" else 1])
+
+    def join_writes(self, ops: dict[str, tuple[str, ...]], row_of: dict[str, int]) -> None:
+        """The other run's variable writes still unmatched join the row of the XLA rows that
+        compute the value written: XLA writes a variable as an output of its module, with
+        no instruction (nor time) of its own."""
+        if self.alignment is None:
+            return
+        xla = self.matcher.side(self.xla_side)
+        computed_by = {self.node_of.get(op): name for name, tf_ops in ops.items() if name in row_of for op in tf_ops}
+        computed_by.pop(None, None)
+        mine, theirs = (1, 0) if self.xla_side == "test" else (0, 1)
+        for pair in self.alignment.pairs:
+            node, other_node = pair[mine], pair[theirs]
+            if xla.graph.types.get(node) not in _WRITES:
+                continue
+            name = self.names_of.unmatched(self.matcher, self.other_side, other_node)
+            value = _value_source(xla.graph, node, computed_by)
+            if name and value:
+                self.matcher.join(self.other_side, name, row_of[value])
+
+    def names(self, unit: tuple) -> list[str]:
+        """The other run's ops of ``unit`` no rule has taken yet."""
+        if unit[0] == "name":
+            return [unit[1]] if unit[1] in self.matcher.unmatched(self.other_side) else []
+        return self.names_of.all_unmatched(self.matcher, self.other_side, self._nodes(unit))
+
+
+__all__ = ["XlaInstructions", "xla_ops"]
