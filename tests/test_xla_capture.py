@@ -15,7 +15,7 @@ from tests.test_compare import _run_tf1, _run_tf2
 from tests.test_compare_models import RESNET_LAYERS, assert_done, quality
 from tracebridge.analysis.compare import compare
 from tracebridge.analysis.compare_names import plain_name
-from tracebridge.analysis.compare_xla import xla_ops
+from tracebridge.analysis.xla_rows import xla_ops
 
 FIT_BATCHES = 6  # 2 warm-up batches, 3 traced, 1 after
 
@@ -244,6 +244,34 @@ def test_fit_without_xla_compares_with_fit_with_xla(fit_run, fit_xla_run):
             if computed.get(name) == (name,) and plain_name(name) in ran:
                 assert ran[plain_name(name)] in row.control_names, (row.key, report)
     assert_fusions_are_groups(result, fit_xla_run, computed)
+
+
+def test_xla_fusion_finding_shows_what_xla_fused(session_run, fit_run, fit_xla_run):
+    """On Session vs fit with XLA: what XLA fused that the session ran as separate ops, with
+    the thunks as evidence, checked against the HLO and the session's ops; on Session vs fit
+    without XLA: none."""
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    assert "xla_fusion" not in [f.kind for f in compare(session_run, fit_run, warmup=1).findings]
+    result = compare(session_run, fit_xla_run, warmup=1)
+    found = [f for f in result.findings if f.kind == "xla_fusion"]
+    assert found, result.findings.to_text()
+    evidence = found[0].evidence
+    print(f"xla_fusion: {found[0].summary}")
+    assert evidence.xla_run == "test" and evidence.ops
+    hlo = hlo_op_map(modules_of(fit_xla_run.metadata))
+    session_ops = set(session_run.column_strings("ops", "name"))
+    rows = {r.key: r for r in result.rows}
+    for key, instructions, tf_ops, separate, times in zip(evidence.ops, evidence.instructions, evidence.tf_ops,
+                                                          evidence.separate_ops, evidence.separate_ns):
+        row = rows[key]
+        assert row.rule == "xla" and len(separate) >= 2 and set(separate) == set(row.control_names)
+        assert set(separate) <= session_ops and len(times) == len(separate) and sum(times) > 0
+        # each kernel the XLA run ran is an HLO instruction of the recorded module, and what
+        # they compute together is the row's TF ops
+        computed = [op for name in instructions for op, _ in hlo.find(None, name).tf_ops]
+        assert len(set(tf_ops)) >= 2 and set(tf_ops) <= set(computed), key
+    assert found[0].evidence.to_dict()["instructions"]
 
 
 def linked_instructions(trace, folder) -> set[str]:

@@ -69,6 +69,20 @@ def gradient_key(name: str) -> tuple[str, ...] | None:
     return None
 
 
+# Gradient tails: how many trailing parts of a gradient's path (the forward op's scopes and
+# the op, without ``gradients/`` or ``gradient_tape/`` and the ``_grad`` marker) two ops must
+# share, longest first.
+GRADIENT_TAIL_LENGTHS = (3, 2)
+
+
+def gradient_tail(length: int):
+    """The key of a gradient op by the last ``length`` parts of its path (None if shorter)."""
+    def key(text: str) -> tuple[str, ...] | None:
+        path = gradient_key(plain_name(text))
+        return path[-length:] if path and len(path) >= length else None
+    return key
+
+
 def op_scope(name: str) -> tuple[tuple[str, ...], bool]:
     """An op's scope parts (without function wrappers) and whether it is a gradient op. A
     TF1 gradient's scope is its forward op's (``conv1`` for ``conv1/Conv2D_grad/...``); TF2
@@ -90,4 +104,5 @@ def same_scope(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return any(longer[i:i + len(shorter)] == shorter for i in range(len(longer) - len(shorter) + 1))
 
 
-__all__ = ["RULE_CONFIDENCE", "Pair", "gradient_key", "op_scope", "pair_key", "plain_name", "same_scope"]
+__all__ = ["GRADIENT_TAIL_LENGTHS", "RULE_CONFIDENCE", "Pair", "gradient_key", "gradient_tail", "op_scope", "pair_key", "plain_name", "same_scope",
+           "without_wrappers"]

@@ -17,39 +17,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..model.trace import Trace
 from .compare_align_graph import TraceNames, named_by
 from .compare_matcher import SIDES, Matcher, Rule
-from .compare_names import plain_name, without_wrappers
+from .compare_names import GRADIENT_TAIL_LENGTHS, gradient_tail, op_scope, plain_name, without_wrappers
 from .compare_sides import Side
 from .kernels import fusion_parts
 from .structure import Alignment
+from .xla_rows import xla_ops
 
-_INSTRUCTION, _TF_OPS = "hlo_instruction", "tf_ops"
 KEY_OPS = 6  # TF ops a row's key names before "and N more"
-
-
-def xla_ops(trace: Trace, among=None) -> dict[str, tuple[str, ...]]:
-    """Each op row of ``trace`` (of the names ``among``, where given) the reader linked to
-    an HLO instruction -> the TF ops its instructions compute, its own first (a row of one
-    TF op: itself)."""
-    instruction, fused = trace.string_id(_INSTRUCTION), trace.string_id(_TF_OPS)
-    if instruction < 0:
-        return {}
-    stats = trace.table("event_stats")
-    keys, ops, values = stats["key"].tolist(), stats["op"].tolist(), stats["value"].tolist()
-    linked = {op for op, key in zip(ops, keys) if key == instruction}
-    fused_ops = {op: trace.strings[value] for op, key, value in zip(ops, keys, values) if key == fused}
-    names = trace.ops["name"]
-    out: dict[str, dict[str, None]] = {}
-    for op in sorted(linked):
-        name = trace.strings[int(names[op])]
-        if among is not None and name not in among:
-            continue
-        found = out.setdefault(name, {})
-        for tf_op in fused_ops[op].split(", ") if op in fused_ops else (name,):
-            found[tf_op] = None
-    return {name: tuple(found) for name, found in out.items()}
 
 
 class XlaInstructions(Rule):
@@ -166,23 +142,35 @@ class _Homes:
                 theirs_node = control_node if other_side == "control" else dict(alignment.pairs).get(control_node)
                 if theirs_node:
                     self.attached[theirs_node].append(node)
-        else:
-            for name in other.names:
-                self.by_name.setdefault(plain_name(other.rewritten[name]), name)
+        # without graphs, or where they do not align: the other run's ops by name, as a
+        # gradient, or a fused kernel by its layer
+        for name in other.names:
+            text = other.rewritten[name]
+            self.by_name.setdefault(plain_name(text), name)
+            for length in GRADIENT_TAIL_LENGTHS:
+                key = gradient_tail(length)(text)
+                if key:
+                    self.by_name.setdefault(key, name)
+            if fusion_parts(other.type[name]):
+                self.by_name.setdefault(op_scope(text), name)
 
     def unit(self, tf_op: str) -> tuple | None:
         """The unit of ``tf_op`` in the other run, if it ran there (as itself, or inside a
         kernel the other run fused it into); else None."""
-        if self.alignment is None:
-            name = self.by_name.get(plain_name(tf_op))
-            return ("name", name) if name else None
         node = self.node_of.get(tf_op)
         unit = self.unit_of_node.get(node) if node else None
-        if unit is None or self._ran(unit):
+        if unit is not None and self._ran(unit):
             return unit
-        return self._fused_into(unit[1]) if unit[0] == "pair" else None
+        if unit is not None and unit[0] == "pair" and self._fused_into(unit[1]):
+            return self._fused_into(unit[1])
+        keys = (plain_name(tf_op), *(gradient_tail(length)(tf_op) for length in GRADIENT_TAIL_LENGTHS),
+                op_scope(tf_op))
+        name = next((self.by_name[key] for key in keys if key and key in self.by_name), None)
+        return ("name", name) if name else None
 
     def _ran(self, unit: tuple) -> bool:
+        if unit[0] == "name":
+            return True
         return any(self.names_of.ran(self.other_side, node) for node in self._nodes(unit))
 
     def _fused_into(self, node: str) -> tuple | None:
@@ -198,6 +186,8 @@ class _Homes:
 
     def _nodes(self, unit: tuple) -> list[str]:
         kind, value = unit
+        if kind == "name":
+            return []
         if kind == "pair":
             return [value, *self.attached.get(value, ())]
         return list(self.alignment.groups[value][0 if self.other_side == "control" else 1])
@@ -228,4 +218,4 @@ class _Homes:
         return self.names_of.all_unmatched(self.matcher, self.other_side, self._nodes(unit))
 
 
-__all__ = ["XlaInstructions", "xla_ops"]
+__all__ = ["XlaInstructions"]
