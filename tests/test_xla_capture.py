@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import tracebridge
-from tests.models_structure import BATCH, resnet_data, resnet_fit, resnet_tf1, resnet_tf2
+from tests.models_structure import BATCH, RESNET_CONVS, resnet_data, resnet_fit, resnet_tf1, resnet_tf2
 from tests.test_compare import _run_tf1, _run_tf2
 from tests.test_compare_models import RESNET_LAYERS, assert_done, quality
 from tracebridge.analysis.compare import compare
 from tracebridge.analysis.compare_names import plain_name
-from tracebridge.analysis.xla_rows import xla_ops
+from tracebridge.analysis.xla_rows import xla_instructions, xla_ops
 
 FIT_BATCHES = 6  # 2 warm-up batches, 3 traced, 1 after
 
@@ -227,6 +227,15 @@ def test_a_jit_compiled_step_compares_with_the_session_model(session_run, jit_fu
     assert "xla" in result.rule_shares and result.rule_shares["xla"].test > 0.8, report
     assert_done(result, figures, report, RESNET_LAYERS, computed=computed, updates=False)
     assert_fusions_are_groups(result, jit_function_run, computed)
+    # XLA rewrites each filter gradient into a convolution without metadata: each still
+    # stands for its layer's Conv2DBackpropFilter (the op downstream it computes for)
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    hlo = hlo_op_map(modules_of(jit_function_run.metadata))
+    ran = [hlo.find(None, name) for names in xla_instructions(jit_function_run).values() for name in names]
+    made = [op for op in ran if op.opcode == "convolution" and not op.op_name]
+    assert made and all(op.tf_ops[0][1] == "Conv2DBackpropFilter" for op in made), made
+    assert len({op.tf_ops[0][0] for op in made}) == len(RESNET_CONVS)
 
 
 def test_fit_without_xla_compares_with_fit_with_xla(fit_run, fit_xla_run):
