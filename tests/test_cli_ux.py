@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.helpers.browser import browser_mark
 
 
@@ -139,6 +140,11 @@ def test_compare_headline_and_rank_order(corpus):
     import json
     data = json.loads(run_cli("compare", control, test, "--json").stdout)
     assert {"rows", "findings", "steps", "unmatched"} <= set(data) and data["headline"]["findings"] == len(data["findings"])
+    # the CSV twin: every row, ranked as the text ranks them
+    csv_rows = _csv_rows(run_cli("compare", control, test, "--csv").stdout)
+    assert len(csv_rows) == len(data["rows"]) and [r["key"] for r in csv_rows][:len(rows)] == [r[7] for r in rows]
+    by_name = [r["key"] for r in _csv_rows(run_cli("compare", control, test, "--csv", "--sort", "name").stdout)]
+    assert by_name[:3] == [r[7] for r in _table_rows(run_cli("compare", control, test, "--sort", "name", "--top", "3").stdout)]
 
 
 def test_compare_page_leads_with_the_step_time_text_uses(corpus, tmp_path):
@@ -292,8 +298,8 @@ def test_html_pages_sort_devices_fold_hosts_and_take_the_file_name(corpus, tmp_p
 
 @browser_mark
 def test_table_names_keep_what_tells_rows_apart(corpus, browser, tmp_path):
-    """Rows of the top-ops table whose names differ show different text (the scope they share
-    elided, not the middle that tells layer_1 from layer_2); the full name is the hover title."""
+    """Rows of the top-ops table whose names differ show different text (the scopes they share
+    left out, not the middle that tells layer_1 from layer_2); the full name is the hover title."""
     from tests.test_html import Opened
     page = tmp_path / "merged.html"
     assert run_cli("html", corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json", page).returncode == 0
@@ -303,5 +309,156 @@ def test_table_names_keep_what_tells_rows_apart(corpus, browser, tmp_path):
     assert len(cells) > 10 and len({title for _, title in cells}) == len(cells)
     shown = [text for text, _ in cells]
     import collections
-    assert len(set(shown)) >= 0.75 * len(shown), [(t, c) for t, c in collections.Counter(shown).items() if c > 1]  # 59 of 86 before (middle cut), 66 now
-    assert any(text.startswith("\u2026/") for text in shown)
+    assert len(set(shown)) == len(shown), [(t, c) for t, c in collections.Counter(shown).items() if c > 1]  # 59 of 86 before (middle cut)
+    assert any("/\u2026/" in text for text in shown)  # the scopes rows share, left out
+
+
+def _csv_rows(text: str) -> list[dict]:
+    import csv
+    import io
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _in_section(rows: list[dict], section: str) -> list[dict]:
+    return [row for row in rows if row["section"] == section]
+
+
+def test_every_json_option_has_a_csv_twin():
+    """Output that pipes: wherever a subcommand prints --json, it prints --csv too, and the two
+    exclude each other."""
+    _, commands = _subcommands()
+    for name, command in commands.items():
+        options = {o for a in command._actions for o in a.option_strings}
+        if "--json" in options:
+            assert "--csv" in options, name
+            both = run_cli(name, "--json", "--csv", "x", "y")
+            assert both.returncode == 2 and "not allowed with" in both.stderr, (name, both.stderr)
+
+
+def test_info_csv_has_a_row_for_every_line_step_and_device(corpus):
+    import json
+    for path in (corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json", REPO / "tests" / "data" / "xla" / "jax_cpu_mlp.xplane.pb"):
+        info = json.loads(run_cli("info", "--json", path).stdout)
+        result = run_cli("info", "--csv", path)
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+        assert result.stdout.splitlines()[0] == "section,key,kind,count,duration_ns,lanes,value"
+        rows = _csv_rows(result.stdout)
+        by = functools.partial(_in_section, rows)
+        assert [r["value"] for r in by("format")] == [info["format"]]
+        assert [(int(r["key"]), int(r["duration_ns"])) for r in by("step")] == \
+            [(s["number"], s["duration_ns"]) for s in info["steps"]]
+        assert [(r["key"], r["kind"], int(r["count"]), int(r["lanes"])) for r in by("device")] == \
+            [(d["name"], d["kind"], d["ops"], d["lanes"]) for d in info["devices"]]
+        assert int(by("ops")[0]["count"]) == info["ops"] and int(by("events")[0]["count"]) == info["events"]
+        assert [r["value"] for r in by("note")] == info["notes"]
+        assert {r["key"] for r in by("metadata")} == set(info["metadata"]) - {"source_format"}
+        assert all(len(r["value"]) < 200 for r in rows), "a cell holds what grows with the model"
+        text = run_cli("info", path).stdout  # the HLO modules' protos (base64) outlined, as the graph is
+        assert max(map(len, text.splitlines())) < 300 and ("hlo_modules" not in info["metadata"]
+                                                           or "hlo_modules: 1 HLO module (" in text)
+
+
+def test_advise_and_doctor_csv_have_a_row_per_finding_and_problem(corpus):
+    import json
+    merged = corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json"
+    findings = json.loads(run_cli("advise", "--json", merged).stdout)
+    rows = _csv_rows(run_cli("advise", "--csv", merged).stdout)
+    assert findings and [(r["kind"], float(r["share"]), r["link"]) for r in rows] == \
+        [(f["kind"], f["share"], f["link"]) for f in findings]
+    assert all(int(r["saves_at_most_ns"]) == round(f["saves_at_most_ns"]) for r, f in zip(rows, findings))
+    hosts = [corpus / "chrome" / "ikhlestov_gpu_timeline_01.json", merged]  # one file per host
+    by_host = json.loads(run_cli("advise", "--json", *hosts).stdout)["by_host"]
+    result = run_cli("advise", "--csv", *hosts, "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("host,kind,share,")
+    assert [(r["host"], r["kind"]) for r in _csv_rows(result.stdout)] == \
+        [(h["host"], f["kind"]) for h in by_host for f in h["findings"]] != []
+    for path in (merged, corpus / "events"):
+        diagnosis = json.loads(run_cli("doctor", "--json", path).stdout)
+        result = run_cli("doctor", "--csv", path)
+        assert result.returncode == (0 if diagnosis["ok"] else 1), result.stderr
+        rows = _csv_rows(result.stdout)
+        assert [(r["code"], r["missing"], r["fix"]) for r in rows if r["code"] != "not_checked"] == \
+            [(p["code"], p["missing"], p["fix"]) for p in diagnosis["problems"]]
+        assert [r["missing"] for r in rows if r["code"] == "not_checked"] == diagnosis["not_checked"]
+
+
+def test_csv_into_a_closed_pipe_ends_quietly(corpus):
+    from tracebridge.cli import main
+    merged = str(corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json")
+    for argv in (["info", "--csv", merged], ["advise", "--csv", merged], ["doctor", "--csv", merged]):
+        read, write = os.pipe()
+        os.close(read)
+        stdout = os.fdopen(write, "w", buffering=1)
+        try:
+            with contextlib.redirect_stdout(stdout):
+                code = main(argv)
+        finally:
+            with contextlib.suppress(OSError):
+                stdout.close()
+        assert code == 141, argv
+
+
+def test_info_outlines_what_grows_with_the_run(tmp_path):
+    """Each step's input shapes (10,000 steps at most, kept by trace(fn)) and any other long
+    metadata are outlined or cut in text and CSV; --json keeps them whole."""
+    import json
+
+    import tracebridge
+    trace = tracebridge.load(REPO / "tests" / "data" / "xla" / "jax_cpu_mlp.xplane.pb")
+    shapes = {str(n): f"float32[{4 * (1 + n % 6)},64], int32[{4 * (1 + n % 6)}]" for n in range(5000)}
+    path = tmp_path / "long.json"
+    trace.with_metadata(step_inputs=json.dumps(shapes)).save(path)
+    text = run_cli("info", path).stdout
+    assert max(map(len, text.splitlines())) < 400, max(text.splitlines(), key=len)[:200]
+    assert "step_inputs: 5,000 steps, 6 input shapes: float32[4,64], int32[4]; float32[8,64], int32[8];" in text
+    from tracebridge.analysis.summary import shown_metadata
+    warned = trace.with_metadata(xspace_warnings="dropped events; " * 200)  # a reader's note on a damaged file
+    shown = dict(shown_metadata(warned.info()))
+    assert len(shown["xspace_warnings"]) < 400 and shown["xspace_warnings"].endswith("characters; --json prints it whole)")
+    rows = _csv_rows(run_cli("info", "--csv", path).stdout)
+    assert max(len(r["value"]) for r in rows) < 400
+    assert json.loads(json.loads(run_cli("info", "--json", path).stdout)["metadata"]["step_inputs"]) == shapes
+
+
+def test_host_by_host_tables_have_csv_twins(corpus, tmp_path):
+    """summary --by-host: a row per host of its host table; compare --by-host-group: every
+    group pair's aligned rows, led by the pair's group names (the rows of --json)."""
+    import json
+    import shutil
+    hosts = []
+    for name, source in (("worker-0", "ikhlestov_cpu_timeline_01.json"), ("worker-1", "ikhlestov_cpu_timeline_02_step_0.json")):
+        hosts.append(tmp_path / f"{name}.json")
+        shutil.copy(corpus / "chrome" / source, hosts[-1])
+    report = json.loads(run_cli("summary", *hosts, "--by-host", "--json").stdout)["by_host"]
+    result = run_cli("summary", *hosts, "--by-host", "--csv")
+    assert result.returncode == 0, result.stderr
+    rows = _csv_rows(result.stdout)
+    assert [(r["host"], int(r["steps"]), int(r["median_step_ns"])) for r in rows] == \
+        [(h["host"], h["steps"], h["median_step_ns"]) for h in report["hosts"]]
+    assert {r["host"] for r in rows if r["straggler"] == "1"} == {s["host"] for s in report["stragglers"]} != set()
+    sides = ",".join(map(str, hosts)), ",".join(map(str, reversed(hosts)))
+    groups = json.loads(run_cli("compare", *sides, "--by-host-group", "--json").stdout)["groups"]
+    result = run_cli("compare", *sides, "--by-host-group", "--csv")
+    assert result.returncode == 0, result.stderr
+    rows = _csv_rows(result.stdout)
+    expected = [(g["control_group"], g["test_group"], row["key"], row["control_total_ns"], ";".join(row["test_names"]))
+                for g in groups for row in g["comparison"]["rows"]]
+    assert [(r["control_group"], r["test_group"], r["key"], int(r["control_total_ns"]), r["test_names"]) for r in rows] \
+        == expected and len({(g, t) for g, t, *_ in expected}) == 2
+
+
+def test_bytes_no_format_claims_say_so_not_only_that_a_run_metadata_is_corrupt(tmp_path):
+    """Unclaimed bytes are read as a RunMetadata (TF1 scripts saved them under any name);
+    where that fails, the one line says no format claimed the file, and why the default failed."""
+    blob = tmp_path / "capture.bin"
+    blob.write_bytes(bytes([0x0B, 0x00, 0x01, 0x02]) * 64)
+    result = run_cli("info", blob)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "not a trace tracebridge can read: no format claims it (tried: " in result.stderr
+    assert "read as a runmetadata (the default) it fails at byte" in result.stderr
+    hosts = run_cli("advise", blob, blob, "--workers", "1")  # one file per host: read host by host
+    assert hosts.returncode == 2 and "no format claims it" in hosts.stderr and hosts.stderr.count("\n") == 1
+    renamed = tmp_path / "run_metadata"  # a real RunMetadata under a name no format claims still loads
+    renamed.write_bytes((REPO / "tests" / "data" / "tf1_mlp" / "run_metadata.pb").read_bytes())
+    assert run_cli("info", renamed).stdout.startswith(f"{renamed}: runmetadata")

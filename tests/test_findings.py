@@ -150,6 +150,9 @@ def test_host_gaps_name_the_python_work_with_the_python_tracer(traces):
     # The worker's own numpy preparation is among the frames that ran while no op did.
     assert any("porting_worker.py" in frame for frame in frames), frames
     assert all(frame.startswith("$") and ns > 0 for frame, ns in frames.items())
+    # advise's text names them too, largest first, not only --json
+    text = found["host_gaps"].to_text()
+    assert "Python in the gaps (all steps): " + next(iter(frames)).lstrip("$") in text
 
 
 def test_input_wait(traces):

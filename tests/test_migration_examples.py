@@ -18,7 +18,8 @@ must fail and its report name each of those strings on a ``not in TF 2.21`` line
 
 What tracebridge does is run here: ``tracebridge migrate`` in this process, then the
 migrated script with real TensorFlow in a subprocess, in its own temporary folder (the
-scripts write relative paths).
+scripts write relative paths). Each migrated script is a process of its own, forked from one
+that has imported TensorFlow (tests/helpers/preloaded.py): the import cost most of the run.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import pytest
 
 import tracebridge
 from tests.conftest import run_cli
+from tests.helpers.preloaded import PreloadedPython
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO / "migration_guide" / "examples"
@@ -227,9 +229,16 @@ def _script_env() -> dict[str, str]:
     return _env(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
 
+@pytest.fixture(scope="module")
+def python():
+    """The migrated scripts' interpreter, with TensorFlow imported once for all of them."""
+    with PreloadedPython(_script_env()) as preloaded:
+        yield preloaded
+
+
 @pytest.mark.tf
 @pytest.mark.slow
-def test_migrated_script_runs_and_writes_its_trace(example, tmp_path):
+def test_migrated_script_runs_and_writes_its_trace(example, python, tmp_path):
     """``tracebridge migrate before.py --write``, then the script runs and writes its trace;
     or, for a script using what TF 2.21 lacks, ``--check`` fails and names exactly that."""
     expect = _expect(example)
@@ -243,7 +252,7 @@ def test_migrated_script_runs_and_writes_its_trace(example, tmp_path):
         return
     migrate = run_cli("migrate", "before.py", "--write", cwd=tmp_path)
     assert migrate.returncode == 0, f"migrate: exit {migrate.returncode}\n{migrate.stdout}\n{migrate.stderr[-3000:]}"
-    process = _run([sys.executable, "before.py"], tmp_path, _script_env())
+    process = python.run("before.py", tmp_path, timeout=TIMEOUT)
     measured = outcome(process, tmp_path, expect["outputs"])
     assert process.returncode == 0, (f"migrated script: {measured['error']}\n--- migrated code:\n"
                                      f"{(tmp_path / 'before.py').read_text()}\n--- stderr:\n{process.stderr[-3000:]}")

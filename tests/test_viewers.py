@@ -450,10 +450,18 @@ def _catapult(page, site: _Site, trace: Path, report: Report) -> None:
 
 
 def _speedscope(page, site: _Site, trace: Path, report: Report) -> None:
+    # speedscope says that it cannot import a file in an alert() and goes back to its welcome
+    # page; keep the alert's text where the wait below sees it (else it waits its whole timeout).
+    page.add_init_script("window.alert = message => { window.__speedscopeAlert = String(message); };")
     page.goto(f"{site.origin}/index.html#profileURL={site.origin}/trace.json")
     # A loaded profile brings the view toolbar (Time Order, Left Heavy, Sandwich).
-    if not _wait(page, report, r"() => /Sandwich|Something went wrong/.test(document.body.innerText)",
+    if not _wait(page, report, r"() => window.__speedscopeAlert !== undefined"
+                               r" || /Sandwich|Something went wrong/.test(document.body.innerText)",
                  "speedscope showed no profile"):
+        return
+    alert = page.evaluate("() => window.__speedscopeAlert")
+    if alert is not None:
+        report.errors.append(f"speedscope: {alert}")
         return
     if page.get_by_text("Something went wrong").count():
         report.errors.append("speedscope: " + page.evaluate("() => document.body.innerText").strip())
@@ -555,6 +563,7 @@ def test_corpus_xspace(viewer, corpus_xspace, sites, browser):
     ours = load(browser, sites, viewer, paths["tracebridge"], f"{name}-tracebridge")
     theirs = load(browser, sites, viewer, paths["xprof"], f"{name}-xprof")
     if viewer == "speedscope" and not theirs.loaded:
+        assert any("Unrecognized format" in error for error in theirs.errors), theirs.errors
         theirs = Report(viewer=viewer, trace=f"{name}-xprof")  # it opens no xprof JSON: ours, clean
     assert theirs.loaded or viewer == "speedscope", f"{viewer} did not load xprof's JSON: {theirs.errors}"
     launches = sum(1 for e in events if e.get("ph") == "s")

@@ -11,7 +11,6 @@ Chrome writer give the same results with one process and with two.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pickle
@@ -26,6 +25,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.malformed import time_limit
 import tracebridge
 from tracebridge import protos
 from tracebridge.errors import TraceFormatError
@@ -111,24 +111,6 @@ def decoded_messages(data: bytes, fields: wire.Fields) -> dict[int, dict[int, li
 
 def decoded_fields(data: bytes, fields: wire.Fields, message: int = 0) -> dict[int, list]:
     return decoded_messages(data, fields).get(message, {})
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float):
-    """Fail instead of hanging (POSIX main thread only; elsewhere no limit)."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expired(signum, frame):
-        raise TimeoutError(f"took more than {seconds} s")
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # --- strategies -----------------------------------------------------------------------

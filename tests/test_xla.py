@@ -14,6 +14,7 @@ import tracebridge
 from tracebridge import protos
 from tracebridge.errors import TraceFormatError
 from tracebridge.model.hlo import HLO_MODULES, module_entry, modules_of
+from tracebridge.model.schema import STEP_INPUTS
 from tracebridge.readers.hlo import hlo_op_map
 from tests.test_accelerator import xprof_device_self_time
 
@@ -356,11 +357,16 @@ def test_tf_xla_thunks_linked_through_the_hlo_a_capture_recorded(tf_xla_capture,
 @pytest.mark.parametrize("name", ["jax_h100_convnet_nographs", "jax_cpu_convnet"])
 @pytest.mark.parametrize("suffix", [".xplane.pb", ".json", ".json.gz"])
 def test_xla_links_survive_tracebridges_own_files(corpus, tmp_path, name, suffix):
+    """The HLO, and the input shapes of each step that trace(fn) records (what xla_compile
+    names per compilation), are kept in every file tracebridge writes and reads back."""
     path = DATA / f"{name}.xplane.pb" if "cpu" in name else corpus / "xspace" / f"{name}.xplane.pb"
     trace = tracebridge.load(path)
+    shapes = json.dumps({str(s.number): f"float32[{8 << s.number},64]" for s in trace.steps})
+    trace = trace.with_metadata(**{STEP_INPUTS: shapes})
     out = tmp_path / f"copy{suffix}"
     trace.save(out)
     again = tracebridge.load(out)
+    assert again.metadata[STEP_INPUTS] == shapes and trace.steps
     def key(entry):
         return entry["name"], entry["program_id"]
 

@@ -137,9 +137,10 @@ def test_a_function_compiled_once_gets_none(compiled_once_run):
     assert xla_compile(StepView(compiled_once_run)).steps == []
 
 
-def test_step_inputs_survive_json(recompiling_run, tmp_path):
-    recompiling_run.save(tmp_path / "run.json.gz")
-    again = tracebridge.load(tmp_path / "run.json.gz")
+@pytest.mark.parametrize("suffix", [".json.gz", ".xplane.pb"])
+def test_step_inputs_survive_tracebridges_files(recompiling_run, tmp_path, suffix):
+    recompiling_run.save(tmp_path / f"run{suffix}")
+    again = tracebridge.load(tmp_path / f"run{suffix}")
     evidence = [f for f in tracebridge.advise(again) if f.kind == "xla_compile"][0].evidence
     assert evidence.input_shapes == [f"float32[{size},64]" for size in SIZES]
 
@@ -305,6 +306,65 @@ def test_fit_with_jit_compile_records_the_compiled_step_s_hlo(fit_xla_run, tmp_p
     assert {"stem_1", "b2_short_1", "dense_1"} & layers, sorted(layers)[:40]
     convs = [op for op in found.values() if op.opcode == "convolution" or "convolution" in op.name]
     assert convs, sorted(found)[:40]
+
+
+@pytest.fixture(scope="module")
+def fit_partial_run(tf):
+    """Keras ``fit`` under ``jit_compile=True`` where every epoch ends in a partial batch
+    (10 samples in batches of 4, 4, 2): the batches' shapes are not static, and XLA compiles
+    one module per batch shape. Epoch 1 (both shapes compiled) is warm-up; epoch 2 is
+    traced, its partial batch (step 5) included, at host_tracer_level 3 (the level that
+    records the graph's function call ops). A tiny model: the shapes are the point."""
+    import keras
+
+    from tracebridge.keras import TraceCallback
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(8, activation="relu", name="hidden"),
+                              keras.layers.Dense(2, name="logits")])
+    model.compile("sgd", "mse", jit_compile=True)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(10, 16)).astype("float32"), rng.normal(size=(10, 2)).astype("float32")
+    callback = TraceCallback(warmup=3, steps=3, host_tracer_level=3)
+    model.fit(x, y, batch_size=4, epochs=2, callbacks=[callback], verbose=0, shuffle=False)
+    return callback.trace
+
+
+def test_fit_with_a_partial_last_batch_keeps_the_hlo_of_every_batch_shape(fit_partial_run):
+    """Every traced step's XLA events, the partial batch's too, link to an HLO instruction
+    and through it to the model's layers; the trace holds a module per batch shape (the
+    profile's /host:metadata lists them, program ids apart, where capture cannot compile
+    the step for shapes it does not know), and no note says the HLO is missing."""
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    trace = fit_partial_run
+    assert [s.number for s in trace.steps] == [3, 4, 5]
+    assert "HLO not recorded" not in (trace.metadata.get("notes") or "")
+    modules = hlo_op_map(modules_of(trace.metadata)).modules
+    train_modules = [m for m in modules if "one_step_on_data" in m.name]
+    assert len({m.program_id for m in train_modules}) >= 2, [(m.name, m.program_id) for m in modules]
+    stats = trace.table("event_stats")
+    keys = [trace.strings[k] for k in stats["key"].tolist()]
+    ops, values = stats["op"].tolist(), [trace.strings[v] for v in stats["value"].tolist()]
+    linked = {op for op, key in zip(ops, keys) if key == "hlo_instruction"}
+    programs = {op: int(value) for op, key, value in zip(ops, keys, values) if key == "program_id"}
+    names = trace.column_strings("ops", "name")
+    ran: dict[int, set[int]] = {}  # step number -> the programs its XLA events ran
+    for index, step in enumerate(trace.steps):
+        rows = [op for op in linked if trace.ops["step"][op] == index]
+        layers = {part for op in rows for part in names[op].split("/")}
+        assert {"hidden_1", "logits_1"} <= layers or {"hidden", "logits"} <= layers, (step, sorted(layers)[:20])
+        ran[step.number] = {programs[op] for op in rows if op in programs}
+        assert ran[step.number] <= {m.program_id for m in train_modules}, (step, ran, train_modules)
+    assert ran[3] == ran[4] and ran[5] and ran[5] != ran[3]  # the partial batch ran a module of its own
+
+
+def test_the_call_op_of_a_compiled_step_is_not_counted_on_top_of_its_thunks(fit_partial_run):
+    """Keras's graph calls its jit_compile step through a StatefulPartitionedCall op, whose
+    span holds the step's thunks: the op stays in the trace, as an annotation, not an op row."""
+    trace = fit_partial_run
+    assert trace.column_strings("ops", "name").count("StatefulPartitionedCall") >= len(trace.steps)
+    summary = trace.summary()
+    assert "StatefulPartitionedCall" not in {row["key"] for row in summary.by_op}
+    assert "StatefulPartitionedCall" not in {row["key"] for row in summary.by_type}
 
 
 def test_a_capture_with_hlo_saves_in_every_format_that_carries_graphs(recompiling_run, tmp_path):

@@ -73,7 +73,11 @@ def _parser() -> argparse.ArgumentParser:
 
     info = commands.add_parser("info", help="format, steps, devices and counts of a trace")
     info.add_argument("input", help=_INPUT_HELP)
-    info.add_argument("--json", action="store_true", help="print JSON (the recorded graph whole, where there is one)")
+    shown = info.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print JSON (the recorded graph whole, where there is one)")
+    shown.add_argument("--csv", action="store_true",
+                       help="print CSV: one row per line of the text (section,key,kind,count,duration_ns,lanes,value), "
+                            "every step and device")
     _add_workers(info)
     info.set_defaults(handler=_info)
 
@@ -98,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--top", type=_positive, default=20, help="rows per table (default 20)")
     output = summary.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the tables as JSON")
-    output.add_argument("--csv", action="store_true", help="print the tables as CSV (one row per op, op type, device)")
+    output.add_argument("--csv", action="store_true", help="print the tables as CSV (one row per op, op type, device; "
+                                                          "--by-host: one row per host)")
     summary.add_argument("--by-host", action="store_true",
                          help="also per-host step times, stragglers, step skew and collective time")
     summary.add_argument("--threshold", type=float, default=0.1,
@@ -118,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("test", help="the run under test (say, its TF2 port): " + _INPUT_HELP)
     shown = diff.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the comparison as JSON (headline, findings, rows)")
-    shown.add_argument("--csv", action="store_true", help="print the aligned rows as CSV")
+    shown.add_argument("--csv", action="store_true", help="print every aligned row as CSV, ranked as --sort says "
+                                                         "(--by-host-group: each led by its groups' names)")
     diff.add_argument("--html", metavar="OUT", help="also write the diff view to OUT")
     diff.add_argument("--rule", action="append", default=[], metavar="PATTERN=REPLACEMENT",
                       help="rewrite op names of both runs with a regular expression first (repeatable)")
@@ -143,7 +149,10 @@ def _parser() -> argparse.ArgumentParser:
     advice.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host "
                         "(several hosts: findings host by host)")
     advice.add_argument("--warmup", type=int, default=0, help="steps left out first")
-    advice.add_argument("--json", action="store_true", help="print the findings as JSON")
+    shown = advice.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the findings as JSON")
+    shown.add_argument("--csv", action="store_true",
+                       help="print the findings as CSV, one row each (several hosts: a host column first)")
     advice.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="several hosts: on this Dask cluster")
     advice.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     _add_workers(advice)
@@ -155,7 +164,10 @@ def _parser() -> argparse.ArgumentParser:
                     "Exit status 0: nothing wrong; 1: problems found; 2: bad input.")
     checkup.add_argument("input", nargs="+", help="a trace file, a run folder, a profile logdir, or one XSpace "
                          "file per host")
-    checkup.add_argument("--json", action="store_true", help="print the problems as JSON")
+    shown = checkup.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the problems as JSON")
+    shown.add_argument("--csv", action="store_true",
+                       help="print the problems as CSV (code,path,missing,evidence,fix), then what was not checked")
     checkup.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
     checkup.set_defaults(handler=_doctor)
 
@@ -297,17 +309,19 @@ class _UsageError(TracebridgeError):
 
 
 def _info(args) -> int:
+    from .analysis.summary import describe_csv, shown_metadata
+    from .analysis.tables import plural
     trace = _load(args)
     info = {**trace.info(), "notes": _notes(trace)}
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
+    if args.csv:
+        sys.stdout.write(describe_csv(info))
+        return 0
     print(f"{args.input}: {info['format']}")
-    for key, value in sorted(info["metadata"].items()):
-        if key == "graph":  # JSON that grows with the model: --json prints it whole
-            print(f"  {key}: {info['graph_outline']}")
-        elif key != "source_format":
-            print(f"  {key}: {value}")
+    for key, value in shown_metadata(info):  # what grows with the model outlined: --json prints it whole
+        print(f"  {key}: {value}")
     # The count summary gives; other rows (host annotations, profiler bookkeeping such as
     # ThreadpoolListener::Record, or TF ops where kernels are counted) only in parentheses.
     besides = f" ({info['events']} events in all)" if info["events"] != info["ops"] else ""
@@ -315,10 +329,11 @@ def _info(args) -> int:
     steps = info["steps"]
     if steps:
         shown = ", ".join(f"{s['number']} ({s['duration_ns'] / 1e6:.3f} ms)" for s in steps[:10])
-        print(f"{len(steps)} steps: {shown}{' ...' if len(steps) > 10 else ''}")
-    print(f"{len(info['devices'])} devices:")
+        print(f"{plural(len(steps), 'step')}: {shown}{' ...' if len(steps) > 10 else ''}")
+    print(f"{plural(len(info['devices']), 'device')}:")
     for device in info["devices"]:
-        print(f"  {device['name']}  ({device['kind']}, {device['ops']} events, {device['lanes']} lanes)")
+        print(f"  {device['name']}  ({device['kind']}, {plural(device['ops'], 'event')}, "
+              f"{plural(device['lanes'], 'lane')})")
     if info["transfers"]["count"]:
         print(f"{info['transfers']['count']} transfers, {info['transfers']['bytes']} bytes")
     if info["memory"]["allocators"]:
@@ -404,8 +419,6 @@ def _summary_by_host(args) -> int:
     from .analysis.host_summary import host_parts, merge_parts
     from .formats import load_host_ops
     from .readers.host_files import host_files
-    if args.csv and args.by_host:
-        raise _UsageError("--by-host prints text or --json, not --csv")
     if (args.html or args.timeline) and not args.by_host:
         raise _UsageError("--html and --timeline go with --by-host")
     filters = _filters(args)
@@ -421,8 +434,8 @@ def _summary_by_host(args) -> int:
     if args.json:
         print(json.dumps({**summary.to_dict(), "by_host": report.to_dict()}, indent=2) if report else
               summary.to_json())
-    elif args.csv:
-        sys.stdout.write(summary.to_csv())
+    elif args.csv:  # --by-host: its host table (the merged tables are summary --csv's)
+        sys.stdout.write(report.to_csv() if report else summary.to_csv())
     else:
         print(summary.to_text())
         if report:
@@ -471,7 +484,7 @@ def _compare(args) -> int:
     if args.json:
         print(comparison.to_json())
     elif args.csv:
-        sys.stdout.write(comparison.to_csv())
+        sys.stdout.write(comparison.to_csv(sort=args.sort))
     else:
         print(comparison.to_text(top=args.top, sort=args.sort))
     if args.html:
@@ -486,12 +499,15 @@ def _compare_host_groups(args) -> int:
     from .analysis.host_groups import compare_host_groups
     from .formats import load_host
     from .readers.host_files import host_files
-    if args.csv or args.html:
-        raise _UsageError("--by-host-group prints text or --json")
+    if args.html:
+        raise _UsageError("--by-host-group prints text, --json or --csv; no --html")
     sides = [host_files(path.split(",") if "," in path else path) for path in (args.control, args.test)]
     result = compare_host_groups(*sides, load=load_host, workers=args.workers, scheduler=args.scheduler, top=args.top,
                                  rules=args.rule, warmup=args.warmup, threshold=args.threshold, time=args.time)
-    print(result.to_json() if args.json else result.to_text())
+    if args.csv:
+        sys.stdout.write(result.to_csv())
+    else:
+        print(result.to_json() if args.json else result.to_text())
     return 0
 
 
@@ -507,7 +523,10 @@ def _advise(args) -> int:
                                 workers=args.workers, scheduler=args.scheduler, progress=sys.stderr.isatty())
     else:
         findings = advise(_load(args, args.input[0]), warmup=args.warmup)
-    print(findings.to_json() if args.json else findings.to_text())
+    if args.csv:
+        sys.stdout.write(findings.to_csv())
+    else:
+        print(findings.to_json() if args.json else findings.to_text())
     return 0
 
 
@@ -516,6 +535,8 @@ def _doctor(args) -> int:
     found = doctor(args.input if len(args.input) > 1 else args.input[0], run=args.input_run)
     if args.json:
         print(found.to_json())
+    elif args.csv:
+        sys.stdout.write(found.to_csv())
     elif found.problems or found.not_checked:
         print(found.to_text())
     return 0 if found.ok else 1

@@ -136,11 +136,25 @@ def load(path: str | os.PathLike, *, format: str | None = None, run: str | None 
         fmt, source = _find_in_folder(name, run)
     else:
         data = sources.read_file(name)
-        fmt = BY_NAME.get(format) if format else BY_NAME[sniff(name, data)]
+        fmt, evidence = (BY_NAME.get(format), None) if format else _claim(name, data)
         if fmt is None or fmt.read is None:
             raise TraceFormatError(f"unknown format {format!r} (one of {', '.join(READABLE)})", path=name)
         source = Source(name, (InputFile(name, data),))
+        if evidence is Evidence.NONE:
+            return _read_unclaimed(fmt, source, parallelism, ops_only)
     return _read(fmt, source, parallelism, ops_only)
+
+
+def _read_unclaimed(fmt: Format, source: Source, parallelism: Parallelism, ops_only: bool) -> Trace:
+    """Bytes no format claims are read as a RunMetadata (TF1 scripts saved them under any
+    name); where that fails too, the error says so, not only that a RunMetadata is corrupt."""
+    try:
+        return _read(fmt, source, parallelism, ops_only)
+    except TraceFormatError as error:
+        where = f" at {error.where}" if error.where else ""
+        raise TraceFormatError(f"not a trace tracebridge can read: no format claims it (tried: {_tried()}), and read "
+                               f"as a {fmt.name} (the default) it fails{where}: {error.reason}",
+                               path=source.path) from None
 
 
 def load_host(file: HostFile, *, ops_only: bool = False) -> Trace:
@@ -149,8 +163,10 @@ def load_host(file: HostFile, *, ops_only: bool = False) -> Trace:
     they run. An XSpace is read whole, or only its op rows and steps with ``ops_only``;
     another format (a TF1 task's RunMetadata or Chrome trace) whole."""
     data = read_host(file)
-    fmt = BY_NAME["xspace"] if file.path.endswith(".xplane.pb") else BY_NAME[sniff(file.path, data)]
-    return _read(fmt, Source(file.path, (InputFile(file.path, data, file.host),)), choose_parallelism(1), ops_only)
+    fmt, evidence = (BY_NAME["xspace"], None) if file.path.endswith(".xplane.pb") else _claim(file.path, data)
+    source = Source(file.path, (InputFile(file.path, data, file.host),))
+    read = _read_unclaimed if evidence is Evidence.NONE else _read
+    return read(fmt, source, choose_parallelism(1), ops_only)
 
 
 def save_hosts_perfetto(inputs, path: str | os.PathLike, *, run: str | None = None, dataflow: bool = True,
@@ -202,16 +218,24 @@ def sniff(name: str, data: bytes) -> str:
     """The name of the format of a file, from its name and its bytes. Plain text that no
     format claims (notes, a log, a CSV) raises: read as a RunMetadata, the default for
     unclaimed bytes, it would fail with a wire-type error that says nothing useful."""
+    return _claim(name, data)[0].name
+
+
+def _claim(name: str, data: bytes) -> tuple[Format, Evidence]:
+    """:func:`sniff`'s format, and how sure the claim is (NONE: :data:`UNCLAIMED`, the default)."""
     best, evidence = UNCLAIMED, Evidence.NONE
     for fmt in FORMATS:
         found = fmt.sniff(name, data) if fmt.sniff else Evidence.NONE
         if found > evidence:
             best, evidence = fmt, found
     if evidence is Evidence.NONE and _is_text(data):
-        tried = ", ".join(f.name for f in FORMATS if f.read is not None)
-        raise TraceFormatError(f"not a trace tracebridge can read: text that no format claims (tried: {tried})",
+        raise TraceFormatError(f"not a trace tracebridge can read: text that no format claims (tried: {_tried()})",
                                path=name)
-    return best.name
+    return best, evidence
+
+
+def _tried() -> str:
+    return ", ".join(f.name for f in FORMATS if f.read is not None)
 
 
 def _is_text(data: bytes) -> bool:

@@ -138,8 +138,9 @@ class TraceCallback(keras.callbacks.Callback):
             capture.note(f"HLO not recorded: {str(error).splitlines()[0][:200] if str(error) else type(error).__name__}")
             return
         if compiled is not None:
-            if batch is None:
-                capture.note("HLO not recorded: the batches' shape is not static (a partial last batch?)")
+            if batch is None:  # a partial last batch, or tf.data's batch() without drop_remainder
+                capture.note("HLO not recorded: the batches' shapes are not static and the profile lists no HLO",
+                             unless_hlo=True)
             else:
                 capture.record_hlo(compiled, (batch,), {})
 

@@ -1649,17 +1649,27 @@ class Hang(BaseException):
 
 @contextlib.contextmanager
 def time_limit(seconds: float):
-    """Raise :class:`Hang` after ``seconds`` (main thread only, via SIGALRM)."""
-    def on_alarm(signum, frame):
-        raise Hang(f"still running after {seconds:g} s")
+    """Raise :class:`Hang` once the case has used ``seconds`` of CPU time, or five times
+    that in wall time (main thread only).
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    CPU time, because a reader that hangs on a malformed file loops: on a loaded machine
+    (a CI runner, the other test worker) wall time grows with the load and a slow but
+    finite read would pass for a hang. The wall clock is the backstop for a read that
+    blocks instead of looping."""
+    def on_signal(signum, frame):
+        clock = "CPU time" if signum == signal.SIGPROF else "wall time"
+        raise Hang(f"still running after {seconds if signum == signal.SIGPROF else 5 * seconds:g} s of {clock}")
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, 5 * seconds)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def memory_limit(fmt: str, size: int) -> int:

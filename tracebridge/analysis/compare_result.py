@@ -3,9 +3,7 @@ or CSV (:func:`tracebridge.analysis.compare.compare` builds it)."""
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -14,6 +12,7 @@ from typing import Any
 from ..model.trace import Trace
 from .compare_types import Groups, PerSide, StepStats, TimeBasis
 from .evidence import MemoryUse
+from .tables import csv_text, plural
 
 
 @dataclass
@@ -46,6 +45,15 @@ class Row:
     control_host_ns: int = 0
     test_host_ns: int = 0
     confidence: float = 0.0  # how sure the pairing is, 0..1 (0 for unmatched rows): RULE_CONFIDENCE
+
+
+ROW_COLUMNS = tuple(Row.__dataclass_fields__)  # compare --csv: a column per Row field
+
+
+def row_cells(row: dict) -> list:
+    """A row (as ``asdict(Row)``, or its JSON) as CSV cells: each list of names one cell, ';' between."""
+    return [";".join(row[column]) if column in ("control_names", "test_names") else row[column]
+            for column in ROW_COLUMNS]
 
 
 @dataclass
@@ -98,17 +106,11 @@ class Comparison:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
-    def to_csv(self) -> str:
-        out = io.StringIO()
-        columns = [f for f in Row.__dataclass_fields__]
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        for row in self.rows:
-            values = asdict(row)
-            values["control_names"] = ";".join(row.control_names)
-            values["test_names"] = ";".join(row.test_names)
-            writer.writerow([values[c] for c in columns])
-        return out.getvalue()
+    def to_csv(self, sort: str | None = None) -> str:
+        """Every row (no ``top``: a file is for all of them), in alignment order, or ranked
+        as the text table ranks them by ``sort``."""
+        rows = self.ranked(sort) if sort else self.rows
+        return csv_text(ROW_COLUMNS, (row_cells(asdict(row)) for row in rows))
 
     def headline(self) -> Headline:
         """The step time of each run, the difference and how much of it the findings explain."""
@@ -130,8 +132,8 @@ class Comparison:
         c, t = self.steps
         lines = [
             self.headline().to_text(),
-            f"control: {self.control.source_format}, {c.count} steps, median step {_ms(c.median_ns)}",
-            f"test:    {self.test.source_format}, {t.count} steps, median step {_ms(t.median_ns)}",
+            f"control: {self.control.source_format}, {plural(c.count, 'step')}, median step {_ms(c.median_ns)}",
+            f"test:    {self.test.source_format}, {plural(t.count, 'step')}, median step {_ms(t.median_ns)}",
             f"coverage: control {self.coverage.control:.1%}, test {self.coverage.test:.1%} "
             f"of {'device' if self.time is TimeBasis.DEVICE else 'op'} time matched",
         ]

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..model.schema import NO_STEP, Category, OpFlag, is_eager_name
 from ..model.trace import Trace
+from .tables import csv_text
 
 CODES = ("layout", "no_trace_level", "empty_window", "profiler_errors", "dropped_events",
          "no_device_activity", "clock_skew", "no_steps", "ops_without_time", "no_memory_records")
@@ -93,6 +94,13 @@ class Diagnosis:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        """One row per problem (most serious first), then one per thing not checked (code
+        ``not_checked``, what in ``missing``)."""
+        return csv_text(("code", "path", "missing", "evidence", "fix"),
+                        [(p.code, p.path, p.missing, p.evidence, p.fix) for p in self.problems]
+                        + [("not_checked", "", n, "", "") for n in self.not_checked])
 
     def to_text(self) -> str:
         return "\n".join([p.line() for p in self.problems] + [f"not checked: {n}" for n in self.not_checked])

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 
 import numpy as np
 
+from .tables import csv_text
+
 GUIDE = "migration_guide/README.md"
 Sections = list[tuple[int, int]]   # intervals of a step, [start_ns, end_ns)
 
@@ -238,10 +240,25 @@ class Findings(list):
     def to_json(self) -> str:
         return json.dumps([f.to_dict() for f in self], indent=2)
 
+    def to_csv(self) -> str:
+        return csv_text(FINDING_COLUMNS, (finding_row(f.to_dict()) for f in self))
+
     __str__ = to_text
 
 
-__all__ = ["GUIDE", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings", "FusionEvidence",
-           "HostGapsEvidence", "InputWaitEvidence", "LeftBehindEvidence", "MemoryUse", "RegressionEvidence",
-           "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "XlaCompileEvidence", "XlaFusionEvidence", "guide_command", "internal",
-           "json_ready"]
+# A finding's CSV row: what its text says (the evidence is JSON's alone).
+FINDING_COLUMNS = ("kind", "share", "of", "saves_at_most_ns", "summary", "advice", "link", "guide")
+
+
+def finding_row(finding: dict) -> list:
+    """A finding (as ``Finding.to_dict``) as a row of :data:`FINDING_COLUMNS`; what it saves
+    in whole nanoseconds, as every other ``_ns`` column."""
+    saves = finding["saves_at_most_ns"]
+    return [round(saves) if column == "saves_at_most_ns" and saves is not None else finding[column]
+            for column in FINDING_COLUMNS]
+
+
+__all__ = ["FINDING_COLUMNS", "GUIDE", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings",
+           "FusionEvidence", "HostGapsEvidence", "InputWaitEvidence", "LeftBehindEvidence", "MemoryUse",
+           "RegressionEvidence", "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "XlaCompileEvidence",
+           "XlaFusionEvidence", "finding_row", "guide_command", "internal", "json_ready"]

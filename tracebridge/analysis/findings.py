@@ -152,6 +152,15 @@ class HostGaps(ShareDetector):
                 explained += evidence.sections
         return host_gaps(run.view, explained)
 
+    def finding(self, share: float, summary: str, evidence: HostGapsEvidence | None) -> Finding:
+        """With the Python tracer on, the summary names the Python work the gaps hold, so
+        the text says what --json does (the frames nest: a caller and its callee both show)."""
+        frames = list((evidence.python_in_gaps_ns or {}).items())[:3] if evidence is not None else []
+        if frames:
+            summary += "; Python in the gaps (all steps): " + ", ".join(
+                f"{frame.lstrip('$')} ({ns / 1e6:.3f} ms)" for frame, ns in frames)
+        return super().finding(share, summary, evidence)
+
 
 class InputWait(ShareDetector):
     kind = "input_wait"

@@ -14,7 +14,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .evidence import FINDING_COLUMNS, finding_row
 from .hosts import HostInput, HostLoader, map_hosts
+from .tables import csv_text
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,11 @@ class HostFindings:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        """One row per finding, host by host as the text lists them, the host first."""
+        return csv_text(("host", *FINDING_COLUMNS),
+                        ([host["host"], *finding_row(f)] for host in self.hosts for f in host["findings"]))
 
     def to_text(self) -> str:
         lines = []

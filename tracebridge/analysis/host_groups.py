@@ -18,8 +18,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .compare_result import ROW_COLUMNS, row_cells
 from .compare_types import PerSide
 from .hosts import HostInput, HostLoader, map_hosts
+from .tables import csv_text
 
 _TASK_NUMBER = re.compile(r"[-_.:]*\d+$")
 
@@ -51,6 +53,12 @@ class GroupComparison:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        """Every group pair's aligned rows, each led by its pair's group names."""
+        return csv_text(("control_group", "test_group", *ROW_COLUMNS),
+                        ([pair["control_group"], pair["test_group"], *row_cells(row)]
+                         for pair in self.pairs for row in pair["comparison"]["rows"]))
 
     def to_text(self) -> str:
         lines = []

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .host_summary import HostPart
+from .tables import csv_text
 
 # Op types of cross-host transfers and collectives (TF1 send/recv pairs, TF2 collective
 # ops, NCCL, XLA collectives), matched against op types (and kernels on a device).
@@ -49,6 +50,14 @@ class HostReport:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        """The host table of the text, a row per host; ``straggler``: 1 for a straggler."""
+        late = {s["host"] for s in self.stragglers}
+        return csv_text(("host", "steps", "median_step_ns", "max_step_ns", "clock_offset_ns", "collective_ns",
+                         "straggler"),
+                        ((h["host"], h["steps"], h["median_step_ns"], h["max_step_ns"], h["clock_offset_ns"],
+                          h["collective_ns"], int(h["host"] in late)) for h in self.hosts))
 
     def to_text(self) -> str:
         lines = [f"{len(self.hosts)} hosts, median step {_ms(self.median_step_ns)}; "

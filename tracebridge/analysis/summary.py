@@ -6,8 +6,6 @@ ops costs milliseconds, not a Python loop.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass, field
 
@@ -15,9 +13,11 @@ import numpy as np
 
 from ..model.accelerator import busy_ns, device_rows, self_times
 from ..model.graph_outline import graph_outline
-from ..model.schema import Category
+from ..model.hlo import HLO_MODULES
+from ..model.schema import STEP_INPUTS, Category
 from ..model.trace import Trace
 from .hlo_summary import hlo_rows
+from .tables import csv_text, plural
 
 
 @dataclass(frozen=True)
@@ -52,17 +52,12 @@ class Summary:
         return json.dumps(self.to_dict(), indent=2)
 
     def to_csv(self) -> str:
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["group", "key", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share",
-                         "device_ns", "host_ns"])
-        for group, rows in (("op", self.by_op), ("op_type", self.by_type), ("device", self.by_device),
-                            ("kernel", self.by_kernel)):
-            for row in rows:
-                writer.writerow([group, row["key"], row["count"], row["total_ns"], row["mean_ns"],
-                                 row["min_ns"], row["max_ns"], f"{row['share']:.6f}",
-                                 row.get("device_ns", 0), row.get("host_ns", 0)])
-        return out.getvalue()
+        tables = (("op", self.by_op), ("op_type", self.by_type), ("device", self.by_device), ("kernel", self.by_kernel))
+        return csv_text(["group", "key", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share", "device_ns",
+                         "host_ns"],
+                        ([group, row["key"], row["count"], row["total_ns"], row["mean_ns"], row["min_ns"],
+                          row["max_ns"], f"{row['share']:.6f}", row.get("device_ns", 0), row.get("host_ns", 0)]
+                         for group, rows in tables for row in rows))
 
     def to_text(self) -> str:
         what = COUNTED_WORDS.get(self.counted, "ops")
@@ -70,7 +65,7 @@ class Summary:
         lines = [f"{self.op_count} {what}, {_ms(self.total_ns)}{of_what} in all"]
         if self.steps:
             durations = [s["duration_ns"] for s in self.steps]
-            lines.append(f"{len(self.steps)} steps, median {_ms(int(np.median(durations)))} "
+            lines.append(f"{plural(len(self.steps), 'step')}, median {_ms(int(np.median(durations)))} "
                          f"(min {_ms(min(durations))}, max {_ms(max(durations))})")
         both = self.time == "device"
         tables = [("Top ops by device time" if both else "Top ops by total time", self.by_op), ("By op type", self.by_type),
@@ -290,6 +285,74 @@ def describe(trace: Trace) -> dict:
         "memory": {"allocators": peaks, "allocation_records": trace.allocations.rows},
         "outputs": trace.outputs.rows,
     }
+
+
+def shown_metadata(info: dict) -> list[tuple[str, str]]:
+    """``info``'s metadata (of :func:`describe`) as text and CSV show it, key by key; what
+    grows with the model or the run (the recorded graph, the HLO modules' protos, each
+    step's input shapes) only outlined, anything else cut at :data:`_LONGEST` characters,
+    since ``--json`` keeps it whole."""
+    shown = []
+    for key, value in sorted(info["metadata"].items()):
+        if key == "source_format":
+            continue
+        if key == "graph":
+            value = info["graph_outline"]
+        elif key == HLO_MODULES and isinstance(value, list):
+            value = _hlo_outline(value)
+        elif key == STEP_INPUTS:
+            value = _step_inputs_outline(value)
+        value = str(value)
+        if len(value) > _LONGEST:
+            value = f"{value[:_LONGEST - 60]}... ({len(value):,} characters; --json prints it whole)"
+        shown.append((key, value))
+    return shown
+
+
+_LONGEST = 300  # characters of a metadata value that info's text and CSV show
+
+
+def _step_inputs_outline(value) -> str:
+    """``6 steps, 6 input shapes: float32[4,64], float32[8,64], ...`` for ``metadata["step_inputs"]``."""
+    try:
+        shapes = json.loads(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not isinstance(shapes, dict):
+        return str(value)
+    distinct = list(dict.fromkeys(map(str, shapes.values())))
+    listed = "; ".join(distinct[:3]) + (f"; ... ({len(distinct) - 3} more)" if len(distinct) > 3 else "")
+    return f"{len(shapes):,} steps, {len(distinct):,} input shape{'s' * (len(distinct) != 1)}: {listed}"
+
+
+def _hlo_outline(modules: list) -> str:
+    """``3 HLO modules (41,200 bytes): jit_train_step, ...`` for ``metadata["hlo_modules"]``."""
+    names = [str(m.get("name", "?")) if isinstance(m, dict) else "?" for m in modules]
+    size = sum(len(m.get("proto") or "") * 3 // 4 for m in modules if isinstance(m, dict))  # base64 -> bytes
+    listed = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
+    return f"{len(names)} HLO module{'s' * (len(names) != 1)} ({size:,} bytes): {listed}"
+
+
+INFO_COLUMNS = ("section", "key", "kind", "count", "duration_ns", "lanes", "value")
+
+
+def describe_csv(info: dict) -> str:
+    """``tracebridge info --csv``: every line of the text as a row of :data:`INFO_COLUMNS`
+    (section: format, metadata, ops, events, span, step, device, transfers, memory_peak,
+    note), every step and device included."""
+    def row(section, key="", kind="", count="", duration_ns="", lanes="", value=""):
+        return (section, key, kind, count, duration_ns, lanes, value)
+    rows = [row("format", value=info["format"])]
+    rows += [row("metadata", key, value=value) for key, value in shown_metadata(info)]
+    rows += [row("ops", info["counted"], count=info["ops"]), row("events", count=info["events"]),
+             row("span", duration_ns=info["span_ns"])]
+    rows += [row("step", s["number"], duration_ns=s["duration_ns"], value=s["name"]) for s in info["steps"]]
+    rows += [row("device", d["name"], d["kind"], d["ops"], lanes=d["lanes"]) for d in info["devices"]]
+    if info["transfers"]["count"]:
+        rows.append(row("transfers", count=info["transfers"]["count"], value=info["transfers"]["bytes"]))
+    rows += [row("memory_peak", name, value=peak) for name, peak in info["memory"]["allocators"].items()]
+    rows += [row("note", value=note) for note in info.get("notes", ())]
+    return csv_text(INFO_COLUMNS, rows)
 
 
 def allocator_peaks(trace: Trace) -> dict[str, int]:

@@ -143,6 +143,7 @@ class ProfileTrace:
         self._step_number = 0     # its number, for its marker
         self._files: list[tuple[str, bytes]] = []   # the XSpace files of every stopped session
         self._notes: list[str] = []
+        self._hlo_gaps: list[str] = []  # notes that stand only if the trace ends up without HLO (note(unless_hlo=True))
         self._graph: str | None = None  # the traced tf.function's graph, recorded at its first traced call
         self._step_inputs: dict[str, str] = {}  # step number -> its call's input shapes (traced functions)
         self._hlo = HloRecorder()  # the HLO of a jit_compile function, per input shapes run in traced steps
@@ -362,9 +363,11 @@ class ProfileTrace:
         """Whether :meth:`record_graph` has run (whether or not it found a graph)."""
         return self._graph is not None
 
-    def note(self, text: str) -> None:
-        """A note for ``trace.metadata["notes"]``."""
-        self._notes.append(text)
+    def note(self, text: str, unless_hlo: bool = False) -> None:
+        """A note for ``trace.metadata["notes"]``; ``unless_hlo``: only if the trace has no
+        HLO modules in the end (the profile's ``/host:metadata`` may hold what capture could
+        not record: TF 2.21 lists there every module the process compiled, HLO included)."""
+        (self._hlo_gaps if unless_hlo else self._notes).append(text)
 
     def record_graph(self, function: Callable | None, args: tuple, kwargs: dict) -> None:
         """Record the graph ``function`` (a ``tf.function``) ran for these arguments, once:
@@ -415,7 +418,8 @@ class ProfileTrace:
         trace = read_xspace_files([(path, data, None) for path, data in self._files], metadata)
         from ..analysis.doctor import trace_notes
         # The doctor's memory check says what is missing and why (one place for that text).
-        notes = list(self._notes) + trace_notes(trace, codes=("no_memory_records",))
+        notes = list(self._notes) + ([] if trace.metadata.get(HLO_MODULES) else self._hlo_gaps) + \
+            trace_notes(trace, codes=("no_memory_records",))
         if notes:
             previous = trace.metadata.get("notes")
             trace = trace.with_metadata(notes="; ".join(([previous] if previous else []) + notes))

@@ -139,6 +139,9 @@ GRAPH_STAT = "tracebridge_graph"
 # metadata key (JSON text: {"<step>": "float32[8,64], int32[8]"}). XLA compiles once per
 # input shape, and TF's profile says when it compiles, not for which shapes.
 STEP_INPUTS = "step_inputs"
+# What a capture recorded beside the profile (JSON text each), as the XSpace writer keeps it:
+# metadata key -> Task Environment stat (xprof ignores stats it does not know).
+METADATA_STATS = {"graph": GRAPH_STAT, STEP_INPUTS: "tracebridge_step_inputs"}
 
 # Ops that ran eagerly have no node names: readers name them ``eager/<Type>_<n>``
 # (readers/eager_ops.py), and analyses know them by this scope.

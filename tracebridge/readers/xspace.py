@@ -29,7 +29,7 @@ from .. import protos
 from ..errors import TraceFormatError
 from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
-from ..model.schema import GRAPH_STAT, Category, OpFlag
+from ..model.schema import METADATA_STATS, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .eager_ops import mark_eager_ops
@@ -149,8 +149,9 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     for plane in planes:
         if plane.name == _TASK_ENVIRONMENT and isinstance(plane.stats.get("profile_start_time"), int):
             base_ns = plane.stats["profile_start_time"]
-            if isinstance(plane.stats.get(GRAPH_STAT), str):  # tracebridge's own XSpace writer
-                builder.note_first(graph=plane.stats[GRAPH_STAT])
+            for key, stat in METADATA_STATS.items():  # tracebridge's own XSpace writer
+                if isinstance(plane.stats.get(stat), str):
+                    builder.note_first(**{key: plane.stats[stat]})
             options = plane.stats.get("profile_options")
             if isinstance(options, bytes):
                 builder.note(**_profile_options(options))

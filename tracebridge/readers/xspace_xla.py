@@ -158,17 +158,23 @@ def integer(value) -> int | None:
         return None
 
 
+_CALL_TYPES = frozenset({"StatefulPartitionedCall", "PartitionedCall"})  # TF's function call ops
+
+
 def _demote_module_ops(builder: TraceBuilder, thunks: np.ndarray, category: np.ndarray, type_id: np.ndarray,
                        device_of_event: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> None:
     """TF runs a ``jit_compile`` function as one op of the function's own type, on the
-    calling thread; its thunks run inside its span, on that thread or the XLA pool's. An op
-    row of a function type (``__inference_*``) that encloses a thunk of its device becomes a
-    HOST annotation: the thunks are its time."""
+    calling thread; its thunks run inside its span, on that thread or the XLA pool's. Called
+    from a graph (Keras's ``multi_step_on_iterator`` calls ``one_step_on_data``), the op is a
+    ``StatefulPartitionedCall`` (rows of its own at host_tracer_level 3: 59% of a small
+    ``fit`` step's op time, on top of its thunks). An op row of a function type
+    (``__inference_*``) or a call type that encloses a thunk of its device becomes a HOST
+    annotation: the thunks are its time."""
     thunks = thunks[category[thunks] == int(Category.OP)]
     if not len(thunks):
         return
-    functions = np.array([i for text, i in builder.strings.items() if text.startswith("__inference_")],
-                         dtype=np.int64)
+    functions = np.array([i for text, i in builder.strings.items()
+                          if text.startswith("__inference_") or text in _CALL_TYPES], dtype=np.int64)
     candidates = np.flatnonzero((category == int(Category.OP)) & np.isin(type_id, functions))
     if not len(candidates):
         return

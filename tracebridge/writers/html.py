@@ -30,7 +30,10 @@ float64); ids use the narrowest unsigned type that holds them.
 
 Page order of ops: devices in trace order (only those ``device_pattern`` matches), then
 each device's compute lanes (the trace's lanes; overlapping ops of one lane are split
-into sub-rows), then its network lanes, each lane by start time. ``window.tracebridge``
+into sub-rows), then its network lanes, each lane by start time. A lane of XLA kernels or
+thunks (events readers/xspace_xla.py linked to their HLO) has a "TF ops" lane above it: one
+span per run of its events of one TF op, a page op of its own (flags bit 2), so that a
+click on the op or on one of its events highlights both. ``window.tracebridge``
 exposes a small API (see ``html_assets/start.js``; the page shell is :mod:`.html_page`).
 
 Safety: everything from the trace is JSON with ``<``, ``>`` and ``&`` escaped and
@@ -53,6 +56,7 @@ import numpy as np
 
 from .._files import atomic_output
 from ..model.graph_outline import graph_outline
+from ..model.hlo import HLO_MODULES
 from ..model.lanes import first_fit
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
@@ -187,6 +191,40 @@ def page_order(trace: Trace, devices: list[int]) -> list[int]:
         return (idle, 1, "", "", 0, 0, -int(events[index]), device.name)
     return sorted(devices, key=key)
 
+SPAN_FLAG = 2  # the flags column's bit of a TF op span drawn over its XLA events
+
+
+class XlaLinks:
+    """Per trace row, the string ids of what readers/xspace_xla.py linked its XLA event to
+    (its ``hlo_instruction``, ``hlo_module`` and, for a fusion of several, ``tf_ops`` event
+    stats; -1 where none)."""
+
+    def __init__(self, trace: Trace):
+        size = len(trace) + 1 if trace.string_id("hlo_instruction") >= 0 else 1  # no XLA: nothing to hold
+        self.instruction = np.full(size, -1, dtype=np.int64)
+        self.module = np.full(size, -1, dtype=np.int64)
+        self.tf_ops = np.full(size, -1, dtype=np.int64)
+        if size == 1:
+            self.any = False
+            return
+        stats = trace.table("event_stats")
+        for key, column in (("hlo_instruction", self.instruction), ("hlo_module", self.module), ("tf_ops", self.tf_ops)):
+            key_id = trace.string_id(key)
+            if key_id >= 0 and stats.rows:
+                at = np.flatnonzero(stats["key"] == key_id)
+                column[stats["op"][at]] = stats["value"][at]
+        self.any = bool((self.instruction >= 0).any())
+
+
+def op_spans(rows: np.ndarray, start: np.ndarray, end: np.ndarray, names: np.ndarray):
+    """The TF op spans of one lane's XLA events (``rows``, by start): one per run of events
+    of one TF op (their row's name), from the first's start to the last's end; each with the
+    row of its first event, whose name, type and step it shows."""
+    name = names[rows]
+    firsts = np.flatnonzero(np.r_[True, name[1:] != name[:-1]])
+    return rows[firsts], np.minimum.reduceat(start, firsts), np.maximum.reduceat(end, firsts)
+
+
 class TimelineData:
     """One trace as a timeline page draws it: its devices and lanes laid out, its ops as
     typed columns and a meta object; :meth:`blocks` writes them as the page's data blocks
@@ -223,6 +261,7 @@ class TimelineData:
                    | (ops["name"] == recv))
         network[trace.transfers["op"]] = True
         network = network[rows]
+        xla = XlaLinks(trace)
         device = page_device[ops["device"][rows]]
         start = ops["start_ns"][rows]
         end = np.maximum(ops["end_ns"][rows], start)  # a negative duration is drawn as zero
@@ -237,6 +276,7 @@ class TimelineData:
         bounds = np.r_[0, key_change, len(rows)].astype(np.int64) if len(rows) else np.zeros(1, np.int64)
         display = np.zeros(len(rows), dtype=np.int64)
         lanes: list[dict] = []
+        spans: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # rows, starts, ends, lanes
         resorted = False
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             sub = first_fit(start[a:b], end[a:b])
@@ -248,19 +288,37 @@ class TimelineData:
                 base_name = trace.lanes[int(group_lane[a])].name if 0 <= group_lane[a] < len(trace.lanes) else "lane"
                 if trace.ops["category"][rows[a]] == Category.DERIVED:  # xprof's lines from the streams
                     base_name += " (derived)"
+                # XLA kernels and thunks sit under their TF op: a lane of TF op spans above them
+                linked = np.flatnonzero(xla.instruction[rows[a:b]] >= 0) + a if xla.any else ()
+                if len(linked):
+                    span_rows, span_start, span_end = op_spans(rows[linked], start[linked], end[linked], ops["name"])
+                    span_sub = first_fit(span_start, span_end)
+                    span_count = int(span_sub.max()) + 1
+                    for k in range(span_count):
+                        lanes.append({"device": int(device[a]), "name": "TF ops" + (f" / {k + 1}" if k else ""),
+                                      "network": False, "tf_ops": True})
+                    spans.append((span_rows, span_start, span_end, len(lanes) - span_count + span_sub))
+                    resorted = True
             for k in range(count):
                 name = (f"{base_name} {k + 1}" if is_net and count > 1 else
                         f"{base_name} / {k + 1}" if count > 1 and k else base_name)
                 lanes.append({"device": int(device[a]), "name": name, "network": is_net})
             display[a:b] = len(lanes) - count + sub
             resorted |= count > 1
+        span = np.zeros(len(rows), dtype=bool)
+        if spans:  # the TF op spans join the page's ops, each standing for its first XLA event's row
+            rows, start, end, display = (np.concatenate([rows] + [s[0] for s in spans]),
+                                         np.concatenate([start] + [s[1] for s in spans]),
+                                         np.concatenate([end] + [s[2] for s in spans]),
+                                         np.concatenate([display] + [s[3] for s in spans]))
+            span = np.r_[span, np.ones(len(rows) - len(span), dtype=bool)]
         if resorted:
             again = np.lexsort((end, start, display))
-            rows, start, end, display = rows[again], start[again], end[again], display[again]
+            rows, start, end, display, span = rows[again], start[again], end[again], display[again], span[again]
         offsets = np.searchsorted(display, np.arange(len(lanes) + 1)).astype(np.int64)
         for i, lane in enumerate(lanes):
             lane["first"] = int(offsets[i])
-        self.rows, self.lanes, self.lane_offsets = rows, lanes, offsets
+        self.rows, self.lanes, self.lane_offsets, self.span, self.xla = rows, lanes, offsets, span, xla
         self.base_ns = int(start.min()) if len(start) else trace.start_ns
         self._op_columns(start, end, offsets)
 
@@ -290,22 +348,30 @@ class TimelineData:
         self.columns["type"] = _uint(remap_types[type_ids])
         step = ops["step"][rows].astype(np.int64)
         self.columns["step"] = _uint(np.where(step == NO_STEP, 0, step + 1))
-        self.columns["flags"] = ("u8", ((ops["flags"][rows] & int(OpFlag.LABEL_CANONICAL)) != 0).astype("<u1"))
+        span, real = self.span, ~self.span
+        # flags: 1 the label is canonical (name = kernel(inputs)), 2 a TF op span over XLA events
+        self.columns["flags"] = ("u8", ((((ops["flags"][rows] & int(OpFlag.LABEL_CANONICAL)) != 0) & real)
+                                        | (span * SPAN_FLAG)).astype("<u1"))
         # Inputs of each op in page order: counts, then the flat name ids.
         input_offsets = trace.input_offsets()
         counts = (input_offsets[rows + 1] - input_offsets[rows]).astype(np.int64) if n else np.zeros(0, np.int64)
+        counts[span] = 0
         total = int(counts.sum())
         firsts = np.repeat(input_offsets[rows].astype(np.int64) - np.r_[0, np.cumsum(counts)[:-1]], counts) \
             if n else np.zeros(0, np.int64)
         input_names = trace.inputs["name"][firsts + np.arange(total)] if total else np.zeros(0, np.int64)
         # Sparse columns: kernels that differ from the op type, stored (non-canonical) labels.
         kernel = ops["kernel"][rows]
-        kernel_at = np.flatnonzero(kernel != type_ids)
+        kernel_at = np.flatnonzero((kernel != type_ids) & real)
         label = ops["label"][rows]
-        label_at = np.flatnonzero((label != 0) & ((ops["flags"][rows] & int(OpFlag.LABEL_CANONICAL)) == 0))
+        label_at = np.flatnonzero((label != 0) & ((ops["flags"][rows] & int(OpFlag.LABEL_CANONICAL)) == 0) & real)
+        # XLA events: their HLO instruction, module and (a fusion of several) TF ops.
+        xla = self.xla
+        hlo_at = np.flatnonzero((xla.instruction[rows] >= 0) & real) if xla.any else np.zeros(0, np.int64)
+        tf_ops_at = np.flatnonzero((xla.tf_ops[rows] >= 0) & real) if xla.any else np.zeros(0, np.int64)
         # Transfers, by the page position of their op.
         position = np.full(len(trace) + 1, -1, dtype=np.int64)
-        position[rows] = np.arange(n)
+        position[rows[real]] = np.flatnonzero(real)
         transfers = trace.transfers
         t_pos = position[transfers["op"]] if transfers.rows else np.zeros(0, np.int64)
         t_keep = np.flatnonzero(t_pos >= 0)
@@ -315,6 +381,8 @@ class TimelineData:
             "name": ops["name"][rows], "inputs": input_names, "kernel_id": kernel[kernel_at],
             "label_id": label[label_at], "xfer_src": transfers["src"][t_keep],
             "xfer_dst": transfers["dst"][t_keep], "xfer_tensor": transfers["tensor"][t_keep],
+            "hlo_id": xla.instruction[rows[hlo_at]], "hlo_module_id": xla.module[rows[hlo_at]],
+            "tf_ops_id": xla.tf_ops[rows[tf_ops_at]],
         }
         used, remap = _used_ids(len(trace.strings), *string_columns.values())
         self.strings = [trace.strings[i] for i in used.tolist()]
@@ -323,6 +391,8 @@ class TimelineData:
         self.columns["input_count"] = _uint(counts)
         self.columns["kernel_at"] = _uint(kernel_at)
         self.columns["label_at"] = _uint(label_at)
+        self.columns["hlo_at"] = _uint(hlo_at)
+        self.columns["tf_ops_at"] = _uint(tf_ops_at)
         self.columns["xfer_at"] = _uint(t_pos[t_keep])
         self.columns["xfer_bytes"] = ("f64", transfers["bytes"][t_keep].astype("<f8"))
         self.columns["xfer_rate"] = ("f64", transfers["rate_bps"][t_keep].astype("<f8"))
@@ -348,8 +418,11 @@ class TimelineData:
         trace = self.trace
         from .. import __version__
         summary = trace.summary(top=TOP_ROWS)
-        lane_counts = np.diff(self.lane_offsets)
+        lane_counts = np.diff(self.lane_offsets) * np.array([not lane.get("tf_ops") for lane in self.lanes], dtype=np.int64)
         devices = []
+        # a host of many threads folds only to keep busy accelerators in view: alone, it shows
+        accelerators_busy = any(is_accelerator(trace.devices[i]) and lane["device"] == page_index
+                                for page_index, i in enumerate(self.device_ids) for lane in self.lanes)
         for page_index, device_index in enumerate(self.device_ids):
             device = trace.devices[device_index]
             mine = [i for i, lane in enumerate(self.lanes) if lane["device"] == page_index]
@@ -357,12 +430,17 @@ class TimelineData:
                             "lanes": mine, "ops": int(sum(int(lane_counts[i]) for i in mine)),
                             # a host of 53 threads starts folded, so the GPUs stay in view
                             "folded": len(self.device_ids) > 1 and (not mine or len(mine) > FOLD_LANES
-                                                                    and not is_accelerator(device))})
+                                                                    and not is_accelerator(device)
+                                                                    and accelerators_busy)})
         metadata = {str(k): v if isinstance(v, (str, int, bool)) or v is None
                     or (isinstance(v, float) and np.isfinite(v)) else str(v)
                     for k, v in trace.metadata.items()}
         if metadata.get("graph"):  # the run panel shows an outline, not 860 kB of JSON
             metadata["graph"] = graph_outline(metadata["graph"])
+        modules = trace.metadata.get(HLO_MODULES)
+        if isinstance(modules, list):  # names, not the protos' base64
+            names = [str(m.get("name")) for m in modules if isinstance(m, dict)]
+            metadata[HLO_MODULES] = f"{len(modules)} XLA module(s): " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
 
         def rows(grouped: list[dict]) -> list[dict]:
             return [{"key": r["key"], "count": r["count"], "total_ns": r["total_ns"],
@@ -377,7 +455,8 @@ class TimelineData:
             "op_count": int(len(self.rows)), "hidden_devices": self.hidden_devices,
             "devices": devices,
             "lanes": [{"device": lane["device"], "name": lane["name"], "network": lane["network"],
-                       "first": lane["first"]} for lane in self.lanes],
+                       "first": lane["first"], **({"tf_ops": True} if lane.get("tf_ops") else {})} for lane in self.lanes],
+            "span_count": int(self.span.sum()),
             "lane_end": int(len(self.rows)),
             "steps": [{"number": s.number, "name": s.name, "start": s.start_ns - self.base_ns,
                        "end": s.end_ns - self.base_ns} for s in trace.steps],
@@ -396,9 +475,12 @@ class TimelineData:
         }
 
     def _linked_names(self) -> list[str]:
-        """Names of the page's TF ops that ran kernels or copies on an accelerator."""
+        """Names of the page's TF ops that ran kernels or copies on an accelerator, or XLA
+        kernels or thunks (drawn under their TF op's span)."""
         ops = self.trace.ops
         device_work = np.isin(ops["category"][self.rows], (Category.DEVICE, Category.MEMCPY))
+        if self.xla.any:
+            device_work |= self.xla.instruction[self.rows] >= 0
         names = np.unique(ops["name"][self.rows][device_work])
         return [self.trace.strings[i] for i in names.tolist()]
 

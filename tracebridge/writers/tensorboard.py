@@ -23,7 +23,7 @@ from .. import protos
 from .._files import atomic_output, write_bytes
 from ..errors import OutputError
 from ..model.accelerator import launches
-from ..model.schema import GRAPH_STAT, Category, OpFlag
+from ..model.schema import METADATA_STATS, Category, OpFlag
 from ..model.trace import Trace
 from ..tfrecord import frame
 from .stepstats import run_metadata_per_step, to_run_metadata
@@ -128,8 +128,9 @@ def to_xspace(trace: Trace, host: str | None = None):
     environment = plane_for("Task Environment")
     environment.stats.add(metadata_id=stat_id(environment, "profile_start_time"), uint64_value=max(base, 0))
     environment.stats.add(metadata_id=stat_id(environment, "profile_stop_time"), uint64_value=max(trace.end_ns, 0))
-    if trace.metadata.get("graph"):  # the graph a capture recorded, for compare (xprof ignores the stat)
-        environment.stats.add(metadata_id=stat_id(environment, GRAPH_STAT), str_value=str(trace.metadata["graph"]))
+    for key, stat in METADATA_STATS.items():  # the graph and input shapes a capture recorded
+        if trace.metadata.get(key):
+            environment.stats.add(metadata_id=stat_id(environment, stat), str_value=str(trace.metadata[key]))
     add_hlo_modules(trace, plane_for, stat_id)
     xla = xla_event_stats(trace)
 

@@ -363,7 +363,7 @@ class DiffView {
     tr.dataset.index = String(row.index);
     if (row.index === this.selectedIndex) tr.classList.add('tb-selected');
     tr.appendChild(el('td', 'tb-change ' + (CHANGE_CLASS[row.change] || ''), CHANGE_TEXT[row.change] || String(row.change)));
-    const name = el('td', 'tb-name tb-fit', row.key);
+    const name = el('td', 'tb-name tb-fit tb-wrap', row.key);
     name.title = row.key;
     tr.appendChild(name);
     // Each rule has its colour (timeline.css, .tb-rule-*): a table carried by position shows at a glance.
@@ -453,24 +453,23 @@ class DiffView {
     this.instances = found.map(({t, pos}) => ({trace: page.timelines.indexOf(t), pos}));
   }
 
-  /** Scroll so that the lanes of both runs' instances are in view together (the control's
-   *  first where both do not fit): revealing one after the other scrolled the first away. */
+  /** Scroll each run's pane (page.js: a comparison gives each run its own) so that the lane
+   *  of its instance is in view, below the pane's sticky ruler: both runs show their op
+   *  together (one scroll box for both scrolled the first away to show the second). */
   _revealTogether(found) {
-    const box = this.page.scrollBox;
-    const spans = [];
     for (const {t, pos} of found) {
       const lane = t.data.laneOf(pos), panel = t.panelOfLane(lane);
-      if (!panel) continue;
-      if (panel.collapsed) t.setCollapsed(panel, false);
-      const top = panel.wrap.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
-      const y = top + Math.max(panel.lanes.indexOf(lane), 0) * ROW;
-      spans.push([y, y + ROW]);
+      if (panel && panel.collapsed) t.setCollapsed(panel, false);
     }
-    if (!spans.length) return;
-    const lo = Math.min(...spans.map((s) => s[0])), hi = Math.max(...spans.map((s) => s[1]));
-    const view = box.clientHeight, room = view - (hi - lo);
-    if (lo >= box.scrollTop && hi <= box.scrollTop + view) return;  // both in view already
-    box.scrollTop = room >= 0 ? Math.max(0, lo - room / 2) : Math.max(0, spans[0][0] - 2 * ROW);
+    for (const {t, pos} of found) {
+      const lane = t.data.laneOf(pos), panel = t.panelOfLane(lane), box = t.scroller;
+      if (!panel) continue;
+      const top = panel.wrap.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+      const y = top + Math.max(panel.lanes.indexOf(lane), 0) * t.row;
+      const ruler = t.rulerBox.offsetHeight;
+      if (y >= box.scrollTop + ruler && y + t.row <= box.scrollTop + box.clientHeight) continue;  // in view already
+      box.scrollTop = Math.max(0, y - ruler - Math.max(0, (box.clientHeight - ruler - t.row) / 2));
+    }
   }
 
   /** Row ``index`` (its place in the comparison's rows) as a plain object. */

@@ -5,7 +5,8 @@
  * Data from the trace is only ever put on the page with textContent (el) or canvas fillText.
  */
 
-const ROW = 18;          // lane height (CSS px)
+const ROW = 18;          // lane height (CSS px), where lanes do not fill the view
+const MAX_ROW = 320;     // the tallest a lane grows to fill the view
 const GUTTER = 172;      // lane names
 const PAD_R = 14;        // right margin of the time area
 const MIN_SPAN = 20;     // ns: the deepest zoom
@@ -143,75 +144,188 @@ function fitText(ctx, text, width, mode) {
 }
 
 let measureContext = null;
+const ELLIPSIS = '\u2026';
+const WRAP_LINES = 3;  // lines a long name in a table may take
 
-/** Fit every ``td.tb-name`` of a table to its cell (full text stays in the title). */
+/** Fit every ``.tb-fit`` cell to its width, the full text in its title. The names of one
+ *  column are elided together (elideNames), so that rows stay told apart; a ``.tb-wrap``
+ *  cell may take WRAP_LINES lines, broken after a scope's ``/``. */
 function fitCells(root) {
   if (!measureContext) measureContext = document.createElement('canvas').getContext('2d');
   const cells = Array.from(root.querySelectorAll('.tb-fit'));
-  for (const cell of cells) cell.textContent = cell.title;
+  for (const cell of cells) { cell.textContent = cell.title; cell.classList.remove('tb-wrapped'); }
   // read every width, then write: one layout, not one per cell
   const widths = cells.map((cell) => {
     if (cell.scrollWidth <= cell.clientWidth) return 0;
     const style = getComputedStyle(cell);
     return cell.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 2;
   });
-  // Rows of a table often share a long scope (``replica_1/model/dense_3/...`` against
-  // ``replica_1/model/dense_4/...``): the scope a name shares with another row goes first
-  // (``\u2026/dense_3/...``), so what tells rows apart stays; the full name is the title.
-  const shared = sharedScopes(cells.map((cell) => cell.title));
+  const columns = new Map();  // the cells of one table column (or of one list) are told apart together
   cells.forEach((cell, i) => {
-    if (widths[i] <= 0) return;
-    measureContext.font = getComputedStyle(cell).font;
-    let shown = shared[i] ? '\u2026/' + cell.title.slice(shared[i]) : cell.title;
-    if (measureContext.measureText(shown).width > widths[i]) {
-      // still too long: whole scopes go from the middle, so the first that differs and the
-      // op's own name stay (``\u2026/layer_2/\u2026/MatMul``), not half of each
-      const parts = shown.split('/');
-      if (parts.length > 3 || (parts.length > 2 && !shared[i])) {
-        const first = shared[i] ? parts.slice(0, 2).join('/') : parts[0];
-        const head = `${first}/\u2026/`, last = parts[parts.length - 1];
-        const tail = fitText(measureContext, last, widths[i] - measureContext.measureText(head).width, 'end');
-        shown = tail ? head + tail : `${first}/\u2026/${last}`;
-      }
+    const table = cell.closest('table'), key = table ? table : root;
+    if (!columns.has(key)) columns.set(key, new Map());
+    const column = cell.cellIndex === undefined ? -1 : cell.cellIndex;
+    const group = columns.get(key);
+    if (!group.has(column)) group.set(column, []);
+    group.get(column).push(i);
+  });
+  for (const group of columns.values()) {
+    for (const members of group.values()) {
+      if (!members.some((i) => widths[i] > 0)) continue;
+      const first = cells[members.find((i) => widths[i] > 0)];
+      measureContext.font = getComputedStyle(first).font;
+      const names = members.map((i) => cells[i].title);
+      const lines = members.map((i) => (cells[i].classList.contains('tb-wrap') ? WRAP_LINES : 1));
+      const shown = elideNames(measureContext, names, members.map((i) => widths[i]), lines);
+      members.forEach((i, k) => {
+        if (widths[i] <= 0) return;
+        const cell = cells[i], text = shown[k] || ELLIPSIS;
+        if (lines[k] > 1 && measureContext.measureText(text).width > widths[i]) {
+          cell.classList.add('tb-wrapped');  // more lines, a break allowed after each '/'
+          cell.textContent = '';
+          text.split('/').forEach((part, j, parts) => {
+            cell.appendChild(document.createTextNode(part + (j + 1 < parts.length ? '/' : '')));
+            if (j + 1 < parts.length) cell.appendChild(document.createElement('wbr'));
+          });
+        } else {
+          cell.textContent = text;
+        }
+      });
     }
-    cell.textContent = fitText(measureContext, shown, widths[i], 'middle') || '\u2026';
+  }
+}
+
+/** What to show of each of ``names`` in ``widths[i]`` px (``lines[i]`` lines of them; 0:
+ *  the whole name fits) in ``ctx``'s font, such that different names still read differently.
+ *  In this order, until it fits: the whole name; the scopes that tell it from the others
+ *  (scopeSkeletons: ``replica_6/\u2026/layer_22/\u2026/RandomUniform``; ``scopes`` false: names
+ *  are not TF scopes, as lane names); the same on more lines; that with the prefix it shares with its closest
+ *  neighbour cut off at a word start (``\u2026_1/RandomStandardNormal``), as long as what is
+ *  left ends no other name; last, what remains cut in its middle. Never the middle of a
+ *  whole name first: rows that differ only there (``layer_1`` against ``layer_2``) would
+ *  read alike. */
+function elideNames(ctx, names, widths, lines, scopes) {
+  const skeletons = scopes === false ? names.slice() : scopeSkeletons(names);
+  const shared = neighbourPrefixes(skeletons);
+  const endings = new Map();  // how many different texts end with each word-start suffix
+  for (const text of new Set(skeletons)) {
+    for (const c of wordStarts(text)) endings.set(text.slice(c), (endings.get(text.slice(c)) || 0) + 1);
+  }
+  return names.map((name, i) => {
+    const width = widths[i], n = (lines && lines[i]) || 1, skeleton = skeletons[i];
+    const fits = (text, count) => linesOf(ctx, text, width) <= count;
+    if (!(width > 0) || fits(name, 1)) return name;
+    if (fits(skeleton, 1)) return skeleton;  // one line first
+    if (n > 1 && fits(name, n)) return name;
+    if (fits(skeleton, n)) return skeleton;
+    const cuts = wordStarts(skeleton).filter((c) => c > 0 && c <= shared[i] && endings.get(skeleton.slice(c)) === 1);
+    for (const c of cuts) if (fits(ELLIPSIS + skeleton.slice(c), n)) return ELLIPSIS + skeleton.slice(c);
+    const c = cuts.length ? cuts[cuts.length - 1] : 0, head = c ? ELLIPSIS : '';
+    const room = n * width - 20 * (n - 1);  // lines broken anywhere lose a little at each break
+    const rest = fitText(ctx, skeleton.slice(c), room - ctx.measureText(head).width, 'middle');
+    return rest ? head + rest : fitText(ctx, name, room, 'start');
   });
 }
 
-/** For each of ``names``, the length of the longest ``a/b/`` scope it shares with another
- *  name that is not the whole of it (0: none): its sorted neighbours share the most. */
-function sharedScopes(names) {
-  const order = names.map((_, i) => i).sort((a, b) => (names[a] < names[b] ? -1 : names[a] > names[b] ? 1 : 0));
-  const scope = (a, b) => {
+/** How many lines of ``width`` px ``text`` takes when it breaks after each '/' (fitCells
+ *  puts a <wbr> there) and, in a part wider than a line, anywhere. */
+function linesOf(ctx, text, width) {
+  if (ctx.measureText(text).width <= width) return 1;
+  let lines = 1, used = 0;
+  const parts = text.split('/');
+  parts.forEach((part, j) => {
+    const w = ctx.measureText(part + (j + 1 < parts.length ? '/' : '')).width;
+    if (used + w <= width) { used += w; return; }
+    if (used > 0) { lines += 1; used = 0; }
+    lines += Math.ceil(w / width) - 1;
+    used = w - (Math.ceil(w / width) - 1) * width;
+  });
+  return lines;
+}
+
+/** Where words of ``text`` start: 0 and each place after a separator ('/', '_', ' ', '.', ...). */
+function wordStarts(text) {
+  const out = [0];
+  for (let i = 1; i < text.length; i++) if ('/_ .-:(['.includes(text[i - 1]) && !'/_ .-:(['.includes(text[i])) out.push(i);
+  return out;
+}
+
+/** For each of ``texts``, the length of the longest prefix it shares with another (its
+ *  sorted neighbours share the most); identical texts do not count. */
+function neighbourPrefixes(texts) {
+  const order = texts.map((_, i) => i).sort((a, b) => (texts[a] < texts[b] ? -1 : texts[a] > texts[b] ? 1 : 0));
+  const common = (a, b) => {
+    if (a === b) return 0;
     let n = 0;
     while (n < a.length && n < b.length && a[n] === b[n]) n += 1;
-    const cut = a.lastIndexOf('/', n - 1) + 1;
-    return cut < a.length ? cut : 0;
+    return n;
   };
-  const out = new Array(names.length).fill(0);
-  for (let k = 0; k < order.length; k += 1) {
-    const name = names[order[k]];
-    const before = k > 0 ? scope(name, names[order[k - 1]]) : 0;
-    const after = k + 1 < order.length ? scope(name, names[order[k + 1]]) : 0;
-    out[order[k]] = Math.max(before, after);
-  }
-  // What is left must still tell rows apart (``layer_1/dense/MatMul`` and ``layer_2/dense/MatMul``
-  // are not both ``.../MatMul``): a name whose rest another row shows too keeps one scope more.
-  const whole = new Map();
-  for (const name of names) whole.set(name, (whole.get(name) || 0) + 1);
-  for (let round = 0; round < 32; round += 1) {
-    const rests = new Map();
-    names.forEach((name, i) => { const rest = name.slice(out[i]); rests.set(rest, (rests.get(rest) || 0) + 1); });
-    let changed = false;
+  const out = new Array(texts.length).fill(0);
+  order.forEach((index, k) => {
+    const text = texts[index];
+    const before = k > 0 ? common(text, texts[order[k - 1]]) : 0;
+    const after = k + 1 < order.length ? common(text, texts[order[k + 1]]) : 0;
+    out[index] = Math.max(before, after);
+  });
+  return out;
+}
+
+/** Each of ``names`` (TF names: scopes joined by '/') with the scopes it shares with the
+ *  others left out (one ELLIPSIS per run of them): its first and last parts, and the first
+ *  scope that differs from each name it would otherwise read like. Thirty
+ *  ``replica_<r>/bert/encoder/transformer/layer_<l>/.../RandomUniform`` rows keep
+ *  ``replica_<r>/\u2026/layer_<l>/\u2026/RandomUniform``; a name whose last part no other has
+ *  keeps only that. */
+function scopeSkeletons(names) {
+  const parts = names.map((name) => name.split('/'));
+  const kept = parts.map((p) => new Set([0, p.length - 1]));  // the top scope (gradients, replica_1) says much
+  const render = (i) => {
+    const p = parts[i], out = [];
+    for (let k = 0; k < p.length; k++) {
+      if (kept[i].has(k)) out.push(p[k]);
+      else if (out[out.length - 1] !== ELLIPSIS) out.push(ELLIPSIS);
+    }
+    return out.join('/');
+  };
+  const firstDifference = (a, b) => {
+    let k = 0;
+    while (k < a.length && k < b.length && a[k] === b[k]) k += 1;
+    return k;
+  };
+  for (let round = 0; round < 64; round++) {
+    // names that read alike now: sorted by the whole name, each keeps the first scope
+    // where it differs from its neighbours among them
+    const alike = new Map();
     names.forEach((name, i) => {
-      if (out[i] && whole.get(name) === 1 && rests.get(name.slice(out[i])) > 1) {
-        out[i] = name.lastIndexOf('/', out[i] - 2) + 1;
-        changed = true;
-      }
+      const text = render(i);
+      if (!alike.has(text)) alike.set(text, []);
+      alike.get(text).push(i);
     });
+    let changed = false;
+    for (const members of alike.values()) {
+      if (members.length < 2) continue;
+      members.sort((a, b) => (names[a] < names[b] ? -1 : names[a] > names[b] ? 1 : 0));
+      const votes = new Map();  // how many members a scope's place tells from a neighbour
+      members.forEach((i, k) => {
+        for (const j of [members[k - 1], members[k + 1]]) {
+          if (j === undefined || names[j] === names[i]) continue;
+          const at = Math.min(firstDifference(parts[i], parts[j]), parts[i].length - 1);
+          let keep = at;
+          while (keep < parts[i].length - 1 && kept[i].has(keep)) keep += 1;  // already shown: the next one
+          if (!kept[i].has(keep)) { kept[i].add(keep); changed = true; }
+          votes.set(keep, (votes.get(keep) || 0) + 1);
+        }
+      });
+      // A place that tells many apart (the layer of 24 layers) is shown in all of them, also
+      // where a neighbour differed elsewhere first: ``layer_9/self_attention`` keeps its layer.
+      for (const [place, count] of votes) {
+        if (3 * count < members.length) continue;
+        for (const i of members) if (place < parts[i].length - 1 && !kept[i].has(place)) { kept[i].add(place); changed = true; }
+      }
+    }
     if (!changed) break;
   }
-  return out;
+  return names.map((_, i) => render(i));
 }
 
 function niceStep(rough) {

@@ -32,27 +32,34 @@ class Page {
     this.tooltip = new Tooltip(this);
     this.input = new Input(this);
     const labels = options.labels || [];
-    this.timelines = datas.map((data, i) => new Timeline(data, this.scrollBox, this, {
+    // Two or more runs: each in a pane of its own that scrolls on its own, so that both stay
+    // in view (a row of the diff table scrolls each to its op); one run: the box scrolls.
+    this.panes = datas.length > 1 ? datas.map(() => this.scrollBox.appendChild(el('div', 'tb-pane'))) : [this.scrollBox];
+    if (datas.length > 1) this.scrollBox.classList.add('tb-split');
+    this.timelines = datas.map((data, i) => new Timeline(data, this.panes[i], this, {
       label: labels[i], heading: this.diff ? this.diff.heading(i) : null}));
     this.sidebar = new Sidebar(this, this.side);
     if (this.diff) this.diff.sidebar(this.sidebar); else this.sidebar.addForTrace(datas[0]);
     const [lo, hi] = this.extent();
     const pad = (hi - lo) * 0.01;
-    this.range = {t0: lo - pad, t1: hi + pad};
-    this.home = {t0: this.range.t0, t1: this.range.t1};
+    this.home = {t0: lo - pad, t1: hi + pad};
+    this.range = this._openRange() || {t0: this.home.t0, t1: this.home.t1};
     if (this.diff) this.diff.alignFirstPair();
     this.layout();
     fitCells(this.scrollBox);
     if (this.diff) this.diff.render();
     new ResizeObserver(() => {
-      if (this.scrollBox.clientWidth === this.layoutWidth) { this.requestDraw(); return; }
+      if (this.scrollBox.clientWidth === this.layoutWidth && this.scrollBox.clientHeight === this.layoutHeight) {
+        this.requestDraw();
+        return;
+      }
       this.layout();
       this.requestDraw();
       fitCells(this.side);
       fitCells(this.scrollBox);
       if (this.diff) fitCells(this.diff.table);
     }).observe(this.scrollBox);
-    this.scrollBox.addEventListener('scroll', () => this.requestDraw(), {passive: true});
+    for (const pane of this.panes) pane.addEventListener('scroll', () => this.requestDraw(), {passive: true});
   }
 
   /** The step selector of a one-trace page: its steps, by number. */
@@ -73,15 +80,76 @@ class Page {
     return [lo, Math.max(hi, lo + 1000)];
   }
 
+  /** Where the ops of the open panels are (and the steps), when that is under half of the
+   *  whole: the first view, so that a folded host's long tail of events does not shrink the
+   *  accelerator's work to a sliver (Reset shows everything). */
+  _openRange() {
+    let lo = Infinity, hi = -Infinity;
+    for (const t of this.timelines) {
+      const d = t.data;
+      for (const p of t.panels) {
+        if (p.collapsed) continue;
+        for (const lane of p.lanes) {
+          const first = d.laneFirst[lane], last = d.laneFirst[lane + 1];
+          if (first >= last) continue;
+          lo = Math.min(lo, d.start[first] - t.offset);
+          for (let i = Math.max(first, last - 8); i < last; i++) hi = Math.max(hi, d.end[i] - t.offset);  // ends rise along a lane
+        }
+      }
+      for (const s of d.steps) { lo = Math.min(lo, s.start - t.offset); hi = Math.max(hi, s.end - t.offset); }
+    }
+    const full = this.home.t1 - this.home.t0;
+    if (!(hi > lo) || hi - lo > 0.5 * full) return null;
+    const pad = Math.max((hi - lo) * 0.02, MIN_SPAN);
+    return {t0: lo - pad, t1: hi + pad};
+  }
+
   layout() {
     // Sizing the panels may add a vertical scrollbar, which narrows the box: then again.
     for (let pass = 0; pass < 2; pass++) {
-      const width = Math.max(GUTTER + 200, this.scrollBox.clientWidth);
-      for (const t of this.timelines) t.layout(width);
+      const width = Math.max(GUTTER + 200, this.panes[0].clientWidth);
+      this._fill(width);
       this.layoutWidth = this.scrollBox.clientWidth;
-      if (this.layoutWidth === width) break;
+      this.layoutHeight = this.scrollBox.clientHeight;
+      if (this.panes[0].clientWidth === width) break;
     }
     this.version++;
+  }
+
+  /** Lay the timelines out ``width`` px wide, their lanes as tall as the view allows: a
+   *  trace of few lanes fills the view (its ops get taller and say more) instead of
+   *  leaving most of it blank; a trace of many keeps ROW and scrolls. The allocator
+   *  chart takes what lanes leave. Where the runs of a comparison do not fit together,
+   *  each pane gets its share of the height. */
+  _fill(width) {
+    const timelines = this.timelines;
+    for (const t of timelines) { t.row = ROW; t.memHeight = MEM_H; t.layout(width); }
+    for (const pane of this.panes) if (pane !== this.scrollBox) pane.style.height = '';
+    const room = this.scrollBox.clientHeight - 4 * this.panes.length;  // borders, rounding
+    const natural = timelines.map((t) => t.root.offsetHeight);
+    const extra = room - natural.reduce((a, b) => a + b, 0);
+    const lanes = timelines.reduce((n, t) => n + t.openLanes(), 0);
+    const charts = timelines.filter((t) => t.memory && !t.memory.collapsed);
+    if (extra > 0 && lanes + 2 * charts.length > 0) {
+      // lanes and the memory chart (worth two lanes) share the room; a lane grows to MAX_ROW
+      const row = Math.min(MAX_ROW, ROW + Math.floor(extra / (lanes + 2 * charts.length)));
+      const left = extra - (row - ROW) * lanes;
+      for (const t of timelines) {
+        t.row = row;
+        if (charts.includes(t)) t.memHeight = MEM_H + Math.floor(left / charts.length);
+        t.layout(width);
+      }
+    } else if (this.panes.length > 1) {
+      // each run its fair share of the height: a short one all it needs, the others the rest
+      let left = room, count = timelines.length;
+      const order = natural.map((h, i) => i).sort((a, b) => natural[a] - natural[b]);
+      for (const i of order) {
+        const height = Math.max(60, Math.min(natural[i], Math.floor(left / count)));
+        this.panes[i].style.height = height + 'px';
+        left -= height;
+        count -= 1;
+      }
+    }
   }
 
   setRange(t0, t1) {
@@ -152,7 +220,8 @@ class Page {
   }
 
   collapseAll(collapsed) {
-    for (const t of this.timelines) for (const p of t.panels) t.setCollapsed(p, collapsed);
+    for (const t of this.timelines) for (const p of t.panels) t.setCollapsed(p, collapsed, true);
+    this.layout();
   }
 
   // --- highlight and selection -------------------------------------------------------------
@@ -189,7 +258,8 @@ class Page {
     if (!op || !timeline.data.linked.has(op.name)) return 0;
     this.toolbar.searchBox.value = '';
     return this.highlight({name: op.name}, (count) => {
-      this.toolbar.say(`${count.toLocaleString('en-US')} ops: ${op.name} and its kernels`);
+      const d = timeline.data, what = d.meta.span_count ? 'its XLA ops' : 'its kernels';
+      this.toolbar.say(`${count.toLocaleString('en-US')} ops: ${op.name} and ${what}`);
     });
   }
 

@@ -98,7 +98,7 @@ class Sidebar {
     for (const row of rows) {
       const tr = el('tr');
       tr.tabIndex = 0;
-      const name = el('td', 'tb-name tb-fit', row.key);
+      const name = el('td', 'tb-name tb-fit tb-wrap', row.key);
       name.title = row.key;
       tr.appendChild(name);
       tr.appendChild(el('td', 'tb-num', fmtShort(row.total_ns)));
@@ -135,7 +135,7 @@ class Sidebar {
     info.appendChild(el('h2', null, heading));
     const dl = el('dl');
     const add = (k, v) => { dl.appendChild(el('dt', null, k)); dl.appendChild(el('dd', null, v)); };
-    add('ops', meta.op_count.toLocaleString('en-US'));
+    add('ops', (meta.op_count - (meta.span_count || 0)).toLocaleString('en-US'));
     add('devices', String(meta.devices.length) + (meta.hidden_devices ? ` (${meta.hidden_devices} hidden)` : ''));
     add('steps', String(meta.steps.length));
     add('span', fmtDuration(meta.span_ns));

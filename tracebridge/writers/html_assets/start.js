@@ -63,7 +63,7 @@ async function show(DiffView) {
       if (!panel || panel.collapsed) return null;
       const r = panel.wrap.getBoundingClientRect(), k = panel.lanes.indexOf(d.laneOf(pos));
       const sx = Math.max(t.xAt(d.start[pos]), GUTTER), ex = Math.min(t.xAt(d.end[pos]), t.width - PAD_R);
-      return {x: r.left + (sx + ex) / 2, y: r.top + k * ROW + ROW / 2};
+      return {x: r.left + (sx + ex) / 2, y: r.top + k * t.row + t.row / 2};
     },
     drawnCounts: (trace) => page.timelines[trace || 0].drawnCounts(),
     /** The diff view of a comparison page (null on a one-trace page). */

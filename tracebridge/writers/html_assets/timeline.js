@@ -9,15 +9,34 @@
 
 const RULER_H = 38;
 const MEM_H = 120;
+const LINE_H = 14;       // px between the lines of an op's label in a tall lane
 const LABEL_MIN = 36;    // ops at least this wide (px) get their name written in
 const HIT_SLOP = 3;      // px: hover/click tolerance for ops narrower than a pixel
 const ALLOCATOR_COLORS = ['#1f6fb2', '#c2410c', '#15803d', '#7e22ce', '#b91c1c', '#0e7490', '#a16207', '#4d7c0f'];
+
+/** The gutter labels of a panel's lanes, each at most ``width`` px: a lane's sub-rows
+ *  (``name / 2``) keep their number; names are cut at their end (a thread pool's name
+ *  before its long id, ``tf_XLAEigen/-33599\u2026``) where the cut ones still read
+ *  differently, else as elideNames cuts table names (their common prefix goes). */
+function laneLabels(ctx, names, width) {
+  const split = names.map((name) => { const m = /^(.*?)( \/ \d+)$/.exec(name); return m ? [m[1], m[2]] : [name, '']; });
+  const bases = split.map(([base]) => base);
+  const rooms = split.map(([, number]) => width - ctx.measureText(number).width);
+  let shown = bases.map((base, i) => fitText(ctx, base, rooms[i], 'end') || ELLIPSIS);
+  const readers = new Map();  // shown text -> the different names it stands for
+  bases.forEach((base, i) => { if (!readers.has(shown[i])) readers.set(shown[i], new Set()); readers.get(shown[i]).add(base); });
+  if (Array.from(readers.values()).some((set) => set.size > 1)) shown = elideNames(ctx, bases, rooms, null, false);
+  return shown.map((text, i) => text + split[i][1]);
+}
 
 /** The device panels of one trace under a ruler, and its memory chart. */
 class Timeline {
   constructor(data, container, page, options) {
     this.data = data;
     this.page = page;
+    this.scroller = container;  // the element that scrolls this timeline's panels
+    this.row = ROW;             // lane height: Page.layout grows it to fill the view
+    this.memHeight = MEM_H;
     this.offset = (options && options.offset) || 0;  // view time = trace time - offset
     this.highlight = null;
     this.highlightCount = 0;
@@ -111,12 +130,13 @@ class Timeline {
 
   allPanels() { return this.memory ? this.panels.concat([this.memory]) : this.panels; }
 
-  setCollapsed(panel, collapsed) {
+  setCollapsed(panel, collapsed, later) {
     panel.collapsed = collapsed;
     panel.section.classList.toggle('tb-collapsed', collapsed);
     panel.head.setAttribute('aria-expanded', String(!collapsed));
     panel.head.firstChild.textContent = collapsed ? '\u25b8' : '\u25be';
     panel.drawn = -1;
+    if (!later) this.page.layout();  // the lanes left in view may fill it again (later: the caller lays out)
     this.page.requestDraw();
   }
 
@@ -139,11 +159,19 @@ class Timeline {
     };
     size(this.ruler, RULER_H);
     for (const p of this.allPanels()) {
+      p.height = p.memory ? this.memHeight : Math.max(p.lanes.length, 1) * this.row;
       size(p.canvas, p.height);
       size(p.overlay, p.height);
       p.wrap.style.height = p.height + 'px';
       p.drawn = -1;
     }
+  }
+
+  /** How many lane heights the open panels take (an empty panel: one). */
+  openLanes() {
+    let n = 0;
+    for (const p of this.panels) if (!p.collapsed) n += Math.max(p.lanes.length, 1);
+    return n;
   }
 
   scale() {
@@ -157,7 +185,7 @@ class Timeline {
 
   draw(version, force) {
     this.drawRuler();
-    const view = this.page.scrollBox.getBoundingClientRect();
+    const view = this.scroller.getBoundingClientRect();
     for (const p of this.allPanels()) {
       if (p.collapsed) continue;
       const r = p.wrap.getBoundingClientRect();
@@ -235,7 +263,7 @@ class Timeline {
 
   drawPanel(p) {
     const ctx = this._context(p.canvas, p.ctx);
-    const d = this.data, W = this.width, x0 = GUTTER, x1 = W - PAD_R;
+    const d = this.data, W = this.width, x0 = GUTTER, x1 = W - PAD_R, ROW = this.row;
     const t0 = this.page.range.t0 + this.offset, t1 = this.page.range.t1 + this.offset;
     const scale = (x1 - x0) / (t1 - t0);
     const start = d.start, end = d.end, type = d.type;
@@ -260,6 +288,11 @@ class Timeline {
     // lane backgrounds and names
     ctx.font = '11px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
+    if (!p.laneLabels) {  // the panel's lane names, told apart (helpers.js elideNames)
+      const names = p.lanes.map((laneIndex) => d.lanes[laneIndex].name);
+      p.laneLabels = laneLabels(ctx, names, GUTTER - 14);
+    }
+    const gutter = p.laneLabels;
     p.lanes.forEach((laneIndex, k) => {
       const lane = d.lanes[laneIndex], y = k * ROW;
       ctx.fillStyle = lane.network ? (k % 2 ? '#f6efe2' : '#fbf5ea') : (k % 2 ? '#f4f5f7' : '#fbfbfc');
@@ -269,7 +302,7 @@ class Timeline {
         ctx.fillRect(0, y, W, 1);
       }
       ctx.fillStyle = lane.network ? '#8a5a00' : '#444';
-      ctx.fillText(fitText(ctx, lane.name, GUTTER - 14, 'middle'), 8, y + ROW / 2);
+      ctx.fillText(gutter[k], 8, y + ROW / 2);
     });
     ctx.fillStyle = '#d5d8dd';
     ctx.fillRect(GUTTER - 1, 0, 1, p.height);
@@ -325,13 +358,18 @@ class Timeline {
       ctx.stroke(outline);
     }
     if (labels.length && d.ready) {
+      // a tall lane (one that fills the view) says more of each op: its type and duration
+      const lines = Math.max(1, Math.min(3, Math.floor((ROW - 4) / LINE_H)));
       ctx.fillStyle = '#111';
       for (let j = 0; j < labels.length; j += 4) {
         const i = labels[j], lx0 = Math.max(labels[j + 1], x0), lx1 = Math.min(labels[j + 2], x1);
         if (highlight && !highlight[i]) continue;
-        const [label, mode] = d.boxLabel(i);
-        const text = fitText(ctx, label, lx1 - lx0 - 6, mode);
-        if (text) ctx.fillText(text, lx0 + 3, labels[j + 3] + (ROW - 4) / 2);
+        const texts = d.boxLines(i, lines);
+        const top = labels[j + 3] + (ROW - 4) / 2 - (texts.length - 1) * LINE_H / 2;
+        texts.forEach(([label, mode], line) => {
+          const text = fitText(ctx, label, lx1 - lx0 - 6, mode);
+          if (text) ctx.fillText(text, lx0 + 3, top + line * LINE_H);
+        });
       }
     }
     ctx.restore();
@@ -407,6 +445,7 @@ class Timeline {
       }
     }
     if (p.memory) return;
+    const ROW = this.row;
     const mark = (pos, color, width) => {
       if (pos < 0) return;
       const lane = this.data.laneOf(pos), k = p.lanes.indexOf(lane);
@@ -426,7 +465,7 @@ class Timeline {
   /** The op under a point of a panel canvas (CSS px in that canvas), or -1. */
   opAt(p, x, y) {
     if (!p || p.memory || x < GUTTER || x > this.width - PAD_R + HIT_SLOP) return -1;
-    const k = Math.floor(y / ROW);
+    const k = Math.floor(y / this.row);
     if (k < 0 || k >= p.lanes.length) return -1;
     const d = this.data, lane = p.lanes[k], first = d.laneFirst[lane], last = d.laneFirst[lane + 1];
     const t = this.timeAt(x), scale = this.scale();

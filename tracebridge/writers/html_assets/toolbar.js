@@ -41,7 +41,8 @@ class Toolbar {
     button('Reset', () => page.resetZoom(), 'Show everything (0)');
     button('Collapse all', () => page.collapseAll(true));
     button('Expand all', () => page.collapseAll(false));
-    bar.appendChild(el('span', 'tb-help', 'W/S zoom \u00b7 A/D pan \u00b7 wheel zoom \u00b7 drag pan \u00b7 click: details \u00b7 Esc clears'));
+    const help = bar.appendChild(el('span', 'tb-help', 'W/S zoom \u00b7 A/D pan \u00b7 wheel zoom \u00b7 drag pan \u00b7 click: details \u00b7 Esc clears'));
+    help.title = help.textContent;
     page.app.appendChild(bar);
   }
 

@@ -73,6 +73,11 @@ function opFields(op, full, device) {
     out.push(['Bytes', `${fmtBytes(t.bytes)} (${t.bytes.toLocaleString('en-US')} B)` + (t.rate_bps ? `, ${fmtBytes(t.rate_bps)}/s` : '')]);
     if (t.tensor) out.push(['Tensor', t.tensor]);
   }
+  if (op.hlo && op.hlo.instruction) {
+    out.push(['HLO', `${op.hlo.instruction}` + (op.hlo.module ? ` (${op.hlo.module})` : '')]);
+    if (op.hlo.tf_ops) out.push(['TF ops', op.hlo.tf_ops]);
+  }
+  if (op.xla_span) out.push(['XLA', 'the TF op over its XLA kernels or thunks in the lane below; click to highlight them']);
   out.push(['Device', device]);
   if (full) {
     out.push(['Lane', op.lane + (op.network ? ' (network)' : '')]);

@@ -102,6 +102,18 @@ class TraceData {
     return i < at.length && at[i] === pos ? i : -1;
   }
 
+  /** A TF op span drawn over its XLA kernels or thunks (html.py: flags bit 2), not a trace op. */
+  isSpan(pos) { return (this.column('flags')[pos] & 2) !== 0; }
+
+  /** The HLO instruction, module and fused TF ops of an XLA event ({} if it is none). */
+  hlo(pos) {
+    const i = this._sparse('hlo_at', pos);
+    if (i < 0) return {};
+    const strings = this.strings, k = this._sparse('tf_ops_at', pos);
+    return {instruction: strings[this.column('hlo_id')[i]], module: strings[this.column('hlo_module_id')[i]],
+            tf_ops: k < 0 ? '' : strings[this.column('tf_ops_id')[k]]};
+  }
+
   kernel(pos) {
     const i = this._sparse('kernel_at', pos);
     return i < 0 ? this.types[this.type[pos]] : this.strings[this.column('kernel_id')[i]];
@@ -144,7 +156,17 @@ class TraceData {
       const t = this.transfers(pos);
       if (t.length) return [`${fmtBytes(t[0].bytes)}  ${t[0].src} \u2192 ${t[0].dst}`, 'end'];
     }
-    return [this.name(pos), 'start'];
+    // an XLA event says its HLO instruction: the TF op's span above it says the op
+    const instruction = this.hlo(pos).instruction;
+    return instruction ? [instruction, 'end'] : [this.name(pos), 'start'];
+  }
+
+  /** Up to ``lines`` lines of op ``pos``'s label in a tall lane: boxLabel, then its op type
+   *  and duration. */
+  boxLines(pos, lines) {
+    const out = [this.boxLabel(pos)];
+    if (lines > 1) out.push([`${this.types[this.type[pos]]} \u00b7 ${fmtShort(this.end[pos] - this.start[pos])}`, 'end']);
+    return out;
   }
 
   absoluteNs(rel) {
@@ -163,6 +185,7 @@ class TraceData {
       network: lane.network, step: step ? this.steps[step - 1].number : null,
       start_ns: start, end_ns: end, duration_ns: end - start, start_epoch_ns: this.absoluteNs(start),
       inputs: this.inputs(pos), description: this.description(pos), transfers: this.transfers(pos),
+      xla_span: this.isSpan(pos), hlo: this.hlo(pos),
     };
   }
 
