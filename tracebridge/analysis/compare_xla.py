@@ -6,7 +6,8 @@ and marks it with ``hlo_instruction`` and, where it computes several TF ops (a f
 ``tf_ops`` stat naming them all, its own first (readers/xspace_xla.py). Each XLA row has a
 *home*: the first of its TF ops whose counterpart in the other run is known, by the
 recorded graphs' alignment (a node pair, or a region paired as a whole, as a fused batch
-norm against Keras's arithmetic) or, without graphs, by name. The XLA rows of one home and
+norm against Keras's arithmetic; an op the other run fused into a kernel, that kernel) or,
+where the graphs place nothing, by name, gradient path or as its layer's fused kernel. The XLA rows of one home and
 its ops in the other run form one row; the other run's ops that a fusion computed besides
 its home, and that are no XLA row's home, join that row: the fusion's time stands against
 all the ops it computed, never silently against the first alone. Its key names the
@@ -20,7 +21,6 @@ from collections import defaultdict
 from .compare_align_graph import TraceNames, named_by
 from .compare_matcher import SIDES, Matcher, Rule
 from .compare_names import GRADIENT_TAIL_LENGTHS, gradient_tail, op_scope, plain_name, without_wrappers
-from .compare_sides import Side
 from .kernels import fusion_parts
 from .structure import Alignment
 from .xla_rows import xla_ops
@@ -108,42 +108,52 @@ def _value_source(graph, node: str, computed_by: dict[str, str]) -> str | None:
 
 class _Homes:
     """Where a TF op of the XLA side stands in the other run: a unit (a node pair or a
-    region the graphs' alignment paired, or without graphs an op of the same name) and the
-    other run's still unmatched ops of it."""
+    region the graphs' alignment paired; where the graphs place nothing, an op found by
+    name, gradient path or as its layer's fused kernel) and the other run's still
+    unmatched ops of it."""
 
     def __init__(self, matcher: Matcher, xla_side: str, other_side: str, alignment: Alignment | None,
                  names: TraceNames):
         self.matcher, self.xla_side, self.other_side, self.names_of = matcher, xla_side, other_side, names
         self.alignment = alignment
-        xla, other = matcher.side(xla_side), matcher.side(other_side)
-        self.node_of: dict[str, str] = {}  # TF op name -> the XLA side's graph node
-        self.unit_of_node: dict[str, tuple] = {}
-        self.by_name: dict[str, str] = {}
-        if alignment is not None and xla.graph:
-            unwrapped: dict[str, list[str]] = defaultdict(list)
-            for node in xla.graph.order:
-                unwrapped[without_wrappers(node)].append(node)
-            self.node_of = {name: nodes[0] for name, nodes in unwrapped.items() if len(nodes) == 1}
-            self.node_of.update({node: node for node in xla.graph.order})
-            mine, theirs = (1, 0) if xla_side == "test" else (0, 1)
-            for pair in alignment.pairs:
-                self.unit_of_node[pair[mine]] = ("pair", pair[theirs])
-            self.unit_of_other: dict[str, tuple] = {pair[theirs]: ("pair", pair[theirs]) for pair in alignment.pairs}
-            for index, group in enumerate(alignment.groups):
-                for node in group[mine]:
-                    self.unit_of_node.setdefault(node, ("group", index))
-                for node in group[theirs]:
-                    self.unit_of_other.setdefault(node, ("group", index))
-            for node, control_node in alignment.attached.get(xla_side, {}).items():
-                self.unit_of_node.setdefault(node, ("pair", control_node if xla_side == "test" else
-                                                    dict(alignment.pairs).get(control_node, control_node)))
-            self.attached: dict[str, list[str]] = defaultdict(list)
-            for node, control_node in alignment.attached.get(other_side, {}).items():
-                theirs_node = control_node if other_side == "control" else dict(alignment.pairs).get(control_node)
-                if theirs_node:
-                    self.attached[theirs_node].append(node)
-        # without graphs, or where they do not align: the other run's ops by name, as a
-        # gradient, or a fused kernel by its layer
+        self.node_of: dict[str, str] = {}             # TF op name -> the XLA side's graph node
+        self.unit_of_node: dict[str, tuple] = {}      # the XLA side's graph node -> its unit
+        self.unit_of_other: dict[str, tuple] = {}     # the other side's graph node -> its unit
+        self.attached: dict[str, list[str]] = defaultdict(list)  # the other side's pair node -> nodes joined
+        if alignment is not None:
+            self._index_graphs(alignment)
+        self.by_name: dict = {}
+        self._index_names()
+
+    def _index_graphs(self, alignment: Alignment) -> None:
+        xla_graph = self.matcher.side(self.xla_side).graph
+        unwrapped: dict[str, list[str]] = defaultdict(list)  # HLO op_names leave the function call out
+        for node in xla_graph.order:
+            unwrapped[without_wrappers(node)].append(node)
+        self.node_of = {name: nodes[0] for name, nodes in unwrapped.items() if len(nodes) == 1}
+        self.node_of.update({node: node for node in xla_graph.order})
+        mine, theirs = (1, 0) if self.xla_side == "test" else (0, 1)
+        test_of = dict(alignment.pairs)  # control node -> test node
+        for pair in alignment.pairs:
+            self.unit_of_node[pair[mine]] = self.unit_of_other[pair[theirs]] = ("pair", pair[theirs])
+        for index, group in enumerate(alignment.groups):
+            for node in group[mine]:
+                self.unit_of_node.setdefault(node, ("group", index))
+            for node in group[theirs]:
+                self.unit_of_other.setdefault(node, ("group", index))
+        # attached: side -> {node: the control node of the pair it joined}
+        for node, control_node in alignment.attached.get(self.xla_side, {}).items():
+            other_node = control_node if self.xla_side == "test" else test_of.get(control_node)
+            if other_node:
+                self.unit_of_node.setdefault(node, ("pair", other_node))
+        for node, control_node in alignment.attached.get(self.other_side, {}).items():
+            other_node = control_node if self.other_side == "control" else test_of.get(control_node)
+            if other_node:
+                self.attached[other_node].append(node)
+
+    def _index_names(self) -> None:
+        """The other run's ops by name, by gradient path, and its fused kernels by layer."""
+        other = self.matcher.side(self.other_side)
         for name in other.names:
             text = other.rewritten[name]
             self.by_name.setdefault(plain_name(text), name)
@@ -161,8 +171,9 @@ class _Homes:
         unit = self.unit_of_node.get(node) if node else None
         if unit is not None and self._ran(unit):
             return unit
-        if unit is not None and unit[0] == "pair" and self._fused_into(unit[1]):
-            return self._fused_into(unit[1])
+        fused = self._fused_into(unit[1]) if unit is not None and unit[0] == "pair" else None
+        if fused is not None:
+            return fused
         keys = (plain_name(tf_op), *(gradient_tail(length)(tf_op) for length in GRADIENT_TAIL_LENGTHS),
                 op_scope(tf_op))
         name = next((self.by_name[key] for key in keys if key and key in self.by_name), None)
