@@ -379,6 +379,14 @@ def test_xla_links_survive_tracebridges_own_files(corpus, tmp_path, name, suffix
     # .xplane.pb: the reader links the written events again, from the HLO written; .json: the
     # reader reads each event's link back from its args
     assert after.by_hlo == before.by_hlo and before.by_hlo
+    if suffix == ".xplane.pb":
+        return
+    # each XLA row keeps its TF op's type beside its instruction (the kernel): compare reads it
+    def typed(t):
+        return set(zip(t.column_strings("ops", "name"), t.column_strings("ops", "op_type"),
+                       t.column_strings("ops", "kernel")))
+    linked = {row["op"] for row in before.by_hlo}
+    assert {r for r in typed(again) if r[0] in linked} == {r for r in typed(trace) if r[0] in linked}
 
 
 def test_xprof_reads_the_hlo_tracebridge_writes(corpus, tmp_path):

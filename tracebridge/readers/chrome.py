@@ -157,7 +157,8 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
         if len(sorted_starts):
             position = int(np.searchsorted(sorted_starts, ts, side="right")) - 1
             step = step_ids[int(order[max(position, 0)])]
-        op = builder.add_op(name=name, op_type=kernel, kernel=kernel, start_ns=ts, end_ns=end,
+        op_type = _text(args["op_type"]) if "op_type" in args else kernel  # an XLA event's TF op type
+        op = builder.add_op(name=name, op_type=op_type, kernel=kernel, start_ns=ts, end_ns=end,
                             device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
                             flags=flags if name != "RecvTensor" and category == _OP else plain)
         for key in _HLO_ARGS:  # an XLA event's link to its HLO, as the writer puts it in args
