@@ -109,11 +109,12 @@ def resnet_keras():
     return model, keras.optimizers.SGD(0.01, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
-def resnet_tf2(tf):
+def resnet_tf2(tf, jit_compile: bool = False):
+    """The Keras port's training step in a ``tf.function`` (XLA-compiled with ``jit_compile``)."""
     model, optimizer, loss_fn = resnet_keras()
     optimizer.build(model.trainable_variables)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True)) + tf.add_n(model.losses)

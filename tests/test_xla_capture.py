@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 import tracebridge
-from tests.models_structure import BATCH, resnet_data, resnet_fit, resnet_tf1
-from tests.test_compare import _run_tf1
+from tests.models_structure import BATCH, RESNET_CONVS, resnet_data, resnet_fit, resnet_tf1, resnet_tf2
+from tests.test_compare import _run_tf1, _run_tf2
 from tests.test_compare_models import RESNET_LAYERS, assert_done, quality
 from tracebridge.analysis.compare import compare
+from tracebridge.analysis.compare_names import plain_name
+from tracebridge.analysis.xla_rows import xla_instructions, xla_ops
 
 FIT_BATCHES = 6  # 2 warm-up batches, 3 traced, 1 after
 
@@ -180,6 +182,106 @@ def test_a_function_without_jit_compile_records_no_hlo(tf, fit_run):
 @pytest.fixture(scope="module")
 def fit_xla_run(tf):
     return fit_trace(jit_compile=True)
+
+
+@pytest.fixture(scope="module")
+def jit_function_run(tf):
+    """The Keras port's training step in a tf.function(jit_compile=True), traced by trace(fn)."""
+    return _run_tf2(tf, resnet_tf2(tf, jit_compile=True), resnet_data(), steps=3)
+
+
+def compared_with_xla(control, test, label):
+    """The comparison of ``control`` with ``test`` (one of them an XLA run), its figures
+    (each XLA row standing for the TF op it is named or made for), and a report."""
+    result = compare(control, test, warmup=1)
+    computed = {**xla_ops(control), **xla_ops(test)}
+    figures = quality(result, RESNET_LAYERS, computed)
+    print(f"ResNet-style, {label}: {figures}")
+    return result, figures, "\n" + result.to_text(top=40) + f"\n{figures}", computed
+
+
+def assert_fusions_are_groups(result, xla_run, computed):
+    """Every XLA row that computes several TF ops is in a group of the XLA rule whose key
+    names the fusion and its TF ops (no fusion's time stands against its first op alone),
+    or, where it updates variables only, in the optimizer's row of all updates."""
+    fused = {name for name, ops in computed.items() if len(ops) > 1 and name in set(xla_run.column_strings("ops", "name"))}
+    assert fused
+    side = "test_names" if xla_run is result.test else "control_names"
+    rows = [r for r in result.rows if fused & set(getattr(r, side))]
+    assert rows
+    for row in rows:
+        if row.rule not in ("unmatched", "optimizer"):
+            assert row.rule == "xla" and "[XLA fusion of " in row.key, row.key
+    return rows
+
+
+def test_fit_with_jit_compile_compares_with_the_session_model(session_run, fit_xla_run):
+    result, figures, report, computed = compared_with_xla(session_run, fit_xla_run, "Session vs Keras fit (XLA)")
+    assert "xla" in result.rule_shares and result.rule_shares["xla"].test > 0.8, report
+    assert_done(result, figures, report, RESNET_LAYERS, computed=computed, updates=False)
+    assert_fusions_are_groups(result, fit_xla_run, computed)
+
+
+def test_a_jit_compiled_step_compares_with_the_session_model(session_run, jit_function_run):
+    result, figures, report, computed = compared_with_xla(session_run, jit_function_run,
+                                                          "Session vs tf.function(jit_compile=True)")
+    assert "xla" in result.rule_shares and result.rule_shares["xla"].test > 0.8, report
+    assert_done(result, figures, report, RESNET_LAYERS, computed=computed, updates=False)
+    assert_fusions_are_groups(result, jit_function_run, computed)
+    # XLA rewrites each filter gradient into a convolution without metadata: each still
+    # stands for its layer's Conv2DBackpropFilter (the op downstream it computes for)
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    hlo = hlo_op_map(modules_of(jit_function_run.metadata))
+    ran = [hlo.find(None, name) for names in xla_instructions(jit_function_run).values() for name in names]
+    made = [op for op in ran if op.opcode == "convolution" and not op.op_name]
+    assert made and all(op.tf_ops[0][1] == "Conv2DBackpropFilter" for op in made), made
+    assert len({op.tf_ops[0][0] for op in made}) == len(RESNET_CONVS)
+
+
+def test_fit_without_xla_compares_with_fit_with_xla(fit_run, fit_xla_run):
+    """TF2 without XLA against TF2 with XLA: the same op names on both sides, XLA's rows
+    paired through the HLO with the ops they compute."""
+    result, figures, report, computed = compared_with_xla(fit_run, fit_xla_run, "Keras fit vs Keras fit (XLA)")
+    assert figures["coverage_control"] >= 0.9 and figures["coverage_test"] >= 0.9, report
+    assert figures["position_control"] <= 0.1 and figures["position_test"] <= 0.1, report
+    # The truth here is the op names, the same on both sides: an XLA row of one TF op pairs
+    # with the op of that name where the other run has it.
+    ran = {plain_name(name): name for name in result.control.column_strings("ops", "name")}
+    rows = [r for r in result.rows if r.rule == "xla"]
+    for row in rows:
+        for name in row.test_names:
+            if computed.get(name) == (name,) and plain_name(name) in ran:
+                assert ran[plain_name(name)] in row.control_names, (row.key, report)
+    assert_fusions_are_groups(result, fit_xla_run, computed)
+
+
+def test_xla_fusion_finding_shows_what_xla_fused(session_run, fit_run, fit_xla_run):
+    """On Session vs fit with XLA: what XLA fused that the session ran as separate ops, with
+    the thunks as evidence, checked against the HLO and the session's ops; on Session vs fit
+    without XLA: none."""
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    assert "xla_fusion" not in [f.kind for f in compare(session_run, fit_run, warmup=1).findings]
+    result = compare(session_run, fit_xla_run, warmup=1)
+    found = [f for f in result.findings if f.kind == "xla_fusion"]
+    assert found, result.findings.to_text()
+    evidence = found[0].evidence
+    print(f"xla_fusion: {found[0].summary}")
+    assert evidence.xla_run == "test" and evidence.ops
+    hlo = hlo_op_map(modules_of(fit_xla_run.metadata))
+    session_ops = set(session_run.column_strings("ops", "name"))
+    rows = {r.key: r for r in result.rows}
+    for key, instructions, tf_ops, separate, times in zip(evidence.ops, evidence.instructions, evidence.tf_ops,
+                                                          evidence.separate_ops, evidence.separate_ns):
+        row = rows[key]
+        assert row.rule == "xla" and len(separate) >= 2 and set(separate) == set(row.control_names)
+        assert set(separate) <= session_ops and len(times) == len(separate) and sum(times) > 0
+        # each kernel the XLA run ran is an HLO instruction of the recorded module, and what
+        # they compute together is the row's TF ops
+        computed = [op for name in instructions for op, _ in hlo.find(None, name).tf_ops]
+        assert len(set(tf_ops)) >= 2 and set(tf_ops) <= set(computed), key
+    assert found[0].evidence.to_dict()["instructions"]
 
 
 def linked_instructions(trace, folder) -> set[str]:

@@ -4,7 +4,11 @@ time moved, what appeared or vanished.
 ``compare(control, test)`` aligns the op names of both runs, stage by stage; every row
 records the rule that matched it:
 
-0. ``structure`` and ``group``: where both runs recorded their graphs (captures do), the
+0. ``xla``: where one run is XLA-compiled, its thunk and kernel rows pair with the other
+   run's ops through the HLO (:mod:`.compare_xla`): each with the op its instruction is
+   named or made for, placed by the graphs' alignment (else by name); a fusion and every op
+   it computes form one row, keyed by the fusion and its TF ops;
+   ``structure`` and ``group``: where both runs recorded their graphs (captures do), the
    graphs align first (:mod:`.structure`): variables as anchors, then along dataflow;
    regions computed differently on each side (fused batch norm, a dropout's random
    numbers, a bias gradient) pair as groups. Without graphs (old files) the name rules
@@ -40,8 +44,8 @@ Statistics are per step: each row's per-step totals give a median, p90 and minim
 noise threshold). ``coverage`` is the share of each run's op time that was matched.
 
 The work is split by concern: :mod:`.compare_sides` prepares each run,
-:mod:`.compare_align` (with :mod:`.compare_names`, :mod:`.compare_fusion` and
-:mod:`.compare_optimizer`) pairs ops,
+:mod:`.compare_align` (with :mod:`.compare_names`, :mod:`.compare_fusion`,
+:mod:`.compare_optimizer` and :mod:`.compare_xla`) pairs ops,
 :mod:`.compare_stats` computes the rows' statistics, :mod:`.compare_result` holds the result.
 """
 

@@ -8,22 +8,20 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable
 
-from .compare_align_graph import ShapeOpsJoinNeighbours, matched_scopes, structure_rules
+from .compare_align_graph import ShapeOpsJoinNeighbours, TraceNames, matched_scopes, structure_rules
 from .compare_fusion import group_fusions
 from .compare_loops import LoopControlJoinsCondition
 from .compare_matcher import Matcher, Rule
-from .compare_names import Pair, gradient_key, op_scope, pair_key, plain_name
+from .compare_names import GRADIENT_TAIL_LENGTHS, Pair, gradient_tail, op_scope, pair_key, plain_name
 from .compare_optimizer import optimizer_groups
 from .compare_sides import Side
+from .compare_xla import XlaInstructions
 from .eager_align import EagerFusions
 from .structure import Alignment
 
 # Name tails: how many trailing parts of a name (model scopes, then the op) two ops of the
 # same type must share, longest first: ``block/dense/MatMul`` before ``dense/MatMul``.
 NAME_TAIL_LENGTHS = (4, 3, 2)
-# Gradient tails: the same over a gradient's path (the forward op's scopes and the op,
-# without ``gradients/`` or ``gradient_tape/`` and the ``_grad`` marker).
-GRADIENT_TAIL_LENGTHS = (3, 2)
 
 
 def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment | None = None,
@@ -40,11 +38,12 @@ def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alig
     are known) the structure runs first, and position pairs only within matched scopes."""
     by_name = "user" if user_rules else "exact"
     with_graphs = alignment is not None
-    return [*(structure_rules(control, test, alignment, notes) if with_graphs else ()),
+    return [XlaInstructions(alignment, TraceNames(control, test)),
+            *(structure_rules(control, test, alignment, notes) if with_graphs else ()),
             SameKey(by_name, _whole_name, same_type=False),
             SameKey(by_name, plain_name, same_type=False),
             *(SameKey("normalized", _name_tail(length)) for length in NAME_TAIL_LENGTHS),
-            *(SameKey("gradient", _gradient_tail(length)) for length in GRADIENT_TAIL_LENGTHS),
+            *(SameKey("gradient", gradient_tail(length)) for length in GRADIENT_TAIL_LENGTHS),
             Fusions(),
             OptimizerUpdates(alignment),
             *((ShapeOpsJoinNeighbours(),) if with_graphs else ()),
@@ -88,13 +87,6 @@ def _name_tail(length: int) -> Callable[[str], tuple[str, ...] | None]:
     def key(text: str) -> tuple[str, ...] | None:
         parts = plain_name(text).split("/")
         return tuple(parts[-length:]) if len(parts) >= length else None
-    return key
-
-
-def _gradient_tail(length: int) -> Callable[[str], tuple[str, ...] | None]:
-    def key(text: str) -> tuple[str, ...] | None:
-        path = gradient_key(plain_name(text))
-        return path[-length:] if path and len(path) >= length else None
     return key
 
 

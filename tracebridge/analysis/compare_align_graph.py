@@ -80,7 +80,7 @@ class StructureGroups(Rule):
             names_c = self.names.all_unmatched(matcher, "control", members_c)
             names_t = self.names.all_unmatched(matcher, "test", members_t)
             if names_c and names_t:
-                key = pair_key(_named_by(matcher.control, names_c), _named_by(matcher.test, names_t))
+                key = pair_key(named_by(matcher.control, names_c), named_by(matcher.test, names_t))
                 matcher.pair(names_c, names_t, f"{key} [group of {len(names_c)} ~ {len(names_t)} ops]", self.name)
 
 
@@ -144,7 +144,7 @@ def matched_scopes(matcher: Matcher):
     return lambda name: matched.get(op_scope(control.rewritten[name])) or None
 
 
-def _named_by(side: Side, names: list[str]) -> str:
+def named_by(side: Side, names: list[str]) -> str:
     """The op a group's key names: its first (in graph order) that computes something."""
     return next((n for n in names if side.plain_type[n] not in _INERT), names[0])
 
@@ -193,4 +193,5 @@ def _rewritten_by_grappler(side: Side) -> dict[str, str]:
     return {original: min(names)[1] for original, names in renamed.items()}
 
 
-__all__ = ["ShapeOpsJoinNeighbours", "StructureGroups", "StructurePairs", "matched_scopes", "structure_rules"]
+__all__ = ["ShapeOpsJoinNeighbours", "StructureGroups", "StructurePairs", "TraceNames", "matched_scopes", "named_by",
+           "structure_rules"]

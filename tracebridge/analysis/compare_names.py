@@ -18,7 +18,7 @@ _TF2_GRADIENT = re.compile(r"^(?:.*/)?gradient_tape/(?P<rest>.+)$")
 # names that agree only in their tails less so, groups less again; a type+position pair
 # is a guess whose odds fall with the number of same-typed candidates it chose from.
 RULE_CONFIDENCE = {"user": 1.0, "exact": 1.0, "structure": 0.95, "normalized": 0.9, "gradient": 0.85,
-                   "group": 0.8, "fusion": 0.75,
+                   "group": 0.8, "xla": 0.8, "fusion": 0.75,
                    "optimizer": 0.6, "type+position": 0.5, "unmatched": 0.0}
 
 
@@ -41,11 +41,17 @@ def pair_key(control_name: str, test_name: str) -> str:
     return control_name if control_name == test_name else f"{control_name} ~ {test_name}"
 
 
-def plain_name(name: str) -> str:
-    """Without function wrappers, and with Keras uniquifiers removed from scope parts."""
+def without_wrappers(name: str) -> str:
+    """Without the function wrappers it is called under (``StatefulPartitionedCall/``, ...)."""
     previous = None
     while previous != name:
         previous, name = name, _WRAPPER.sub("", name)
+    return name
+
+
+def plain_name(name: str) -> str:
+    """Without function wrappers, and with Keras uniquifiers removed from scope parts."""
+    name = without_wrappers(name)
     parts = name.split("/")
     scopes = [(_UNIQUIFIED_SCOPE.match(p).group(1) if _UNIQUIFIED_SCOPE.match(p) else p) for p in parts[:-1]]
     return "/".join(scopes + parts[-1:])
@@ -61,6 +67,20 @@ def gradient_key(name: str) -> tuple[str, ...] | None:
     if match:
         return tuple(match.group("rest").split("/"))
     return None
+
+
+# Gradient tails: how many trailing parts of a gradient's path (the forward op's scopes and
+# the op, without ``gradients/`` or ``gradient_tape/`` and the ``_grad`` marker) two ops must
+# share, longest first.
+GRADIENT_TAIL_LENGTHS = (3, 2)
+
+
+def gradient_tail(length: int):
+    """The key of a gradient op by the last ``length`` parts of its path (None if shorter)."""
+    def key(text: str) -> tuple[str, ...] | None:
+        path = gradient_key(plain_name(text))
+        return path[-length:] if path and len(path) >= length else None
+    return key
 
 
 def op_scope(name: str) -> tuple[tuple[str, ...], bool]:
@@ -84,4 +104,5 @@ def same_scope(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return any(longer[i:i + len(shorter)] == shorter for i in range(len(longer) - len(shorter) + 1))
 
 
-__all__ = ["RULE_CONFIDENCE", "Pair", "gradient_key", "op_scope", "pair_key", "plain_name", "same_scope"]
+__all__ = ["GRADIENT_TAIL_LENGTHS", "RULE_CONFIDENCE", "Pair", "gradient_key", "gradient_tail", "op_scope", "pair_key", "plain_name", "same_scope",
+           "without_wrappers"]

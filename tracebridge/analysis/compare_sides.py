@@ -15,6 +15,7 @@ from .compare_types import TimeBasis
 from .kernels import plain_kernel
 from .recorded_graph import decode_graph, graph_node_name
 from .summary import counted_rows
+from .xla_rows import xla_ops
 
 
 # --- the time compared: a layer over the rows, so the alignment stays what it is ----------
@@ -108,6 +109,13 @@ def prepare_side(trace: Trace, rules, warmup: int, time: TimeBasis = TimeBasis.H
         side.count[name] += 1
         side.per_step[name][step_slots.get(step, 0)] += duration
         side.all_time += duration
+    # An XLA row's kernel is its HLO instruction (``convolution.5``): the type the rules
+    # compare is the TF op's it stands for, which the reader gave the row.
+    linked = set(xla_ops(trace)) & set(side.total)
+    for name, row in zip(names, rows.tolist()):
+        if name in linked:
+            side.plain_type[name] = trace.strings[int(ops["op_type"][row])]
+            linked.discard(name)
     _dataflow(side, rows, names)
     if side.graph:  # positions by the graph, not by timing: the same graphs, the same pairs
         last = len(side.graph.order)

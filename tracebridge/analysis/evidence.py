@@ -155,6 +155,24 @@ class FusionEvidence(Evidence):
 
 
 @dataclass(frozen=True)
+class XlaFusionEvidence(Evidence):
+    """What XLA computed in fused kernels that the other run ran as separate ops: per row
+    of the comparison's ``xla`` rule, the XLA run's instructions (its thunks or kernels),
+    the TF ops they compute, their time, and the other run's separate ops and their times
+    (medians per step)."""
+
+    share: float = internal()           # of the test step: the time the fusions save (or cost)
+    saved_ns: float = internal()        # per step: the other run's ops less the fusions
+    xla_run: str = "test"               # the run that ran XLA
+    ops: list[str] = field(default_factory=list)            # the rows' keys
+    instructions: list[list[str]] = field(default_factory=list)
+    tf_ops: list[list[str]] = field(default_factory=list)
+    xla_ns: list[float] = field(default_factory=list)
+    separate_ops: list[list[str]] = field(default_factory=list)
+    separate_ns: list[list[float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class RegressionEvidence(Evidence):
     """Aligned ops of one op type and top-level scope, slower beyond noise."""
 
@@ -243,4 +261,4 @@ def finding_row(finding: dict) -> list:
 __all__ = ["FINDING_COLUMNS", "GUIDE", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings",
            "FusionEvidence", "HostGapsEvidence", "InputWaitEvidence", "LeftBehindEvidence", "MemoryUse",
            "RegressionEvidence", "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "XlaCompileEvidence",
-           "finding_row", "guide_command", "internal", "json_ready"]
+           "XlaFusionEvidence", "finding_row", "guide_command", "internal", "json_ready"]

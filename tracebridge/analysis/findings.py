@@ -24,8 +24,9 @@ from .compare_result import Comparison
 from .compare_types import PerSide
 from .detectors import Detector, PairDetector, PresenceDetector, Run, RunDetector, RunPair, ShareDetector
 from .evidence import (DeviceIdleEvidence, EagerOpsEvidence, Finding, Findings, FusionEvidence, HostGapsEvidence,
-                       InputWaitEvidence, LeftBehindEvidence, RetracingEvidence, XlaCompileEvidence)
-from .pair_findings import Regressions, fusion_rows, regressions, working_set_growth
+                       InputWaitEvidence, LeftBehindEvidence, RetracingEvidence, XlaCompileEvidence,
+                       XlaFusionEvidence)
+from .pair_findings import Regressions, fusion_rows, regressions, working_set_growth, xla_fusions
 from .run_findings import StepMemory, device_idle, eager_ops, host_gaps, input_wait, retracing, xla_compile
 
 # --- thresholds (shares of step time unless said otherwise) --------------------------------
@@ -266,6 +267,29 @@ class FusionGained(FusionChange):
     lost = False
 
 
+class XlaFusion(PairDetector):
+    """What XLA fused (one run compiled with XLA) that the other run ran as separate ops."""
+
+    kind = "xla_fusion"
+    advice = ("XLA computes these ops in fused kernels where the other run ran each one: nothing to fix; "
+              "compare like for like (jit_compile on both sides, or off on both)")
+
+    def measure_pair(self, pair: RunPair) -> XlaFusionEvidence | None:
+        return xla_fusions(pair.comparison, pair.views)
+
+    def judge(self, evidence: XlaFusionEvidence) -> list[Finding]:
+        other = "control" if evidence.xla_run == "test" else "test"
+        separate = sum(sum(times) for times in evidence.separate_ns)
+        # distinct ops and kernels: XLA computes some ops again in several fusions
+        tf_ops = {op for ops in evidence.tf_ops for op in ops}
+        kernels = {name for names in evidence.instructions for name in names}
+        return [self.finding(evidence.share,
+                             f"XLA ({evidence.xla_run} run) computes {len(tf_ops)} TF ops in {len(kernels)} fused "
+                             f"kernels where the {other} run ran {sum(len(ops) for ops in evidence.separate_ops)} "
+                             f"separate ops: {separate / 1e6:.3f} -> {sum(evidence.xla_ns) / 1e6:.3f} ms per step "
+                             f"({len(evidence.ops)} rows)", evidence)]
+
+
 class OpRegression(PairDetector):
     """Aligned ops slower beyond noise (the comparison's threshold and ``noise_ns``), one
     finding per op type and top-level scope."""
@@ -289,7 +313,7 @@ class OpRegression(PairDetector):
 EAGER_OPS, RETRACING = EagerOps(), Retracing()
 # Every kind, in the order findings of equal share are listed.
 DETECTORS: tuple[Detector, ...] = (EAGER_OPS, RETRACING, XlaCompile(), HostGaps(), InputWait(), DeviceIdle(), FusionLost(),
-                                   FusionGained(), OpRegression(), MemoryGrowth())
+                                   FusionGained(), XlaFusion(), OpRegression(), MemoryGrowth())
 ADVICE = {detector.kind: detector.advice for detector in DETECTORS}
 KINDS = tuple(ADVICE)
 

@@ -12,9 +12,10 @@ from ..model.schema import Category, is_eager_name
 from ..model.trace import Trace
 from .compare_result import Comparison, Row
 from .compare_types import PerSide
-from .evidence import FusionEvidence, MemoryUse, RegressionEvidence, WorkingSetEvidence
+from .evidence import FusionEvidence, MemoryUse, RegressionEvidence, WorkingSetEvidence, XlaFusionEvidence
 from .kernels import fusion_parts, plain_kernel
 from .run_findings import StepView
+from .xla_rows import xla_instructions, xla_ops
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,41 @@ def fusion_rows(comparison: Comparison, lost: bool) -> FusionEvidence | None:
     share = max(delta if lost else -delta, 0.0) / (comparison.steps.test.median_ns or 1.0)
     return FusionEvidence(share, delta, [r.key for r in rows], [r.delta_ns for r in rows],
                           [list(r.control_names) for r in rows], [list(r.test_names) for r in rows])
+
+
+def xla_fusions(comparison: Comparison, views: PerSide[StepView]) -> XlaFusionEvidence | None:
+    """Rows of the ``xla`` rule where XLA computed several TF ops in its kernels and the
+    other run ran two or more separate ops: what XLA fused, largest (by the other run's
+    time) first."""
+    found = PerSide.of(lambda side: xla_ops(getattr(comparison, side)))
+    xla_side = "test" if found.test else "control"
+    other_side = "control" if xla_side == "test" else "test"
+    computed, xla_trace = getattr(found, xla_side), getattr(comparison, xla_side)
+    rows = [row for row in comparison.rows if row.rule == "xla"
+            and len(getattr(row, f"{other_side}_names")) >= 2
+            and len({op for name in getattr(row, f"{xla_side}_names") for op in computed.get(name, ())}) >= 2]
+    if not rows or found.test and found.control:
+        return None
+    view = getattr(views, other_side)
+    ops = view.trace.ops
+    separate = per_step_medians(view.trace, (ops["end_ns"] - ops["start_ns"]).astype(np.float64), view.step_positions)
+    instructions = xla_instructions(xla_trace)
+
+    def median(row: Row, side: str) -> float:
+        return getattr(row, f"{side}_median_ns")
+    rows.sort(key=lambda row: (-median(row, other_side), row.key))
+    saved = sum(median(row, other_side) - median(row, xla_side) for row in rows)
+    step = comparison.steps.test.median_ns or 1.0
+    return XlaFusionEvidence(
+        share=max(saved if xla_side == "test" else -saved, 0.0) / step, saved_ns=saved, xla_run=xla_side,
+        ops=[row.key for row in rows],
+        instructions=[[i for name in getattr(row, f"{xla_side}_names") for i in instructions.get(name, ())]
+                      for row in rows],
+        tf_ops=[list(dict.fromkeys(op for name in getattr(row, f"{xla_side}_names") for op in computed.get(name, ())))
+                for row in rows],
+        xla_ns=[median(row, xla_side) for row in rows],
+        separate_ops=[list(getattr(row, f"{other_side}_names")) for row in rows],
+        separate_ns=[[separate.get(name, 0.0) for name in getattr(row, f"{other_side}_names")] for row in rows])
 
 
 def _fuses(trace: Trace, name: str) -> bool:
@@ -146,4 +182,4 @@ def per_step_medians(trace: Trace, values: np.ndarray, step_positions: list[int]
 
 
 __all__ = ["Regressions", "beyond_noise",
-           "fusion_rows", "per_step_medians", "regressions", "shared_times", "working_set_growth"]
+           "fusion_rows", "xla_fusions", "per_step_medians", "regressions", "shared_times", "working_set_growth"]

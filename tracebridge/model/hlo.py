@@ -28,7 +28,8 @@ class HloOp:
     """One HLO instruction. ``op_name``/``op_type``: its own metadata (the framework op XLA
     says it came from; "" if none). ``tf_ops``: every distinct ``(op_name, op_type)`` it
     computes: for a fusion (or any instruction that calls computations) the ops of the
-    instructions inside, in order; else its own."""
+    instructions inside, in order; else its own; for an instruction XLA made without any
+    (no metadata, nothing inside), the first op downstream that it computes for."""
 
     module: str
     name: str
@@ -57,6 +58,12 @@ class HloOp:
     def fused(self) -> bool:
         """It computes several framework ops: its row is a group, not one op."""
         return len(self.tf_ops) > 1
+
+    @property
+    def beyond_row(self) -> bool:
+        """Its row's name does not say all it computes: a fusion of several ops, or an
+        instruction named for itself that computes for an op (a ``tf_ops`` stat says which)."""
+        return self.fused or bool(self.tf_ops) and self.tf_ops[0][0] != self.row_name
 
     def describe_ops(self) -> str:
         """Its framework ops, comma-separated (what a view shows beside the instruction)."""

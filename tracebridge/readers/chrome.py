@@ -159,15 +159,23 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
         if len(sorted_starts):
             position = int(np.searchsorted(sorted_starts, ts, side="right")) - 1
             step = step_ids[int(order[max(position, 0)])]
-        op = builder.add_op(name=name, op_type=kernel, kernel=kernel, start_ns=ts, end_ns=end,
+        op_type = _text(args["op_type"]) if "op_type" in args else kernel  # an XLA event's TF op type
+        op = builder.add_op(name=name, op_type=op_type, kernel=kernel, start_ns=ts, end_ns=end,
                             device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
                             flags=flags if name != "RecvTensor" and category == _OP else plain)
+        for key in _HLO_ARGS:  # an XLA event's link to its HLO, as the writer puts it in args
+            if key in args:
+                builder.add_row("event_stats", op=op, key=key, value=_text(args[key]))
         if "bytes" in args and "src" in args:
             where = f"op {name!r}"
             builder.add_row("transfers", op=op, bytes=_int(args.get("bytes"), path, where, "transfer bytes"),
                             rate_bps=_float(args.get("rate_bps") or 0, path, where, "rate_bps"),
                             src=_text(args["src"]), dst=_text(args.get("dst", "")),
                             tensor=_text(args.get("tensor", "")))
+
+
+# The event stats readers/xspace_xla.py gives linked XLA events; writers/chrome.py writes them as args.
+_HLO_ARGS = ("hlo_instruction", "hlo_module", "tf_ops")
 
 
 def _run_starts(ops: list[tuple]) -> list[int]:

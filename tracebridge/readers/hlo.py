@@ -22,6 +22,9 @@ _MODULE_NAME, _MODULE_ENTRY_NAME, _MODULE_COMPUTATIONS, _MODULE_ID, _MODULE_ENTR
 _COMPUTATION_NAME, _COMPUTATION_INSTRUCTIONS, _COMPUTATION_ID = 1, 2, 5
 # HloInstructionProto
 _INSTR_NAME, _INSTR_OPCODE, _INSTR_METADATA, _INSTR_FUSION_KIND, _INSTR_CALLED = 1, 2, 7, 11, 38
+_INSTR_PARAMETER_NUMBER, _INSTR_ID, _INSTR_OPERANDS = 9, 35, 36
+# How many instructions downstream an instruction without framework ops looks for the op it serves.
+_CONSUMER_DEPTH = 4
 # OpMetadata
 _META_TYPE, _META_NAME = 1, 2
 
@@ -86,17 +89,23 @@ def _module(raw: bytes) -> HloModule:
         found_types = strings_per_message(raw, meta_f, _META_TYPE, len(meta_starts))
         for row, op_name, op_type in zip(meta_owner.tolist(), found_names, found_types):
             op_names[row], op_types[row] = op_name, op_type
-    called = _called(raw, instrs_f, count)
+    called = _repeated_ints(raw, instrs_f, count, _INSTR_CALLED)
     # The framework ops of each computation, in instruction order (what a call computes).
     comp_ops: dict[str, list[tuple[str, str]]] = {}
     for row, comp in enumerate(owner.tolist()):
         _add_op(comp_ops.setdefault(comp_names[comp], []), op_names[row], op_types[row])
+    tf_ops = [_tf_ops(op_names[row], op_types[row], tuple(comp_name_of.get(c, str(c)) for c in called[row]),
+                      comp_ops) for row in range(count)]
+    if any(not ops for ops in tf_ops):
+        _consumer_ops(tf_ops, op_names, op_types, opcodes, owner.tolist(), called, comp_ids,
+                      as_signed(instrs_f.scalar(_INSTR_ID, count, np.uint64)).tolist(),
+                      _repeated_ints(raw, instrs_f, count, _INSTR_OPERANDS),
+                      instrs_f.scalar(_INSTR_PARAMETER_NUMBER, count).tolist())
     for row in range(count):
         callees = tuple(comp_name_of.get(c, str(c)) for c in called[row])
         module.ops[names[row]] = HloOp(
             module=name, name=names[row], opcode=opcodes[row], op_name=op_names[row],
-            op_type=op_types[row], fusion_kind=fusion_kinds[row], called=callees,
-            tf_ops=_tf_ops(op_names[row], op_types[row], callees, comp_ops))
+            op_type=op_types[row], fusion_kind=fusion_kinds[row], called=callees, tf_ops=tf_ops[row])
     for op in module.ops.values():
         module.by_kernel_name.setdefault(kernel_safe(op.name), op)
     return module
@@ -113,6 +122,45 @@ def _tf_ops(op_name: str, op_type: str, callees: tuple[str, ...],
     return tuple(ops)
 
 
+def _consumer_ops(tf_ops: list, op_names: list[str], op_types: list[str], opcodes: list[str], owner: list[int], called: list[list[int]],
+                  comp_ids: list[int], ids: list[int], operands: list[list[int]], parameters: list[int]) -> None:
+    """An instruction with no framework op of its own or inside (XLA made it: TF's filter
+    gradient becomes a convolution with new dimensions and no metadata) computes for the
+    first framework op downstream of it: a user's own op, or inside a fusion that takes it,
+    the op that first reads the parameter it arrives as. Sets ``tf_ops`` of such ones."""
+    row_of_id = {(owner[row], ids[row]): row for row in range(len(ids))}
+    users: dict[int, list[tuple[int, int]]] = {}  # row -> (user row, operand index), in order
+    for row, row_operands in enumerate(operands):
+        for index, operand in enumerate(row_operands):
+            found = row_of_id.get((owner[row], operand))
+            if found is not None:
+                users.setdefault(found, []).append((row, index))
+    comp_index = {comp_id: index for index, comp_id in enumerate(comp_ids)}
+    parameter_of: dict[tuple[int, int], int] = {}  # (computation, parameter number) -> row
+    for row in (row for row, opcode in enumerate(opcodes) if opcode == "parameter"):
+        parameter_of.setdefault((owner[row], parameters[row]), row)
+
+    def first_op(row: int, depth: int) -> tuple[str, str] | None:
+        for user, index in users.get(row, ()):
+            for callee in called[user]:  # inside a fusion: from the parameter it arrives as
+                inner = parameter_of.get((comp_index.get(callee, -1), index))
+                found = first_op(inner, depth - 1) if inner is not None and depth else None
+                if found:
+                    return found
+            if op_names[user] and op_names[user] != XLA_ARGS:
+                return op_names[user], op_types[user]
+            found = first_op(user, depth - 1) if depth else None
+            if found:
+                return found
+        return None
+
+    for row, ops in enumerate(tf_ops):
+        if not ops:
+            found = first_op(row, _CONSUMER_DEPTH)
+            if found:
+                tf_ops[row] = (found,)
+
+
 def _add_op(ops: list[tuple[str, str]], op_name: str, op_type: str) -> None:
     """Add a framework op once by name; the first type given for it stays (TF leaves the
     type off some instructions of an op that others of it carry)."""
@@ -126,12 +174,13 @@ def _add_op(ops: list[tuple[str, str]], op_name: str, op_type: str) -> None:
     ops.append((op_name, op_type))
 
 
-def _called(raw: bytes, instrs_f, count: int) -> list[list[int]]:
-    """``called_computation_ids`` of each instruction: packed (proto3's default) or not."""
+def _repeated_ints(raw: bytes, instrs_f, count: int, number: int) -> list[list[int]]:
+    """A repeated int64 field of each instruction (``called_computation_ids``,
+    ``operand_ids``): packed (proto3's default) or not."""
     out: list[list[int]] = [[] for _ in range(count)]
-    if _INSTR_CALLED not in instrs_f.numbers():
+    if number not in instrs_f.numbers():
         return out
-    field = instrs_f.groups[_INSTR_CALLED]
+    field = instrs_f.groups[number]
     messages = instrs_f.message[field].tolist()
     kinds = instrs_f.wire_type[field].tolist()
     values = instrs_f.value[field].tolist()
@@ -145,7 +194,7 @@ def _called(raw: bytes, instrs_f, count: int) -> list[list[int]]:
                 number, p = _read_varint(raw, p, end)
                 out[message].append(_signed(number))
         else:
-            raise WireError(f"field {_INSTR_CALLED} has wire type {kind}", offset)
+            raise WireError(f"field {number} has wire type {kind}", offset)
     return out
 
 

@@ -6,7 +6,8 @@ instruction's name with '.' as '_'), a CPU thunk by ``hlo_op`` and its own name,
 by its name. The instruction's metadata names the framework op (``op_name``): the event's
 row takes that op's name and type, as xprof's framework_op_stats names them, instead of
 ``XlaModule``. A fusion that computes several framework ops keeps its own op_name as the
-row (xprof's choice) and gets a ``tf_ops`` stat naming all of them; every linked event gets
+row (xprof's choice) and gets a ``tf_ops`` stat naming all of them (so does an instruction
+XLA made without metadata, named for itself: the op it computes for); every linked event gets
 ``hlo_instruction``, so a by-HLO table can group by instruction.
 
 The HLO comes from the ``/host:metadata`` plane (one event metadata per module, with the
@@ -133,7 +134,7 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
         if module is None:  # a TPU op knows its module by program id only: name it
             named[0].append(event)
             named[1].append(found.module)
-        if found.fused:
+        if found.beyond_row:
             fused[0].append(event)
             fused[1].append(found.describe_ops())
     if instructions[0]:

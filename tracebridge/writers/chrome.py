@@ -466,8 +466,9 @@ def _tf_op_spans(trace: Trace, quoted: np.ndarray, pid: np.ndarray, tid: np.ndar
 
 
 def _hlo_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
-    """``,"hlo_instruction":...,"hlo_module":...,"tf_ops":...`` of each XLA event the reader
-    linked to its HLO (readers/xspace_xla.py): a viewer shows the op's instruction beside it."""
+    """``,"hlo_instruction":...,"hlo_module":...,"tf_ops":...,"op_type":...`` of each XLA
+    event the reader linked to its HLO (readers/xspace_xla.py): a viewer shows the op's
+    instruction beside it."""
     stats = trace.table("event_stats")
     wanted = {trace.string_id(key): key for key in ("hlo_instruction", "hlo_module", "tf_ops")}
     wanted.pop(-1, None)
@@ -477,6 +478,11 @@ def _hlo_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
     out: dict[int, str] = {}
     for op, key, value in zip(stats["op"][rows].tolist(), stats["key"][rows].tolist(), stats["value"][rows].tolist()):
         out[op] = out.get(op, "") + f',"{wanted[key]}":{quoted[value]}'
+    # an XLA event's kernel is its instruction, its type the TF op's: both kept for a reread
+    op_type, kernel = trace.ops["op_type"], trace.ops["kernel"]
+    for op in out:
+        if op_type[op] != kernel[op]:
+            out[op] += f',"op_type":{quoted[op_type[op]]}'
     return out
 
 

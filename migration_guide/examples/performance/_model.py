@@ -131,6 +131,18 @@ def tf2_run(step, steps: int = 5, **options) -> "tracebridge.Trace":
     return capture.trace
 
 
+def fn_run(step, *args, steps: int = 5) -> "tracebridge.Trace":
+    """``step(*args)`` called once (tracing it, and compiling it with XLA), then ``steps``
+    times under ``tracebridge.trace(step)``, which records the graph that ran and, for a
+    ``jit_compile`` function, its HLO."""
+    step(*args)
+    traced = tracebridge.trace(step)
+    for _ in range(steps):
+        traced(*args)
+    traced.stop()
+    return traced.trace
+
+
 def report(trace, control=None) -> None:
     """Print the findings (against ``control`` when given), then their kinds as JSON."""
     findings = tracebridge.compare(control, trace).findings if control is not None else tracebridge.advise(trace)
