@@ -11,7 +11,9 @@ op type), its category, and debug annotations: ``name`` (``tf_op`` for a kernel 
 copy: the TF op it ran for; left out where it is the slice name), ``op_type`` where it differs from the slice name, ``step``,
 ``input<k>``, ``shape<slot>`` and a transfer's ``bytes``/``rate_bps``/``src``/``dst``/``tensor``.
 Flows link a host launch to its kernel or copy and a producer to its consumers on another
-track (the Chrome trace's arrows).
+track (the Chrome trace's arrows). The Chrome trace's ``TF ops`` threads above lanes of XLA
+events are not written here: every slice here is an op row, and each XLA slice names its TF
+op in its ``name`` annotation.
 
 Encoding: every track is a packet sequence of its own. Its first packets clear the
 sequence's incremental state, set the track and a sequence clock as packet defaults, and
