@@ -159,6 +159,9 @@ def test_compare_page_leads_with_the_step_time_text_uses(corpus, tmp_path):
     assert block["headline"]["control_ns"] == data["steps"]["control"]["median_ns"] == data["headline"]["control_ns"]
     assert block["headline"]["test_ns"] == data["steps"]["test"]["median_ns"]
     assert "sum of medians" not in html and "only in test" in html
+    # each run's panel is headed with its file's name, not "chrome" twice
+    assert [(t["role"], t["name"]) for t in block["traces"]] == [("control", control.name), ("test", test.name)]
+    assert block["title"] == f"{control.name} vs {test.name}"
 
 
 def test_findings_say_what_their_share_is_of_and_what_fixing_saves(corpus):

@@ -489,8 +489,8 @@ def _compare(args) -> int:
         print(comparison.to_text(top=args.top, sort=args.sort))
     if args.html:
         from .writers.compare_html import write_compare_html
-        write_compare_html(comparison, args.html,
-                           title=f"{_file_title(args.control)} vs {_file_title(args.test)}")
+        names = (_file_title(args.control), _file_title(args.test))
+        write_compare_html(comparison, args.html, title=" vs ".join(names), names=names)
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
 

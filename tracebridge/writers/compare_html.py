@@ -42,25 +42,28 @@ ROW_FIELDS = ("key", "rule", "op_type", "control_names", "test_names", "control_
               "control_median_ns", "test_median_ns", "delta_ns", "ratio", "change", "confidence")
 
 
-def compare_document(comparison: Any, *, title: str | None = None, device_pattern: str | None = None) -> str:
+def compare_document(comparison: Any, *, title: str | None = None, device_pattern: str | None = None,
+                     names: tuple[str, str] | None = None) -> str:
     """The diff page of ``comparison`` as text (ASCII only). See :func:`write_compare_html`."""
-    return "".join(_document_parts(comparison, title=title, device_pattern=device_pattern))
+    return "".join(_document_parts(comparison, title=title, device_pattern=device_pattern, names=names))
 
 
 def write_compare_html(comparison: Any, path: str | os.PathLike, *, title: str | None = None,
-                       device_pattern: str | None = None) -> None:
+                       device_pattern: str | None = None, names: tuple[str, str] | None = None) -> None:
     """Write the diff page of ``comparison`` (what
     :func:`tracebridge.analysis.compare.compare` returns) to ``path``: one self-contained
     HTML file that works from ``file://`` without any network (gzipped if the name ends
     in ``.gz``).
 
     ``title``: the page title (default: both source formats and the row count).
+    ``names``: what each run's panel is headed with, control's then test's (their file
+    names, say; default: their source formats).
     ``device_pattern``: a regular expression searched in device names; only matching
     devices of either run are drawn (the table is the comparison's, whole). Raises
     :class:`~tracebridge.errors.OutputError` when the file cannot be written (no partial
     file is left).
     """
-    parts = _document_parts(comparison, title=title, device_pattern=device_pattern)
+    parts = _document_parts(comparison, title=title, device_pattern=device_pattern, names=names)
     with atomic_output(path, compress=os.fspath(path).endswith(".gz")) as out:
         for part in parts:
             out.write(part.encode("ascii"))
@@ -74,7 +77,8 @@ def default_title(comparison: Any) -> str:
             f"{len(comparison.rows):,} ops compared")
 
 
-def _document_parts(comparison: Any, *, title: str | None, device_pattern: str | None) -> Iterator[str]:
+def _document_parts(comparison: Any, *, title: str | None, device_pattern: str | None,
+                    names: tuple[str, str] | None = None) -> Iterator[str]:
     script = page_script(comparison=True)
     title = title if title is not None else default_title(comparison)
     payloads = [
@@ -84,18 +88,20 @@ def _document_parts(comparison: Any, *, title: str | None, device_pattern: str |
     ]
     yield page_head(script, title, "comparison")
     yield (f'<script type="application/json" id="tb-compare" class="tracebridge-compare">'
-           f"{_json(comparison_data(comparison, title=title))}</script>\n")
+           f"{_json(comparison_data(comparison, title=title, names=names))}</script>\n")
     for prefix, payload in zip(("tb0", "tb1"), payloads):
         yield from payload.blocks(prefix)
     yield page_end(script)
 
 
-def comparison_data(comparison: Any, *, title: str) -> dict:
+def comparison_data(comparison: Any, *, title: str, names: tuple[str, str] | None = None) -> dict:
     """What the page reads of the comparison (the ``tb-compare`` block)."""
+    runs = (("control", comparison.control), ("test", comparison.test))
+    names = names or tuple(trace.source_format for _, trace in runs)
     return {
         "format": "tracebridge-compare", "version": FORMAT_VERSION, "title": title,
-        "traces": [{"role": role, "source_format": trace.source_format, "ops": len(trace)}
-                   for role, trace in (("control", comparison.control), ("test", comparison.test))],
+        "traces": [{"role": role, "name": name, "source_format": trace.source_format, "ops": len(trace)}
+                   for (role, trace), name in zip(runs, names)],
         "coverage": comparison.coverage.to_dict(_number),
         "rule_shares": {rule: share.to_dict(_number) for rule, share in comparison.rule_shares.items()},
         "step_pairs": [[int(c), int(t)] for c, t in comparison.step_pairs],

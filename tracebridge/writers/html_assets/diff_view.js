@@ -156,12 +156,14 @@ class DiffView {
     this.bar = bar;
   }
 
-  /** The heading of timeline ``i``: its role, source format and counts. */
+  /** The heading of timeline ``i``: its role, name (its file's, else its source format)
+   *  and counts. */
   heading(i) {
     const role = ROLES[i] || `trace ${i}`, meta = this.datas[i].meta, info = (this.compare.traces || [])[i] || {};
     const head = el('div', 'tb-trace-head tb-role-' + (ROLES[i] || 'other'));
     head.appendChild(el('span', 'tb-role', role));
-    const format = el('span', 'tb-trace-format', info.source_format || meta.source_format);
+    const format = el('span', 'tb-trace-format', info.name || info.source_format || meta.source_format);
+    format.title = `${info.name || ''} (${info.source_format || meta.source_format} trace)`;
     head.appendChild(format);
     head.appendChild(el('span', 'tb-trace-facts',
       `${plural(meta.op_count, 'op')} \u00b7 ${plural(meta.devices.length, 'device')} \u00b7 ${plural(meta.steps.length, 'step')}`
