@@ -240,8 +240,7 @@ def test_op_regression(traces, tf_build):
     # the model's float compute, whose kernels float64 slows: which of them grow past the
     # finding's bar varies with the machine's load (MaxPoolGrad alone in one CI run)
     assert slower & {"Conv2DBackpropFilter", "Conv2DBackpropInput", "_FusedConv2D", "Conv2D", "MatMul",
-                                 "_FusedMatMul", "MaxPool", "MaxPoolGrad", "BiasAddGrad", "ReluGrad", "Relu",
-                                 "BiasAdd"}, slower
+                     "_FusedMatMul", "MaxPool", "MaxPoolGrad", "BiasAddGrad", "ReluGrad", "Relu", "BiasAdd"}, slower
     for finding in regressions:
         assert finding.evidence.test_median_ns > finding.evidence.control_median_ns
     if tf_build.onednn:  # oneDNN has no float64 kernels: the trace shows other kernels ran
