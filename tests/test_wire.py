@@ -25,6 +25,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import CHECK_TIER
 from tests.helpers.malformed import time_limit
 import tracebridge
 from tracebridge import protos
@@ -35,8 +36,9 @@ from tracebridge.readers.wire import FIXED32, FIXED64, LENGTH, VARINT, WireError
 from tracebridge.writers.chrome import write_chrome
 
 # `decoder` below is function-scoped but fixed for a whole test: every example of a
-# hypothesis test runs the same decoder.
-common = settings(max_examples=150, deadline=None,
+# hypothesis test runs the same decoder. `make check` (the minute-long tier) draws 50
+# examples a test, `make test` 150 (`make fuzz` many more through tests/fuzz.py).
+common = settings(max_examples=50 if CHECK_TIER else 150, deadline=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 U64 = (1 << 64) - 1
 
