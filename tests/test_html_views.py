@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from tests.helpers.browser import browser_mark
 from tests.test_html import Opened

@@ -53,7 +53,7 @@ def runs(tf, model) -> dict:
 
     host = model.tf2_run(with_numpy)
     iterator = iter(tf.data.Dataset.from_tensors((images, labels)).repeat().map(model.preprocess))
-    input_wait = model.tf2_run(lambda i: step(w, *next(iterator)))
+    input_wait = model.tf2_run(lambda i, it=iterator: step(w, *next(it)))
     del iterator  # TF 2.21 can hang at exit on a live iterator whose map calls Python
     return {"good": good, "host": host, "input": input_wait}
 
