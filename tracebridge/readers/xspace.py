@@ -199,11 +199,15 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
         del events_f
     del event_starts, event_ends, lines_f
 
-    # Devices and lanes: one device per plane (and host), one lane per line.
-    plane_device = {p: -1 for p, plane in enumerate(planes) if plane.name != _TASK_ENVIRONMENT}
+    # Devices and lanes: one device per plane (and host), one lane per line. Task
+    # Environment holds the run's settings, and /host:metadata (when it has no events, as
+    # TF and JAX write it) the HLO of its XLA modules: facts about the run, not devices.
+    has_events = np.bincount(event_line, minlength=n_lines) > 0
+    facts = {p for p, plane in enumerate(planes) if plane.name == _TASK_ENVIRONMENT
+             or (plane.name == METADATA_PLANE and not has_events[line_owner == p].any())}
+    plane_device = {p: -1 for p in range(len(planes)) if p not in facts}
     lane_of_line = np.full(n_lines, -1, dtype=np.int64)
     device_of_line = np.full(n_lines, -1, dtype=np.int64)
-    has_events = np.bincount(event_line, minlength=n_lines) > 0
     for p in plane_device:  # every plane is a device, even one that recorded nothing
         plane_device[p] = builder.device(planes[p].name, host)
     for line in range(n_lines):
