@@ -436,10 +436,10 @@ def _tf_op_spans(trace: Trace, quoted: np.ndarray, pid: np.ndarray, tid: np.ndar
     linked = np.unique(stats["op"][stats["key"] == key])
     linked = linked[np.lexsort((ops["end_ns"][linked], ops["start_ns"][linked], ops["lane"][linked]))]
     local = local_lane_numbers(trace)
-    next_tid: dict[int, int] = {}
-    for p, t in zip(pid.tolist(), tid.tolist()):
-        if t != NETWORK_TID:
-            next_tid[p] = max(next_tid.get(p, 0), t + 1)
+    next_tid: dict[int, int] = {}  # per device with XLA lanes: the first tid after its threads
+    for device_pid in np.unique(pid[linked]).tolist():
+        mine = tid[(pid == device_pid) & (tid != NETWORK_TID)]
+        next_tid[device_pid] = int(mine.max()) + 1 if len(mine) else 0
     events, threads = [], []
     lanes = ops["lane"][linked]
     cuts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1], True])
