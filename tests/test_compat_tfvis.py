@@ -199,13 +199,14 @@ def test_cluster_run_with_recvtensor_ops(tf, tmp_path):
     names = {node.node_name for dev in md.step_stats.dev_stats for node in dev.node_stats}
     assert "RecvTensor" in names and "h" in names
     values = assert_same_as_tfvis(md)
-    assert values["communication_time"] > 0
-    # task:1 receives h and w2. On loopback a receive can take under a microsecond, so its time
-    # may round to 0: what holds on every run is that it covers the longest RecvTensor there.
-    task1_recvs = [node.all_end_rel_micros for dev in md.step_stats.dev_stats if "task:1" in dev.device
-                   for node in dev.node_stats if node.node_name == "RecvTensor"]
-    assert task1_recvs
-    assert Timeline(run_metadata=md).communication_time("/job:worker/replica:0/task:1") >= max(task1_recvs)
+    # One device's communication time covers its longest receive. Which devices record the
+    # RecvTensor rows varies from run to run, and on loopback a receive can take under a
+    # microsecond (it rounds to 0), so the device is the one with the longest receive.
+    longest = {dev.device: max(node.all_end_rel_micros for node in dev.node_stats if node.node_name == "RecvTensor")
+               for dev in md.step_stats.dev_stats if any(node.node_name == "RecvTensor" for node in dev.node_stats)}
+    device = max(longest, key=longest.get)
+    assert Timeline(run_metadata=md).communication_time(device) >= longest[device]
+    assert values["communication_time"] >= longest[device]
     assert tl.wall_clock_elapsed > 0
     trace = tl.trace
     assert {(d.job, d.task) for d in trace.devices} == {("ps", 0), ("worker", 0), ("worker", 1)}
