@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..model.hlo import HLO_INSTRUCTION
 from ..model.schema import NO_STEP, Category, OpFlag, is_eager_name
 from ..model.trace import Trace
 from .tables import csv_text
@@ -398,15 +399,8 @@ def _work_rows(trace: Trace) -> np.ndarray:
 
 def _stat_rows(trace: Trace, key: str) -> tuple[np.ndarray, list[str]]:
     """The op rows carrying event stat ``key``, and its values."""
-    stats = trace.table("event_stats")
-    if not stats.rows:
-        return np.zeros(0, dtype=np.int64), []
-    try:
-        key_id = trace.strings.index(key)
-    except ValueError:
-        return np.zeros(0, dtype=np.int64), []
-    mine = stats["key"] == key_id
-    return stats["op"][mine], [trace.strings[v] for v in stats["value"][mine].tolist()]
+    rows, values = trace.event_stat(key)
+    return rows, [trace.strings[v] for v in values.tolist()]
 
 
 def _step_markers(trace: Trace) -> list[tuple[int, int]]:
@@ -417,7 +411,7 @@ def _step_markers(trace: Trace) -> list[tuple[int, int]]:
 def _unlinked_xla_ops(trace: Trace):
     """XLA events whose HLO instruction the reader could not find (readers/xspace_xla.py)."""
     xla = _xla_ops(trace)
-    unlinked = xla - len(np.unique(_stat_rows(trace, "hlo_instruction")[0]))  # the reader linked the others
+    unlinked = xla - len(np.unique(_stat_rows(trace, HLO_INSTRUCTION)[0]))  # the reader linked the others
     if unlinked > 0:
         modules = len(trace.metadata.get("hlo_modules") or ())
         yield Problem("ops_without_time", f"{unlinked} XLA ops cannot be tied to TF ops: their HLO is not in the trace",

@@ -10,26 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULE, TF_OPS
 from ..model.trace import Trace
-
-_INSTRUCTION, _MODULE, _TF_OPS = "hlo_instruction", "hlo_module", "tf_ops"
 
 
 def hlo_rows(trace: Trace, counted: np.ndarray, time: np.ndarray, total: int, top: int | None) -> list[dict]:
     """``{"key": instruction, "module", "op": the row it is counted under, "tf_ops": every
     framework op it computes, "count", "total_ns", "share"}`` over the counted rows,
     largest first."""
-    instruction_key = trace.string_id(_INSTRUCTION)
-    if instruction_key < 0:
-        return []
-    stats = trace.table("event_stats")
-    keys, ops, values = stats["key"], stats["op"], stats["value"]
-
     def per_op(key: str) -> dict[int, int]:
-        rows = keys == trace.string_id(key)
-        return dict(zip(ops[rows].tolist(), values[rows].tolist()))
+        rows, values = trace.event_stat(key)
+        return dict(zip(rows.tolist(), values.tolist()))
 
-    instructions, modules, fused = per_op(_INSTRUCTION), per_op(_MODULE), per_op(_TF_OPS)
+    instructions, modules, fused = per_op(HLO_INSTRUCTION), per_op(HLO_MODULE), per_op(TF_OPS)
     names = trace.ops["name"]
     groups: dict[tuple[int, int], list] = {}
     for op, instruction in instructions.items():

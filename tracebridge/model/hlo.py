@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 
 HLO_MODULES = "hlo_modules"  # the trace metadata key
 XLA_ARGS = "XLA_Args"        # TF's op_name on instructions that only pass arguments in
+# The event stats the XSpace reader gives each XLA event it linked (readers/xspace_xla.py):
+# its instruction, that instruction's module and, for a fusion of several, every TF op it
+# computes. Writers keep them (Chrome args, XSpace stats); analysis reads them.
+HLO_INSTRUCTION, HLO_MODULE, TF_OPS = "hlo_instruction", "hlo_module", "tf_ops"
+LINK_STATS = (HLO_INSTRUCTION, HLO_MODULE, TF_OPS)
 # The "cat" of the TF op spans a Chrome trace shows above XLA events (writers/chrome.py):
 # derived from those events, so a reader of tracebridge's own file skips them.
 TF_OP_SPAN_CAT = "XlaTfOp"

@@ -177,6 +177,16 @@ class Trace:
         per trace, not a scan of the table."""
         return self._string_ids.get(text, -1)
 
+    def event_stat(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """The op rows that carry event stat ``key`` and the string ids of its values, in
+        table order (both empty when no event has it)."""
+        stats = self.table("event_stats")
+        key_id = self.string_id(key)
+        if key_id < 0 or not stats.rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        mine = stats["key"] == key_id
+        return stats["op"][mine], stats["value"][mine]
+
     def column_strings(self, table: str, column: str) -> list[str]:
         """A string column decoded, e.g. ``trace.column_strings("ops", "name")``."""
         strings = self.strings

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import TraceFormatError, one_line
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
-from ..model.hlo import HLO_MODULES, TF_OP_SPAN_CAT, hlo_modules_of_text
+from ..model.hlo import HLO_MODULES, LINK_STATS, TF_OP_SPAN_CAT, hlo_modules_of_text
 from ..model.schema import STEP_INPUTS, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
@@ -163,7 +163,7 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
         op = builder.add_op(name=name, op_type=op_type, kernel=kernel, start_ns=ts, end_ns=end,
                             device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
                             flags=flags if name != "RecvTensor" and category == _OP else plain)
-        for key in _HLO_ARGS:  # an XLA event's link to its HLO, as the writer puts it in args
+        for key in LINK_STATS:  # an XLA event's link to its HLO, as the writer puts it in args
             if key in args:
                 builder.add_row("event_stats", op=op, key=key, value=_text(args[key]))
         if "bytes" in args and "src" in args:
@@ -172,10 +172,6 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
                             rate_bps=_float(args.get("rate_bps") or 0, path, where, "rate_bps"),
                             src=_text(args["src"]), dst=_text(args.get("dst", "")),
                             tensor=_text(args.get("tensor", "")))
-
-
-# The event stats readers/xspace_xla.py gives linked XLA events; writers/chrome.py writes them as args.
-_HLO_ARGS = ("hlo_instruction", "hlo_module", "tf_ops")
 
 
 def _run_starts(ops: list[tuple]) -> list[int]:

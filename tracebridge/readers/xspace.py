@@ -29,14 +29,15 @@ from .. import protos
 from ..errors import TraceFormatError
 from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
+from ..model.hlo import LINK_STATS
 from ..model.schema import METADATA_STATS, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .eager_ops import mark_eager_ops
 from .sources import Source
 from .xspace_steps import EVENT_CHUNK, add_steps
-from .xspace_xla import (HLO_INSTRUCTION, HLO_PROTO_STAT, METADATA_PLANE, TF_OPS, XLA_STATS, integer, link_xla_events,
-                         module_name, note_hlo_modules, spread_metadata_stats)
+from .xspace_xla import (HLO_PROTO_STAT, METADATA_PLANE, XLA_STATS, integer, link_xla_events, module_name,
+                         note_hlo_modules, spread_metadata_stats)
 from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings, strings_per_message,
                    varints_at)
 
@@ -291,7 +292,7 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     op_of_event = np.full(n_events, -1, dtype=np.int64)
     op_of_event[rows] = first_op + np.arange(len(rows))
     if ops_only:  # the HLO instruction of XLA rows is kept: a summary groups by it
-        _add_event_stats(builder, {k: v for k, v in stats.items() if k in (HLO_INSTRUCTION, TF_OPS, "hlo_module")}, op_of_event)
+        _add_event_stats(builder, {k: v for k, v in stats.items() if k in LINK_STATS}, op_of_event)
         return errors, warnings
     _add_event_stats(builder, stats, op_of_event)
     memory_events = np.flatnonzero(known & (memory_event != MemoryEvent.NONE) & (device_of_event >= 0))

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..model.builder import TraceBuilder
-from ..model.hlo import HLO_MODULES, HloOpMap, module_entry, modules_of
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULE, HLO_MODULES, TF_OPS, HloOpMap, module_entry, modules_of
 from ..model.schema import Category
 from .hlo import hlo_op_map
 
@@ -28,8 +28,6 @@ HLO_PROTO_STAT = "Hlo Proto"
 METADATA_PLANE = "/host:metadata"
 # The event stats that link an XLA event to its instruction (they decide its row's name).
 XLA_STATS = frozenset({"hlo_op", "hlo_module", "program_id"})
-# The stats this module adds to linked events.
-HLO_INSTRUCTION, TF_OPS = "hlo_instruction", "tf_ops"
 
 
 def note_hlo_modules(builder: TraceBuilder, found: list[tuple[str, int | None, bytes]]) -> HloOpMap | None:
@@ -140,7 +138,7 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
     if instructions[0]:
         _demote_module_ops(builder, np.array(instructions[0], dtype=np.int64), category, type_id,
                            device_of_event, start_ns, end_ns)
-    for key, pairs in ((HLO_INSTRUCTION, instructions), (TF_OPS, fused), ("hlo_module", named)):
+    for key, pairs in ((HLO_INSTRUCTION, instructions), (TF_OPS, fused), (HLO_MODULE, named)):
         if pairs[0]:
             into = stats.setdefault(key, ([], []))
             into[0].extend(pairs[0])

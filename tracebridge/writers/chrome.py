@@ -37,7 +37,7 @@ from .._fork import ChildFailed, ForkedJob
 from ..errors import OutputError
 from ..model.accelerator import launches
 from ..model.dataflow import dataflow_edges
-from ..model.hlo import HLO_MODULES, TF_OP_SPAN_CAT
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, TF_OP_SPAN_CAT
 from ..model.lanes import first_fit, op_spans
 from ..model.schema import Category
 from ..model.trace import Trace
@@ -428,12 +428,10 @@ def _tf_op_spans(trace: Trace, quoted: np.ndarray, pid: np.ndarray, tid: np.ndar
     instruction): their events, and their threads ``(pid, tid, name, sort index)``, a new
     tid on the lane's device sorted just before the lane (spans that overlap, as the
     events under them may, take a second thread)."""
-    stats = trace.table("event_stats")
-    key = trace.string_id("hlo_instruction")
-    if key < 0 or not stats.rows:
+    linked = np.unique(trace.event_stat(HLO_INSTRUCTION)[0])
+    if not len(linked):
         return [], []
     ops = trace.ops
-    linked = np.unique(stats["op"][stats["key"] == key])
     linked = linked[np.lexsort((ops["end_ns"][linked], ops["start_ns"][linked], ops["lane"][linked]))]
     local = local_lane_numbers(trace)
     next_tid: dict[int, int] = {}  # per device with XLA lanes: the first tid after its threads
@@ -470,9 +468,9 @@ def _hlo_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
     event the reader linked to its HLO (readers/xspace_xla.py): a viewer shows the op's
     instruction beside it."""
     stats = trace.table("event_stats")
-    wanted = {trace.string_id(key): key for key in ("hlo_instruction", "hlo_module", "tf_ops")}
+    wanted = {trace.string_id(key): key for key in LINK_STATS}
     wanted.pop(-1, None)
-    if "hlo_instruction" not in wanted.values():
+    if HLO_INSTRUCTION not in wanted.values():
         return {}
     rows = np.flatnonzero(np.isin(stats["key"], list(wanted)))
     out: dict[int, str] = {}

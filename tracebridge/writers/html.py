@@ -56,7 +56,7 @@ import numpy as np
 
 from .._files import atomic_output
 from ..model.graph_outline import graph_outline
-from ..model.hlo import HLO_MODULES
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS
 from ..model.lanes import first_fit, op_spans
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
@@ -200,19 +200,16 @@ class XlaLinks:
     stats; -1 where none)."""
 
     def __init__(self, trace: Trace):
-        size = len(trace) + 1 if trace.string_id("hlo_instruction") >= 0 else 1  # no XLA: nothing to hold
+        size = len(trace) + 1 if trace.string_id(HLO_INSTRUCTION) >= 0 else 1  # no XLA: nothing to hold
         self.instruction = np.full(size, -1, dtype=np.int64)
         self.module = np.full(size, -1, dtype=np.int64)
         self.tf_ops = np.full(size, -1, dtype=np.int64)
         if size == 1:
             self.any = False
             return
-        stats = trace.table("event_stats")
-        for key, column in (("hlo_instruction", self.instruction), ("hlo_module", self.module), ("tf_ops", self.tf_ops)):
-            key_id = trace.string_id(key)
-            if key_id >= 0 and stats.rows:
-                at = np.flatnonzero(stats["key"] == key_id)
-                column[stats["op"][at]] = stats["value"][at]
+        for key, column in zip(LINK_STATS, (self.instruction, self.module, self.tf_ops)):
+            rows, values = trace.event_stat(key)
+            column[rows] = values
         self.any = bool((self.instruction >= 0).any())
 
 

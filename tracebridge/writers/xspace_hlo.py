@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import base64
 
-from ..model.hlo import HLO_MODULES
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULE, HLO_MODULES
 from ..model.trace import Trace
 
 # event stat (as the reader keeps it) -> stat written, value kind
-_EVENT_STATS = {"hlo_instruction": ("hlo_op", "str"), "hlo_module": ("hlo_module", "str"),
+_EVENT_STATS = {HLO_INSTRUCTION: ("hlo_op", "str"), HLO_MODULE: ("hlo_module", "str"),
                 "program_id": ("program_id", "uint64")}
 
 
