@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -38,6 +39,74 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if {"tf_run", "tf", "tf_build"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.tf)
+        if item.get_closest_marker("serial"):
+            # `make check` runs in parallel and leaves out only tf, slow and browser tests
+            if not (item.get_closest_marker("tf") or item.get_closest_marker("slow")):
+                raise pytest.UsageError(f"{item.nodeid} is marked serial: mark it tf or slow too")
+            if os.environ.get("PYTEST_XDIST_WORKER"):
+                item.add_marker(pytest.mark.skip(reason=SERIAL_ALONE))
+
+
+# --- live timing (issue 30) ------------------------------------------------------------------
+# Timing measured in a live capture on a shared 2-core machine, while another xdist worker or
+# process runs, is no fact a test can assert: a good TF2 port's step measured 2.5x its TF1
+# run's, one op type 2.3x (7.7% of the step), its input wait 8% of the step. Tests of live
+# captures assert structure (which ops, which kinds, which names) in the parallel pass; what
+# timing a test still asserts is a gross effect (a 3x margin or more), and the test is marked
+# `serial`: `make test` runs those in a pass of their own, after the parallel one, with no
+# other worker beside them (under xdist they skip). Detectors get exact tests on synthetic
+# data (tests/test_detectors.py).
+SERIAL_ALONE = "asserts live timing: runs alone, in make test's serial pass (pytest -p no:xdist -m serial)"
+STRUCTURAL_KINDS = ("eager_ops", "retracing", "xla_compile", "fusion_lost", "fusion_gained", "xla_fusion")
+TIMING_KINDS = ("host_gaps", "input_wait", "device_idle", "op_regression", "memory_growth")
+
+
+def gross_thresholds():
+    """Every timing threshold of the findings 3x its default, and a change a 3x slowdown: what
+    a good port's live capture must not reach, whatever the machine's load (memory_growth's
+    working set, which depends on what ran concurrently, too: a good port measured 35% above
+    the TF1 run's where 50% is a finding)."""
+    from tracebridge.analysis.thresholds import DEFAULT
+    tripled = ("noise_ns", "host_gap_min_share", "host_gap_min_extra", "input_min_share", "input_min_extra",
+               "device_idle_min_share", "device_idle_min_extra", "regression_min_share", "memory_min_growth",
+               "memory_min_bytes", "memory_min_step_rise")
+    return DEFAULT.with_options(change=2.0, **{name: 3 * getattr(DEFAULT, name) for name in tripled})
+
+
+def timing_findings(findings) -> dict:
+    """kind -> the first finding of that kind, for the kinds that rest on measured time."""
+    found = {}
+    for finding in findings:
+        if finding.kind in TIMING_KINDS:
+            found.setdefault(finding.kind, finding)
+    return found
+
+
+COMPUTE_OPS = re.compile(r"Conv2D|MatMul|FusedBatchNorm|Conv3D|Einsum|(^|/)(convolution|dot)\b")  # TF ops, XLA thunks
+
+
+def op_counts(result) -> dict:
+    """What a comparison matched, by op count (structure): per side, the share of its op runs
+    that matched rows hold (``coverage``) and that rows matched by position hold
+    (``position``), and per rule (``rules``). ``result.coverage`` and ``rule_shares`` weigh
+    each op by its live time."""
+    out = {"coverage": {}, "position": {}, "rules": {}}
+    matched = [r for r in result.rows if r.control_names and r.test_names]
+    for side in ("control", "test"):
+        names, count = f"{side}_names", f"{side}_count"
+        runs = sum(getattr(r, count) for r in result.rows if getattr(r, names)) or 1
+        out["coverage"][side] = sum(getattr(r, count) for r in matched) / runs
+        for r in matched:
+            rule = out["rules"].setdefault(r.rule, {"control": 0.0, "test": 0.0})
+            rule[side] += getattr(r, count) / runs
+        out["position"][side] = out["rules"].get("type+position", {}).get(side, 0.0)
+    return out
+
+
+def unmatched_compute(result) -> list[str]:
+    """Rows of one run only that hold a convolution, matmul or batch norm (forward, gradient
+    or fused): the ops that carry a model's time, which a comparison must pair."""
+    return [r.key for r in result.rows if not (r.control_names and r.test_names) and COMPUTE_OPS.search(r.op_type)]
 
 
 # `make check` promises no TensorFlow: a test that imports it there fails, naming itself.

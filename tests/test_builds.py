@@ -18,6 +18,7 @@ import pytest
 import tracebridge
 from tracebridge.analysis.compare import PerSide, compare
 from tracebridge.analysis.kernels import fusion_parts, kernel_family, plain_kernel
+from tests.conftest import unmatched_compute
 
 WORKER = Path(__file__).parent / "helpers" / "build_worker.py"
 ATTACHED = {"Const", "Shape", "Reshape", "Transpose", "ExpandDims", "Squeeze", "Identity", "Cast"}
@@ -55,9 +56,10 @@ def test_same_model_with_and_without_onednn_aligns_by_name(build_captures, world
     result = compare(plain, onednn)
     assert result.kernels == PerSide("plain", "oneDNN")
     assert "kernels are compared by their plain names" in result.to_text()
-    assert result.coverage.control >= 0.95 and result.coverage.test >= 0.95, result.coverage
-    # Only the build differs: every op matches under its own name, or as a fusion group.
+    # Only the build differs: every op matches under its own name, or as a fusion group, and
+    # every conv, matmul and batch norm matches (the bar was 95% of op time: live timing).
     assert {r.rule for r in result.rows} <= {"exact", "fusion", "unmatched"}
+    assert not unmatched_compute(result), result.to_text(top=40)
     _check_kernels_pair_up(result)
     fusions = [r for r in result.rows if r.rule == "fusion"]
     # oneDNN fuses FusedBatchNormV3 with the ReLU after it; the plain build runs both.
@@ -67,7 +69,8 @@ def test_same_model_with_and_without_onednn_aligns_by_name(build_captures, world
 @pytest.mark.parametrize("control, test", [(("tf1", True), ("tf2", False)), (("tf1", False), ("tf2", True))])
 def test_tf1_and_tf2_runs_of_different_builds_align(build_captures, control, test):
     result = compare(build_captures[control][0], build_captures[test][0])
-    assert result.coverage.control >= 0.95 and result.coverage.test >= 0.95, result.coverage
+    # every conv, matmul and batch norm matched (the bar was 95% of op time: live timing)
+    assert not unmatched_compute(result), result.to_text(top=40)
     _check_kernels_pair_up(result)
     assert any(r.rule == "fusion" for r in result.rows)
 

@@ -164,9 +164,14 @@ def test_compare_page_leads_with_the_step_time_text_uses(corpus, tmp_path):
     assert block["title"] == f"{control.name} vs {test.name}"
 
 
-def test_findings_say_what_their_share_is_of_and_what_fixing_saves(corpus):
+def test_findings_say_what_their_share_is_of_and_what_fixing_saves(corpus, tmp_path):
     import json
-    control, test = corpus / "chrome" / "ikhlestov_cpu_timeline_02_step_0.json", corpus / "chrome" / "ikhlestov_cpu_timeline_01.json"
+
+    from tests.helpers.synthetic import cnn_step, run
+    # a CNN whose Conv2D is twice as slow, and whose steps hold a gap of Python work (5 steps each)
+    control, test = tmp_path / "control.json", tmp_path / "test.json"
+    run([cnn_step()] * 5, sigma=0.05, seed=1).save(control)
+    run([cnn_step(slower={"Conv2D": 2.0}, gap_us=3000)] * 5, sigma=0.05, seed=2).save(test)
     data = json.loads(run_cli("compare", control, test, "--json").stdout)
     difference = data["steps"]["test"]["median_ns"] - data["steps"]["control"]["median_ns"]
     assert data["findings"]
@@ -179,8 +184,9 @@ def test_findings_say_what_their_share_is_of_and_what_fixing_saves(corpus):
     assert all(f["saves_at_most_ns"] == 0 for f in swapped["findings"])
     text = run_cli("compare", control, test).stdout
     assert "of the test run's median step; fixing it saves at most" in text
-    advice = json.loads(run_cli("advise", "--json", corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json").stdout)
-    findings = advice if isinstance(advice, list) else advice["findings"]
+    advice = json.loads(run_cli("advise", "--json", test).stdout)
+    findings = advice["findings"]
+    assert advice["thresholds"]["min_steps"] == 3 and advice["notes"] == []
     assert findings and all(f["of"] == "the run's step time" and f["saves_at_most_ns"] > 0 for f in findings)
 
 
@@ -361,15 +367,20 @@ def test_info_csv_has_a_row_for_every_line_step_and_device(corpus):
                                                            or "hlo_modules: 1 HLO module (" in text)
 
 
-def test_advise_and_doctor_csv_have_a_row_per_finding_and_problem(corpus):
+def test_advise_and_doctor_csv_have_a_row_per_finding_and_problem(corpus, tmp_path):
     import json
+
+    from tests.helpers.synthetic import cnn_step, eager, run
     merged = corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json"
-    findings = json.loads(run_cli("advise", "--json", merged).stdout)
-    rows = _csv_rows(run_cli("advise", "--csv", merged).stdout)
-    assert findings and [(r["kind"], float(r["share"]), r["link"]) for r in rows] == \
+    # 5 steps, each with a gap of Python work and ops run eagerly: two findings
+    findings_of = tmp_path / "gaps.json"
+    run([cnn_step(gap_us=3000) + [eager("MatMul", 300, n) for n in range(4)]] * 5).save(findings_of)
+    findings = json.loads(run_cli("advise", "--json", findings_of).stdout)["findings"]
+    rows = _csv_rows(run_cli("advise", "--csv", findings_of).stdout)
+    assert len(findings) >= 2 and [(r["kind"], float(r["share"]), r["link"]) for r in rows] == \
         [(f["kind"], f["share"], f["link"]) for f in findings]
     assert all(int(r["saves_at_most_ns"]) == round(f["saves_at_most_ns"]) for r, f in zip(rows, findings))
-    hosts = [corpus / "chrome" / "ikhlestov_gpu_timeline_01.json", merged]  # one file per host
+    hosts = [corpus / "chrome" / "ikhlestov_gpu_timeline_01.json", findings_of]  # one file per host
     by_host = json.loads(run_cli("advise", "--json", *hosts).stdout)["by_host"]
     result = run_cli("advise", "--csv", *hosts, "--workers", "1")
     assert result.returncode == 0, result.stderr

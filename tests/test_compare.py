@@ -10,7 +10,7 @@ import pytest
 import tracebridge
 from tracebridge.analysis.compare import RULE_CONFIDENCE, PerSide, TimeBasis, compare
 from tracebridge.errors import OptionError
-from tests.conftest import run_cli
+from tests.conftest import run_cli, unmatched_compute
 from tests.test_model import small_trace
 
 
@@ -141,7 +141,9 @@ def test_mlp_tf1_against_tf2(tf):
     tf1 = _run_tf1(tf, _mlp_tf1(tf, 256, 128, 256), values)
     tf2 = _run_tf2(tf, _mlp_tf2(tf, 128, 256), values)
     result = compare(tf1, tf2, warmup=1)
-    assert result.coverage.control >= 0.9 and result.coverage.test >= 0.9, _report(result)
+    # The bar was >= 90% of op time matched, a share of live op time on a shared 2-core machine:
+    # what carries the time (every matmul, forward and gradient) is matched, by structure.
+    assert not unmatched_compute(result), _report(result)
     rules = {r.rule for r in result.rows}
     # gradients pair by the recorded graphs' structure (names alone: the gradient rule)
     assert {"exact", "optimizer"} <= rules and rules & {"gradient", "structure"}, _report(result)
@@ -172,12 +174,13 @@ def test_cnn_tf1_against_tf2(tf):
     tf1 = _run_tf1(tf, _cnn_tf1(tf, 32), values)
     tf2 = _run_tf2(tf, _cnn_tf2(tf, 32), values)
     result = compare(tf1, tf2, warmup=1)
-    assert result.coverage.control >= 0.9 and result.coverage.test >= 0.9, _report(result)
+    assert not unmatched_compute(result), _report(result)  # (by structure, as above)
     types = {r.op_type for r in result.rows if r.control_names and r.test_names}
     assert any("Conv2D" in t for t in types) and any("MaxPool" in t for t in types), _report(result)
     print(f"CNN coverage: control {result.coverage.control:.1%}, test {result.coverage.test:.1%}")
 
 
+@pytest.mark.serial  # live timing, alone: 32x the rows make the ReLU more than 2x slower
 def test_batch_size_growth_shows(tf):
     rng = np.random.default_rng(2)
     small = (rng.random((32, 128), dtype=np.float32), rng.integers(0, 10, 32).astype(np.int32))

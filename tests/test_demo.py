@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tracebridge
 from tests.conftest import run_cli_process as run_cli  # the command a new user runs, TF and all
+from tests.conftest import unmatched_compute
 
 
 def test_demo_writes_both_runs(tmp_path, tf):
@@ -29,5 +30,6 @@ def test_demo_writes_both_runs(tmp_path, tf):
     comparison = tracebridge.compare(out / "tf1_timeline.json", out / "tf2_timeline.json")
     rules = {r.rule for r in comparison.rows}  # the captures' graphs survive in the .json
     assert "exact" in rules and rules & {"gradient", "structure"} and "note: no graph" not in comparison.to_text()
-    assert min(comparison.coverage) >= 0.9, comparison.coverage
+    # every matmul matched (the bar was 90% of op time: a share of live time on a shared machine)
+    assert not unmatched_compute(comparison), comparison.to_text(top=40)
     assert "tracebridge" in (out / "comparison.html").read_text()

@@ -200,19 +200,22 @@ def four_hosts(tmp_path_factory):
     return profile_logdir(root / "logdir", files), "worker-2"
 
 
+# The captures' steps are timed live (tests/conftest.py, "live timing"): the tests that read
+# them run alone (serial), and the capture with them, once.
 @pytest.mark.tf
+@pytest.mark.serial
 def test_captured_hosts_merge_like_one_trace_and_name_the_straggler(four_hosts):
     logdir, straggler = four_hosts
     parts = _equal_by_host(logdir)
     assert len(parts) == 4 and all(p.summary.steps for p in parts)
     # A step here is about 1.5 ms; with 4 workers on 2 cores a healthy worker's median moves by
-    # more than 10% between runs, so the straggler (30 ms more per step) is looked for at 100%.
+    # more than 10% between runs, so the straggler (30 ms more per step, 20x) is looked for at 100%.
     report = host_report(parts, threshold=1.0)
     assert [s["host"] for s in report.stragglers] == [straggler]
     found = report.stragglers[0]
-    # its extra time is the sleep (within the noise of a loaded machine)
-    assert 0.7 * STRAGGLER_SLEEP * 1e9 < found["extra_ns"] < 1.5 * STRAGGLER_SLEEP * 1e9 + 5e6
-    assert found["unaccounted_ns"] > 0.5 * STRAGGLER_SLEEP * 1e9  # a sleep: no op accounts for it
+    # its extra time is the sleep: live timing on a shared 2-core machine, so within 3x of it
+    assert STRAGGLER_SLEEP * 1e9 / 3 < found["extra_ns"] < 3 * STRAGGLER_SLEEP * 1e9
+    assert found["unaccounted_ns"] > STRAGGLER_SLEEP * 1e9 / 3  # a sleep: no op accounts for it
     offsets = [h["clock_offset_ns"] for h in report.hosts]
     assert min(offsets) == 0 and all(o is not None and o >= 0 for o in offsets)
     assert report.skew["steps"] and report.skew["max_ns"] >= report.skew["median_ns"] >= 0
@@ -221,6 +224,7 @@ def test_captured_hosts_merge_like_one_trace_and_name_the_straggler(four_hosts):
 
 
 @pytest.mark.tf
+@pytest.mark.serial  # no timing asserted: it shares the capture of the test above
 def test_captured_host_files_summarize_alike_when_read_ops_only(four_hosts):
     logdir, _ = four_hosts
     for file in host_files(logdir):
@@ -305,8 +309,10 @@ def test_advise_runs_host_by_host_with_each_hosts_own_findings(corpus, tmp_path)
         alone = advise(tracebridge.load(logdir / "plugins" / "profile" / "2026_01_01_00_00_00" /
                                         f"{host['host']}.xplane.pb"))
         assert host["findings"] == [f.to_dict() for f in alone]
+        # each host's profile holds one step (or none): too few to judge timing by, said in a note
+        assert any("too few steps" in note for note in host["notes"]), host["notes"]
     kinds = {(f["host"], f["kind"]) for f in result["ranked"]}
-    assert ("gpu-0", "device_idle") in kinds  # GPU:6 waits on its host (see test_findings)
+    assert not {kind for _, kind in kinds} & {"device_idle", "host_gaps", "input_wait"}, kinds
     shares = [f["share"] for f in result["ranked"]]
     assert shares == sorted(shares, reverse=True)
     text = run_cli("advise", logdir)

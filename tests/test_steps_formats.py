@@ -74,7 +74,10 @@ def test_cli_convert_refuses_or_splits(three_step_tf1, tmp_path):
 def test_compare_warmup_applies_to_both_sides_and_warns(three_step_tf1, tmp_path):
     trace = three_step_tf1
     both = tracebridge.compare(trace, trace, warmup=1)
-    assert both.steps.control.count == both.steps.test.count == 2 and not both.notes
+    assert both.steps.control.count == both.steps.test.count == 2
+    # 2 steps a side after the warm-up: too few to judge timing by, which is the only note
+    assert [note for note in both.notes if "too few steps" not in note] == []
+    assert any("too few steps to judge timing (control 2, test 2" in note for note in both.notes)
     assert both.warmup == PerSide(1, 1)
     assert len(both.step_pairs) == 2
     one_step = trace.filter(step=trace.steps[-1].number)

@@ -89,18 +89,20 @@ def compare(control, test, **options):
     return _compare(control, test, **options)
 
 
-def advise(trace, *, warmup=0):
+def advise(trace, *, warmup=0, **options):
     """Findings of one run (a trace, or a path tracebridge reads), ranked by the share of
     the step time each explains: eager ops, retracing, host gaps, input waits, device idle
-    time, memory growing across steps; see :mod:`tracebridge.analysis.findings`."""
+    time, memory growing across steps; ``thresholds=``: a
+    :class:`~tracebridge.analysis.thresholds.Thresholds`; see
+    :mod:`tracebridge.analysis.findings`."""
     from .analysis.findings import advise as _advise
-    return _advise(trace if isinstance(trace, Trace) else load(trace), warmup=warmup)
+    return _advise(trace if isinstance(trace, Trace) else load(trace), warmup=warmup, **options)
 
 
-def doctor(target, *, run=None):
+def doctor(target, *, run=None, **options):
     """Why a profile (a trace, a trace file, a run folder, a logdir, or one XSpace file per
     host) is empty or lacks time, memory, steps or devices, and what to change: a
     :class:`~tracebridge.analysis.doctor.Diagnosis` of coded problems, most serious first;
     see :mod:`tracebridge.diagnosis`."""
     from .diagnosis import doctor as _doctor
-    return _doctor(target, run=run)
+    return _doctor(target, run=run, **options)

@@ -106,9 +106,9 @@ def _parser() -> argparse.ArgumentParser:
                                                           "--by-host: one row per host)")
     summary.add_argument("--by-host", action="store_true",
                          help="also per-host step times, stragglers, step skew and collective time")
-    summary.add_argument("--threshold", type=float, default=0.1,
+    summary.add_argument("--threshold", type=float, metavar="SHARE",
                          help="--by-host: a straggler's median step exceeds all hosts' median by more than "
-                              "this share (default 0.1)")
+                              "this share (default 0.1: Thresholds.straggler)")
     summary.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the hosts on this Dask cluster")
     summary.add_argument("--html", metavar="OUT", help="--by-host: also write the overview page (host x step heat "
                                                        "map, stragglers) and the stragglers' timeline pages")
@@ -129,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--rule", action="append", default=[], metavar="PATTERN=REPLACEMENT",
                       help="rewrite op names of both runs with a regular expression first (repeatable)")
     diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
-    diff.add_argument("--threshold", type=float, default=0.1, help="noise threshold as a share (default 0.1)")
+    _add_thresholds(diff)
     diff.add_argument("--top", type=_positive, default=25, help="rows in the table (default 25)")
     diff.add_argument("--sort", choices=tuple(SORTS), default="change",
                       help="rank the table's rows by: change (largest absolute change, default), slower, faster, "
@@ -149,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     advice.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host "
                         "(several hosts: findings host by host)")
     advice.add_argument("--warmup", type=int, default=0, help="steps left out first")
+    _add_thresholds(advice)
     shown = advice.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the findings as JSON")
     shown.add_argument("--csv", action="store_true",
@@ -161,7 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     checkup = commands.add_parser(
         "doctor", help="why a profile is empty or lacks time, memory, steps or devices, and what to change",
         description="One line per problem, most serious first: code, what is missing, the evidence, the fix. "
-                    "Exit status 0: nothing wrong; 1: problems found; 2: bad input.")
+                    "Exit status 0: nothing wrong, or warnings only (few_steps, no_memory_records); "
+                    "1: problems found; 2: bad input.")
     checkup.add_argument("input", nargs="+", help="a trace file, a run folder, a profile logdir, or one XSpace "
                          "file per host")
     shown = checkup.add_mutually_exclusive_group()
@@ -169,6 +171,8 @@ def _parser() -> argparse.ArgumentParser:
     shown.add_argument("--csv", action="store_true",
                        help="print the problems as CSV (code,path,missing,evidence,fix), then what was not checked")
     checkup.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
+    checkup.add_argument("--min-steps", type=_positive, metavar="N",
+                         help="the steps timing findings need (default 3): fewer is the few_steps warning")
     checkup.set_defaults(handler=_doctor)
 
     view = commands.add_parser("html", help="write the standalone HTML timeline view")
@@ -250,6 +254,31 @@ def _parser() -> argparse.ArgumentParser:
 
 _INPUT_HELP = ("a trace file (.pb, .pbtxt, .json[.gz], .xplane.pb, .pftrace, an event file, a tfvis pickle) "
                "or a profile logdir")
+
+
+def _add_thresholds(parser: argparse.ArgumentParser) -> None:
+    """The settings of analysis.thresholds.Thresholds that users tune; unset flags keep its
+    defaults (the one place they live), and --json echoes the values used."""
+    from .analysis.thresholds import DEFAULT
+    tuned = parser.add_argument_group("what counts as a change (--json echoes every setting used)")
+    tuned.add_argument("--threshold", type=float, metavar="SHARE",
+                       help="a row or step changed when its interval over steps moves by more than this share of "
+                            f"the control's median (default {DEFAULT.change})")
+    tuned.add_argument("--noise-floor", metavar="TIME",
+                       help="a change smaller than this is noise whatever its share, e.g. 2us "
+                            f"(default {DEFAULT.noise_ns / 1000:g}us)")
+    tuned.add_argument("--min-steps", type=_positive, metavar="N",
+                       help=f"timing findings need N steps a run or more; fewer get a note (default {DEFAULT.min_steps})")
+    tuned.add_argument("--confidence", type=float, metavar="LEVEL",
+                       help="the one-sided confidence of the intervals findings are decided on "
+                            f"(default {DEFAULT.confidence})")
+
+
+def _thresholds(args):
+    """The Thresholds the flags of _add_thresholds ask for."""
+    from .analysis.thresholds import DEFAULT
+    return DEFAULT.with_options(change=args.threshold, noise_floor=args.noise_floor, min_steps=args.min_steps,
+                                confidence=args.confidence)
 
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:
@@ -480,7 +509,7 @@ def _compare(args) -> int:
     if args.scheduler:
         raise _UsageError("--scheduler goes with --by-host-group")
     comparison = compare(_load(args, args.control), _load(args, args.test), rules=args.rule,
-                         warmup=args.warmup, threshold=args.threshold, time=args.time)
+                         warmup=args.warmup, thresholds=_thresholds(args), time=args.time)
     if args.json:
         print(comparison.to_json())
     elif args.csv:
@@ -503,7 +532,7 @@ def _compare_host_groups(args) -> int:
         raise _UsageError("--by-host-group prints text, --json or --csv; no --html")
     sides = [host_files(path.split(",") if "," in path else path) for path in (args.control, args.test)]
     result = compare_host_groups(*sides, load=load_host, workers=args.workers, scheduler=args.scheduler, top=args.top,
-                                 rules=args.rule, warmup=args.warmup, threshold=args.threshold, time=args.time)
+                                 rules=args.rule, warmup=args.warmup, thresholds=_thresholds(args), time=args.time)
     if args.csv:
         sys.stdout.write(result.to_csv())
     else:
@@ -520,9 +549,10 @@ def _advise(args) -> int:
         from .formats import load_host
         from .readers.host_files import host_files
         findings = advise_hosts(host_files(args.input, args.input_run), load=load_host, warmup=args.warmup,
-                                workers=args.workers, scheduler=args.scheduler, progress=sys.stderr.isatty())
+                                thresholds=_thresholds(args), workers=args.workers, scheduler=args.scheduler,
+                                progress=sys.stderr.isatty())
     else:
-        findings = advise(_load(args, args.input[0]), warmup=args.warmup)
+        findings = advise(_load(args, args.input[0]), warmup=args.warmup, thresholds=_thresholds(args))
     if args.csv:
         sys.stdout.write(findings.to_csv())
     else:
@@ -532,7 +562,9 @@ def _advise(args) -> int:
 
 def _doctor(args) -> int:
     from .diagnosis import doctor
-    found = doctor(args.input if len(args.input) > 1 else args.input[0], run=args.input_run)
+    from .analysis.thresholds import DEFAULT
+    found = doctor(args.input if len(args.input) > 1 else args.input[0], run=args.input_run,
+                   thresholds=DEFAULT.with_options(min_steps=args.min_steps))
     if args.json:
         print(found.to_json())
     elif args.csv:

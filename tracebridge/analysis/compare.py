@@ -40,8 +40,10 @@ Kernel types are compared by their plain names (:mod:`.kernels`), so a oneDNN ru
 (``_MklMatMul``) aligns with a run without oneDNN (``MatMul``).
 
 Statistics are per step: each row's per-step totals give a median, p90 and minimum after
-``warmup`` steps; ``change`` is ``+`` (test slower), ``-`` (faster) or ``=`` (within the
-noise threshold). ``coverage`` is the share of each run's op time that was matched.
+``warmup`` steps, and the shift of the test run's totals against the control's with its
+interval (:mod:`.shift`); ``change`` is ``+`` (test slower), ``-`` (faster) or ``=`` as the
+interval clears the margin of :class:`~.thresholds.Thresholds` or not. ``coverage`` is the
+share of each run's op time that was matched.
 
 The work is split by concern: :mod:`.compare_sides` prepares each run,
 :mod:`.compare_align` (with :mod:`.compare_names`, :mod:`.compare_fusion`,
@@ -58,24 +60,31 @@ from .compare_align import align_ops
 from .compare_names import RULE_CONFIDENCE, pair_key
 from .compare_result import SORTS, Comparison, Row
 from .compare_sides import chosen_time, prepare_side, self_times
-from .compare_stats import add_both_times, coverage, groups, make_row, rule_shares, step_stats
+from .compare_stats import (add_both_times, coverage, groups, make_row, rule_shares, step_durations,
+                            step_stats)
 from .compare_types import PerSide, TimeBasis
 from .doctor import trace_notes
-from .findings import comparison_findings
+from .findings import comparison_findings, few_steps_note
 from .kernels import trace_kernel_family
 from .run_findings import memory_in_use
+from .shift import shift
 from .structure import align_graphs
+from .thresholds import DEFAULT, Thresholds
 
 
 def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warmup: int = 0,
-            threshold: float = 0.1, noise_ns: int = 2_000, time: TimeBasis | str = TimeBasis.AUTO) -> Comparison:
+            thresholds: Thresholds = DEFAULT, threshold: float | None = None, noise_ns: int | None = None,
+            time: TimeBasis | str = TimeBasis.AUTO) -> Comparison:
     """Align ``test`` against ``control``. ``rules``: ``"pattern=replacement"`` regular
     expressions applied to op names of both runs first; ``warmup``: steps of each run left
-    out of the statistics; a row changes (``+``/``-``) when its per-step median moves by
-    more than ``threshold`` (a share) and more than ``noise_ns``, and an op regression
-    needs the same margin. ``time`` (a :class:`TimeBasis` or its value): ``"device"``
-    compares the device time credited to each TF op (kernels and copies, counted once),
-    ``"host"`` the TF ops' own time, ``"auto"`` device time when both runs have some."""
+    out of the statistics; ``thresholds``: every threshold the rows and findings are
+    decided on (``threshold`` and ``noise_ns`` set its ``change`` and ``noise_ns``): a row
+    changes (``+``/``-``) when the interval of its per-step shift clears ``change`` (a
+    share of its control median) and ``noise_ns``. ``time`` (a :class:`TimeBasis` or its
+    value): ``"device"`` compares the device time credited to each TF op (kernels and
+    copies, counted once), ``"host"`` the TF ops' own time, ``"auto"`` device time when
+    both runs have some."""
+    limits = thresholds.with_options(change=threshold, noise_ns=noise_ns)
     time = chosen_time(control, test, time)
     compiled = [user_rule(text) for text in rules or []]
     traces = PerSide(control, test)
@@ -98,16 +107,23 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
         notes.append(f"no graph recorded in {missing}: aligned by names and position only "
                      "(captures record the graph that ran; old files have none)")
     pairs = align_ops(sides.control, sides.test, bool(compiled), alignment, notes)
-    rows = [make_row(pair, sides, threshold, noise_ns) for pair in pairs]
+    made = [make_row(pair, sides, limits) for pair in pairs]
+    rows = [row for row, _ in made]
     add_both_times(rows, control, test)
     rows.sort(key=SORTS["change"])  # largest changes first, then the rows of one run only
     step_pairs = list(zip([s.number for s in control.steps][skipped.control:],
                           [s.number for s in test.steps][skipped.test:]))
+    steps = PerSide(step_stats(control, skipped.control), step_stats(test, skipped.test))
+    note = few_steps_note(steps.map(lambda s: s.count), limits)
+    if note:
+        notes.append(note)
     return Comparison(control=control, test=test, rows=rows, coverage=coverage(pairs, sides), step_pairs=step_pairs,
-                      steps=PerSide(step_stats(control, skipped.control), step_stats(test, skipped.test)),
+                      steps=steps, step_shift=shift(step_durations(control, skipped.control),
+                                                    step_durations(test, skipped.test), limits.confidence),
+                      row_steps={row.key: per_step for row, per_step in made},
                       groups=groups(rows, sides), memory=traces.map(memory_in_use),
                       kernels=traces.map(trace_kernel_family), time=time, rule_shares=rule_shares(pairs, sides),
-                      warmup=skipped, threshold=threshold, noise_ns=noise_ns, notes=notes,
+                      warmup=skipped, thresholds=limits, notes=notes,
                       find=comparison_findings)
 
 
@@ -118,4 +134,4 @@ def user_rule(text: str):
     return re.compile(pattern), replacement
 
 
-__all__ = ["RULE_CONFIDENCE", "Comparison", "PerSide", "Row", "TimeBasis", "compare", "pair_key", "self_times"]
+__all__ = ["RULE_CONFIDENCE", "Comparison", "PerSide", "Row", "Thresholds", "TimeBasis", "compare", "pair_key", "self_times"]

@@ -12,6 +12,8 @@ from typing import Any
 from ..model.trace import Trace
 from .compare_types import Groups, PerSide, StepStats, TimeBasis
 from .evidence import MemoryUse
+from .shift import Shift
+from .thresholds import DEFAULT, Thresholds
 from .tables import csv_text, plural
 
 
@@ -38,7 +40,11 @@ class Row:
     test_min_ns: float = 0.0
     delta_ns: float = 0.0
     ratio: float | None = None
+    # ``+``/``-`` when the interval of the per-step shift (test - control, Hodges-Lehmann
+    # bounds, analysis/shift.py) clears the thresholds' margin; ``=`` otherwise
     change: str = "="
+    delta_low_ns: float | None = None
+    delta_high_ns: float | None = None
     # Both kinds of time of the row's ops (totals), whichever the comparison aligned on.
     control_device_ns: int = 0
     test_device_ns: int = 0
@@ -73,12 +79,30 @@ class Comparison:
     time: TimeBasis                         # DEVICE (kernels per TF op) or HOST (TF ops)
     rule_shares: dict[str, PerSide[float]]  # per rule, the share of each run's time its rows matched
     warmup: PerSide[int]                    # steps left out of each run (0 where it had too few)
-    threshold: float = 0.1
-    noise_ns: int = 2_000                   # a change this small is noise, whatever its share
+    thresholds: Thresholds = DEFAULT        # every threshold and noise setting the rows and findings used
+    # the step durations' shift (test - control) and its interval
+    step_shift: Shift | None = None
+    # each row's per-step totals on each side (by the row's key), as the findings test them
+    row_steps: dict[str, PerSide[Any]] = field(default_factory=dict, repr=False, compare=False)
     notes: list[str] = field(default_factory=list)
     # How the findings are measured (compare() hands in findings.comparison_findings): this
     # module sits below the findings, which read comparisons, so it does not import them.
     find: Callable[["Comparison"], Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def threshold(self) -> float:
+        """The share a row or step must move by to change (``thresholds.change``)."""
+        return self.thresholds.change
+
+    @property
+    def noise_ns(self) -> int:
+        """A change this small is noise, whatever its share (``thresholds.noise_ns``)."""
+        return self.thresholds.noise_ns
+
+    @property
+    def timing_judged(self) -> bool:
+        """Both runs have the steps (``thresholds.min_steps``) that timing findings need."""
+        return min(self.steps.control.count, self.steps.test.count) >= self.thresholds.min_steps
 
     @property
     def unmatched(self) -> PerSide[list[Row]]:
@@ -96,7 +120,9 @@ class Comparison:
     def to_dict(self) -> dict:
         return {"findings": [f.to_dict() for f in self.findings],
                 "coverage": self.coverage.to_dict(), "steps": self.steps.to_dict(StepStats.to_dict),
-                "step_pairs": self.step_pairs, "threshold": self.threshold, "rows": [asdict(r) for r in self.rows],
+                "step_shift": self.step_shift.to_dict() if self.step_shift else None,
+                "step_pairs": self.step_pairs, "threshold": self.threshold,
+                "thresholds": self.thresholds.to_dict(), "rows": [asdict(r) for r in self.rows],
                 "unmatched": self.unmatched.to_dict(lambda rows: [r.key for r in rows]),
                 "groups": self.groups.to_dict(), "memory": self.memory.to_dict(lambda m: m.peaks),
                 "kernels": self.kernels.to_dict(), "time": self.time.value,
@@ -134,6 +160,7 @@ class Comparison:
             self.headline().to_text(),
             f"control: {self.control.source_format}, {plural(c.count, 'step')}, median step {_ms(c.median_ns)}",
             f"test:    {self.test.source_format}, {plural(t.count, 'step')}, median step {_ms(t.median_ns)}",
+            *self._step_shift_lines(),
             f"coverage: control {self.coverage.control:.1%}, test {self.coverage.test:.1%} "
             f"of {'device' if self.time is TimeBasis.DEVICE else 'op'} time matched",
         ]
@@ -166,6 +193,15 @@ class Comparison:
                 shown = ", ".join(f"{r.key} ({_ms(getattr(r, side + '_total_ns'))})" for r in rows[:10])
                 lines.append(f"unmatched in {side}: {shown}{' ...' if len(rows) > 10 else ''}")
         return "\n".join(lines)
+
+    def _step_shift_lines(self) -> list[str]:
+        """The step durations' shift and its bounds, where both runs have the steps for them."""
+        moved = self.step_shift
+        if moved is None or not self.timing_judged:
+            return []
+        return [f"step shift: {_ms(moved.estimate_ns, signed=True)} ({100 * moved.level:.4g}% bounds "
+                f"{_ms(moved.low_ns, signed=True)} to {_ms(moved.high_ns, signed=True)} over "
+                f"{moved.control_steps}/{moved.test_steps} steps)"]
 
     __str__ = to_text
 

@@ -12,7 +12,9 @@ from .compare_names import Pair
 from .compare_result import Row
 from .compare_sides import Side
 from .compare_types import Groups, GroupTimes, PerSide, StepStats
+from .shift import Shift, shift
 from .summary import counted_rows, summarize
+from .thresholds import Thresholds
 
 
 def add_both_times(rows: list[Row], control: Trace, test: Trace) -> None:
@@ -59,10 +61,12 @@ def device_groups(sides: PerSide[Side]) -> list[GroupTimes]:
     return _by_change(out)
 
 
-def make_row(pair: Pair, sides: PerSide[Side], threshold: float, noise_ns: int) -> Row:
-    values = {}
+def make_row(pair: Pair, sides: PerSide[Side], limits: Thresholds) -> tuple[Row, PerSide[np.ndarray]]:
+    """A pair's row, and each side's per-step totals behind it (what findings test)."""
+    values, per_steps = {}, {}
     for (name, side), names in zip(sides.items(), (pair.control, pair.test)):
         per_step = sum((side.per_step[n] for n in names), np.zeros(1)) if names else np.zeros(1)
+        per_steps[name] = per_step
         values[name] = {
             "count": sum(side.count[n] for n in names), "total": sum(side.total[n] for n in names),
             "self": sum(side.self_time[n] for n in names),
@@ -73,23 +77,42 @@ def make_row(pair: Pair, sides: PerSide[Side], threshold: float, noise_ns: int) 
     c, t = values["control"], values["test"]
     delta = t["median"] - c["median"]
     ratio = t["median"] / c["median"] if c["median"] > 0 and pair.test else None
+    moved = shift(per_steps["control"], per_steps["test"], limits.confidence)
     if not pair.test:
         change = "-"
     elif not pair.control:
         change = "+"
-    elif abs(delta) > max(threshold * c["median"], noise_ns):
-        change = "+" if delta > 0 else "-"
     else:
-        change = "="
-    return Row(key=pair.key, rule=pair.rule, op_type="/".join(sorted(types)),
-               control_names=pair.control, test_names=pair.test,
-               control_count=c["count"], test_count=t["count"],
-               control_total_ns=int(c["total"]), test_total_ns=int(t["total"]),
-               control_self_ns=int(c["self"]), test_self_ns=int(t["self"]),
-               control_median_ns=c["median"], test_median_ns=t["median"],
-               control_p90_ns=c["p90"], test_p90_ns=t["p90"], control_min_ns=c["min"], test_min_ns=t["min"],
-               delta_ns=delta, ratio=ratio, change=change,
-               confidence=round(pair.confidence, 3) if pair.control and pair.test else 0.0)
+        change = changed(moved, c["median"], limits)
+    row = Row(key=pair.key, rule=pair.rule, op_type="/".join(sorted(types)),
+              control_names=pair.control, test_names=pair.test,
+              control_count=c["count"], test_count=t["count"],
+              control_total_ns=int(c["total"]), test_total_ns=int(t["total"]),
+              control_self_ns=int(c["self"]), test_self_ns=int(t["self"]),
+              control_median_ns=c["median"], test_median_ns=t["median"],
+              control_p90_ns=c["p90"], test_p90_ns=t["p90"], control_min_ns=c["min"], test_min_ns=t["min"],
+              delta_ns=delta, ratio=ratio, change=change,
+              delta_low_ns=_finite(moved.low_ns), delta_high_ns=_finite(moved.high_ns),
+              confidence=round(pair.confidence, 3) if pair.control and pair.test else 0.0)
+    return row, PerSide(per_steps["control"], per_steps["test"])
+
+
+def changed(moved: Shift, control_median: float, limits: Thresholds) -> str:
+    """``+``/``-`` when the shift's interval clears the margin (the runs' own spread decides,
+    not one sample), ``=`` otherwise. With fewer than ``min_steps`` steps a side there is no
+    spread to judge by: the medians decide, and compare's notes say the change column rests
+    on single samples."""
+    margin = limits.margin(control_median)
+    if min(moved.control_steps, moved.test_steps) < limits.min_steps:
+        if abs(moved.estimate_ns) <= margin:
+            return "="
+        return "+" if moved.estimate_ns > 0 else "-"
+    return "+" if moved.above(margin) else "-" if moved.below(margin) else "="
+
+
+def _finite(value: float) -> float | None:
+    """A bound as JSON holds it: None where the steps gave none."""
+    return value if np.isfinite(value) else None
 
 
 def groups(rows: list[Row], sides: PerSide[Side]) -> Groups:
@@ -110,12 +133,19 @@ def _by_change(totals: dict[str, list[float]]) -> list[GroupTimes]:
     return sorted(found, key=lambda g: -abs(g.delta_ns))
 
 
-def step_stats(trace: Trace, warmup: int) -> StepStats:
+def step_durations(trace: Trace, warmup: int) -> np.ndarray:
+    """The steps' durations after ``warmup`` (all of them where the run is shorter)."""
     durations = [s.duration_ns for s in trace.steps][warmup:] or [s.duration_ns for s in trace.steps]
+    return np.array(durations, dtype=np.float64)
+
+
+def step_stats(trace: Trace, warmup: int) -> StepStats:
+    durations = step_durations(trace, warmup).tolist()
     if not durations:
         return StepStats()
     return StepStats(count=len(durations), median_ns=float(np.median(durations)),
                      p90_ns=float(np.percentile(durations, 90)), min_ns=float(min(durations)))
 
 
-__all__ = ["add_both_times", "coverage", "device_groups", "groups", "make_row", "rule_shares", "step_stats"]
+__all__ = ["add_both_times", "coverage", "device_groups", "groups", "changed", "make_row", "rule_shares", "step_durations",
+           "step_stats"]

@@ -1,6 +1,13 @@
 """How a finding's kind is found: a :class:`Detector` measures a run (:class:`Run`) or a
-pair of runs (:class:`RunPair`) into its evidence, then judges the evidence into findings.
-The kinds themselves, their thresholds and the one table of them are in :mod:`.findings`."""
+pair of runs (:class:`RunPair`) into its evidence, then judges the evidence into findings
+against the :class:`~.thresholds.Thresholds` the run or pair carries. The kinds themselves
+and the one table of them are in :mod:`.findings`.
+
+A kind whose finding rests on measured time (``timing``) is judged on every step, never on
+one sample: one run by the lower bound of its per-step median share (:func:`.shift.median_bounds`),
+a pair by the lower bound of the shift between the runs' per-step shares (:func:`.shift.shift`).
+With fewer steps than ``min_steps`` a side it is not judged at all (:func:`.findings._found`
+says so in a note)."""
 
 from __future__ import annotations
 
@@ -14,16 +21,27 @@ from .compare_result import Comparison
 from .compare_types import PerSide
 from .evidence import GUIDE, Evidence, Finding, MemoryUse
 from .run_findings import StepView, memory_in_use
+from .shift import median_bounds, shift
+from .thresholds import DEFAULT, Thresholds
 
 
 class Run:
     """One run's steps (after the warm-up) and each kind's evidence of it, measured once:
     host gaps leave out the time eager ops and retracing explain."""
 
-    def __init__(self, trace: Trace, warmup: int = 0, memory: MemoryUse | None = None):
-        self.trace, self.view = trace, StepView(trace, warmup)
+    def __init__(self, trace: Trace, warmup: int = 0, memory: MemoryUse | None = None,
+                 limits: Thresholds = DEFAULT):
+        self.trace, self.view, self.limits = trace, StepView(trace, warmup), limits
         self._memory = memory  # a comparison measured it already
         self._measured: dict[str, object] = {}
+
+    @property
+    def steps(self) -> int:
+        return len(self.view.steps)
+
+    @property
+    def timing_judged(self) -> bool:
+        return self.steps >= self.limits.min_steps
 
     @functools.cached_property
     def memory(self) -> MemoryUse:
@@ -39,9 +57,13 @@ class RunPair:
     """A comparison's two runs, each from the steps the comparison kept."""
 
     def __init__(self, comparison: Comparison):
-        self.comparison = comparison
+        self.comparison, self.limits = comparison, comparison.thresholds
         self.runs = PerSide.of(lambda side: Run(getattr(comparison, side), getattr(comparison.warmup, side),
-                                                getattr(comparison.memory, side)))
+                                                getattr(comparison.memory, side), self.limits))
+
+    @property
+    def timing_judged(self) -> bool:
+        return all(run.timing_judged for run in self.runs)
 
     @functools.cached_property
     def views(self) -> PerSide[StepView]:
@@ -58,15 +80,17 @@ class Detector(ABC):
 
     kind: ClassVar[str]
     advice: ClassVar[str]
+    timing: ClassVar[bool] = False  # rests on measured time: withheld below min_steps steps a side
 
     @abstractmethod
     def measure(self, subject: Run | RunPair): ...
 
     @abstractmethod
-    def judge(self, evidence) -> list[Finding]: ...
+    def judge(self, evidence, limits: Thresholds) -> list[Finding]: ...
 
-    def finding(self, share: float, summary: str, evidence: Evidence) -> Finding:
-        return Finding(self.kind, float(round(share, 4)), summary, evidence, self.advice, f"{GUIDE}#{self.kind}")
+    def finding(self, share: float, summary: str, evidence: Evidence, interval: dict | None = None) -> Finding:
+        return Finding(self.kind, float(round(share, 4)), summary, evidence, self.advice, f"{GUIDE}#{self.kind}",
+                       interval=interval)
 
 
 class RunDetector(Detector):
@@ -78,18 +102,18 @@ class RunDetector(Detector):
             return subject.runs.map(self.measure)
         return subject.evidence(self)
 
-    def judge(self, evidence) -> list[Finding]:
-        found = self.judge_pair(evidence) if isinstance(evidence, PerSide) else self.judge_run(evidence)
+    def judge(self, evidence, limits: Thresholds) -> list[Finding]:
+        found = self.judge_pair(evidence, limits) if isinstance(evidence, PerSide) else self.judge_run(evidence, limits)
         return [found] if found else []
 
     @abstractmethod
     def measure_run(self, run: Run): ...
 
     @abstractmethod
-    def judge_run(self, evidence) -> Finding | None: ...
+    def judge_run(self, evidence, limits: Thresholds) -> Finding | None: ...
 
     @abstractmethod
-    def judge_pair(self, evidence: PerSide) -> Finding | None: ...
+    def judge_pair(self, evidence: PerSide, limits: Thresholds) -> Finding | None: ...
 
 
 class PairDetector(Detector):
@@ -107,43 +131,71 @@ class PresenceDetector(RunDetector):
     and the control run does not."""
 
     @abstractmethod
-    def shows(self, evidence) -> bool: ...
+    def shows(self, evidence, limits: Thresholds) -> bool: ...
 
     @abstractmethod
     def summary(self, evidence) -> str: ...
 
-    def judge_run(self, evidence) -> Finding | None:
-        return self.finding(evidence.share, self.summary(evidence), evidence) if self.shows(evidence) else None
+    def judge_run(self, evidence, limits: Thresholds) -> Finding | None:
+        return self.finding(evidence.share, self.summary(evidence), evidence) if self.shows(evidence, limits) else None
 
-    def judge_pair(self, evidence: PerSide) -> Finding | None:
-        return None if self.shows(evidence.control) else self.judge_run(evidence.test)
+    def judge_pair(self, evidence: PerSide, limits: Thresholds) -> Finding | None:
+        return None if self.shows(evidence.control, limits) else self.judge_run(evidence.test, limits)
 
 
 class ShareDetector(RunDetector):
-    """A kind measured as a share of the step time: found from ``least`` in one run, and
-    against a control run from ``least`` and ``extra`` more than the control's share (the
-    finding's share: the difference)."""
+    """A kind measured as a share of each step's time: found in one run when the lower bound
+    of its steps' median share reaches ``least``, and against a control run when, besides,
+    the lower bound of the shift between the two runs' per-step shares reaches ``extra``
+    (the finding's share: the difference of the runs' shares). ``least`` and ``extra`` name
+    the :class:`~.thresholds.Thresholds` fields."""
 
-    least: ClassVar[float]
-    extra: ClassVar[float]
+    timing = True
+    least: ClassVar[str]
+    extra: ClassVar[str]
     alone: ClassVar[str]            # the summary of one run: a format of its ``share``
     in_test_step: ClassVar[str]     # what happens in that share of the test step
 
+    @abstractmethod
+    def step_shares(self, evidence) -> list[float]:
+        """The share of each step the kind took."""
+
     def against(self, mine, theirs):
         """The test run's evidence, with the control's share beside it."""
-        return dataclasses.replace(mine, control_share=round(theirs.share, 4))
+        return dataclasses.replace(mine, control_share=round(theirs.share if theirs is not None else 0.0, 4))
 
-    def judge_run(self, evidence) -> Finding | None:
-        if evidence.share < self.least:
+    def run_summary(self, evidence) -> str:
+        return self.alone.format(share=evidence.share)
+
+    def pair_summary(self, mine, base: float) -> str:
+        return f"{mine.share:.0%} of the test step {self.in_test_step} (control {base:.0%})"
+
+    def judge_run(self, evidence, limits: Thresholds) -> Finding | None:
+        if evidence is None:  # nothing to measure (device_idle: no accelerator)
             return None
-        return self.finding(evidence.share, self.alone.format(share=evidence.share), evidence)
+        bounds = median_bounds(self.step_shares(evidence), limits.confidence)
+        if bounds.low < getattr(limits, self.least):
+            return None
+        return self.finding(evidence.share, self.run_summary(evidence), evidence,
+                            {"of": "the share of each step", **bounds.to_dict()})
 
-    def judge_pair(self, evidence: PerSide) -> Finding | None:
+    def judge_pair(self, evidence: PerSide, limits: Thresholds) -> Finding | None:
         mine, theirs = evidence.test, evidence.control
-        if mine.share < self.least or mine.share - theirs.share < self.extra:
+        if self.judge_run(mine, limits) is None:
             return None
-        return self.finding(mine.share - theirs.share, f"{mine.share:.0%} of the test step {self.in_test_step} "
-                            f"(control {theirs.share:.0%})", self.against(mine, theirs))
+        moved = shift(self.step_shares(theirs) if theirs is not None else [0.0], self.step_shares(mine),
+                      limits.confidence)
+        if moved.low_ns < getattr(limits, self.extra):
+            return None
+        base = theirs.share if theirs is not None else 0.0
+        return self.finding(mine.share - base, self.pair_summary(mine, base), self.against(mine, theirs),
+                            {"of": "the shift of each step's share (test - control)",
+                             **_shares(moved.to_dict())})
+
+
+def _shares(shifted: dict) -> dict:
+    """A shift of shares, its keys without the ``_ns`` they carry for times."""
+    return {key.removesuffix("_ns"): value for key, value in shifted.items()}
 
 
 __all__ = ["Detector", "PairDetector", "PresenceDetector", "Run", "RunDetector", "RunPair", "ShareDetector"]

@@ -10,7 +10,16 @@ info``, ``summary`` and ``compare`` print the same findings as one-line notes
 Codes, most serious first (:data:`CODES`): a capture that recorded nothing
 (``layout``, ``no_trace_level``, ``empty_window``), the profiler's own complaints
 (``profiler_errors``, ``dropped_events``), missing parts (``no_device_activity``,
-``clock_skew``, ``no_steps``, ``ops_without_time``, ``no_memory_records``).
+``clock_skew``, ``no_steps``, ``few_steps``, ``ops_without_time``, ``no_memory_records``).
+``few_steps`` is ``tracebridge doctor``'s alone (given :class:`~.thresholds.Thresholds`):
+``compare`` and ``advise`` say it in a note of their own.
+
+Warnings and failures: a problem whose code is in :data:`WARNINGS` says what a capture made
+with TensorFlow's defaults leaves out by design (memory: TF records CPU allocations only with
+``TF_CPU_ALLOCATOR_USE_BFC=true``; ``timeline.py`` and tracebridge's Chrome writer only when
+asked). It is printed with its fix, but a healthy default capture has it, so it does not fail
+the check: :attr:`Diagnosis.ok` is True and ``tracebridge doctor`` exits 0 when every problem
+found is a warning (``--json``: each problem's ``severity``, "warning" or "error").
 """
 
 from __future__ import annotations
@@ -23,12 +32,16 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..model.hlo import HLO_INSTRUCTION
-from ..model.schema import NO_STEP, Category, OpFlag, is_eager_name
+from ..model.schema import NO_STEP, Category, OpFlag, is_eager_name, is_framework_eager_op
 from ..model.trace import Trace
 from .tables import csv_text
+from .thresholds import Thresholds
 
 CODES = ("layout", "no_trace_level", "empty_window", "profiler_errors", "dropped_events",
-         "no_device_activity", "clock_skew", "no_steps", "ops_without_time", "no_memory_records")
+         "no_device_activity", "clock_skew", "no_steps", "few_steps", "ops_without_time", "no_memory_records")
+# Codes that are warnings, not failures (see the module's docstring): a profile of one step
+# reads, converts and views as it should; only timing findings need more of them.
+WARNINGS = ("few_steps", "no_memory_records")
 
 # CUPTI's default caps on the events one capture keeps (XLA's CuptiTracerCollectorOptions:
 # max_callback_api_events and max_activity_api_events, 2 * 1024 * 1024 each): a device
@@ -65,6 +78,11 @@ class Problem:
         """The short form ``info``, ``summary`` and ``compare`` print."""
         return f"{self.code}: {self.missing} ({self.evidence})"
 
+    @property
+    def severity(self) -> str:
+        """"warning" (:data:`WARNINGS`: reported, not failed) or "error"."""
+        return "warning" if self.code in WARNINGS else "error"
+
 
 @dataclass
 class Diagnosis:
@@ -76,7 +94,8 @@ class Diagnosis:
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        """Nothing wrong, or warnings only (:data:`WARNINGS`): what exit status 0 means."""
+        return all(p.severity == "warning" for p in self.problems)
 
     @property
     def codes(self) -> list[str]:
@@ -91,7 +110,8 @@ class Diagnosis:
         self.problems.sort(key=lambda p: CODES.index(p.code) if p.code in CODES else len(CODES))
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "problems": [asdict(p) for p in self.problems], "not_checked": self.not_checked}
+        return {"ok": self.ok, "problems": [{**asdict(p), "severity": p.severity} for p in self.problems],
+                "not_checked": self.not_checked}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -107,11 +127,15 @@ class Diagnosis:
         return "\n".join([p.line() for p in self.problems] + [f"not checked: {n}" for n in self.not_checked])
 
 
-def diagnose(trace: Trace, path: str = "") -> Diagnosis:
-    """Every check of this module on ``trace``."""
+def diagnose(trace: Trace, path: str = "", thresholds: Thresholds | None = None) -> Diagnosis:
+    """Every check of this module on ``trace``; with ``thresholds``, also whether it has the
+    steps timing findings need (``few_steps``)."""
     found = Diagnosis()
-    for check in (_empty_window, _no_trace_level, _profiler_errors, _dropped_events, _no_device_activity,
-                  _clock_skew, _no_steps, _ops_without_time, _no_memory_records):
+    checks = [_empty_window, _no_trace_level, _profiler_errors, _dropped_events, _no_device_activity,
+              _clock_skew, _no_steps, _ops_without_time, _no_memory_records]
+    if thresholds is not None:
+        checks.append(lambda t: _few_steps(t, thresholds))
+    for check in checks:
         for item in check(trace):
             if isinstance(item, Problem):
                 found.problems.append(Problem(item.code, item.missing, item.evidence, item.fix, path))
@@ -269,9 +293,25 @@ def _clock_skew(trace: Trace):
                           "hosts step by step (tracebridge summary --by-host), not on one time axis")
 
 
+def _few_steps(trace: Trace, limits: Thresholds):
+    """Steps there are, but fewer than timing findings are judged on (none: no_steps' case).
+    Not of a format that holds one step by design (a RunMetadata, timeline.py's JSON): its
+    steps are read together from several files, which compare's own note says."""
+    one_step = trace.source_format in ("runmetadata", "pbtxt", "pickle", "tfvis", "session") or _timeline_py(trace)
+    if not one_step and 0 < len(trace.steps) < limits.min_steps:
+        yield Problem("few_steps", "too few steps to judge timing findings by",
+                      f"{len(trace.steps)} step(s); op_regression, host_gaps, input_wait and device_idle need "
+                      f"{limits.min_steps} or more",
+                      f"capture {max(limits.min_steps, 5)} steps or more: tracebridge.trace(..., steps=5), "
+                      "TraceCallback(steps=5), or profile_batch=(first, first + 4); a TF1 RunMetadata .pb holds "
+                      "one step: save several (.json, or one .pb a step) and read them together")
+
+
 def _no_steps(trace: Trace):
+    # Step markers are what xprof needs of an XSpace. timeline.py's files hold one run (a step)
+    # each, and tracebridge's own keep the steps of the trace they were written from.
     if trace.source_format not in _XSPACE_FORMATS:
-        if trace.source_format == "chrome" and not _timeline_py(trace):
+        if trace.source_format == "chrome" and not _timeline_py(trace) and not _tracebridge_json(trace):
             yield "no_steps: a Chrome trace from another writer has no step markers to look for"
         return
     if not trace.table("event_stats").rows:
@@ -300,10 +340,9 @@ def _ops_without_time(trace: Trace):
     duration = (ops["end_ns"] - ops["start_ns"]).astype(np.int64)
     total_ns = int(duration[is_op].sum()) or 1
     names = trace.strings
-    eager = is_op & np.isin(ops["name"], [i for i in np.unique(ops["name"][is_op]).tolist()
-                                          if is_eager_name(names[i])])
+    eager = _user_eager_ops(trace, is_op)
     if trace.steps:  # set-up before the first step (a Keras iterator, say) is not the step's
-        eager &= ops["step"] != NO_STEP
+        eager &= (ops["step"] != NO_STEP) & _in_steps(trace)
     if eager.any():
         count = int(eager.sum())
         yield Problem("ops_without_time", f"{count} ops ran eagerly: no kernel time of their own",
@@ -326,7 +365,15 @@ def _ops_without_time(trace: Trace):
 def _no_memory_records(trace: Trace):
     fmt = trace.source_format
     if fmt == "chrome":
-        if _timeline_py(trace):
+        if _tracebridge_json(trace):
+            if not trace.counters.rows:
+                yield Problem("no_memory_records", "no allocator records in this file",
+                              "no memory counter events (tracebridge writes them only when asked, from a "
+                              "capture that recorded memory)",
+                              "write it with trace.save(path, memory=True) or tracebridge convert IN OUT.json "
+                              "--memory; on a CPU, TF2 records memory only with TF_CPU_ALLOCATOR_USE_BFC=true "
+                              "set before TensorFlow starts")
+        elif _timeline_py(trace):
             if not trace.counters.rows and not trace.memory.rows:
                 yield Problem("no_memory_records", "no allocator records in this timeline",
                               "no memory counter events (timeline.py writes them only with show_memory=True)",
@@ -386,6 +433,40 @@ def _timeline_py(trace: Trace) -> bool:
     return trace.metadata.get("chrome_writer") == "timeline.py" and all(d.type for d in trace.devices)
 
 
+def _tracebridge_json(trace: Trace) -> bool:
+    """A Chrome trace tracebridge wrote (the reader knows it by its ``otherData``)."""
+    return trace.metadata.get("chrome_writer") == "tracebridge"
+
+
+def _user_eager_ops(trace: Trace, is_op: np.ndarray) -> np.ndarray:
+    """TF op rows the user's code ran eagerly: eager ops less those TF and Keras run
+    themselves (model/schema.py: is_framework_eager_op), tried once per string."""
+    ops, names = trace.ops, trace.strings
+    eager_names = [i for i in np.unique(ops["name"][is_op]).tolist() if is_eager_name(names[i])]
+    eager = is_op & np.isin(ops["name"], eager_names)
+    framework = [i for i in np.unique(ops["op_type"][eager]).tolist() if is_framework_eager_op(names[i])]
+    return eager & ~np.isin(ops["op_type"], framework)
+
+
+def _in_steps(trace: Trace) -> np.ndarray:
+    """Rows that start inside a step's time. A Chrome reader puts every op in some step
+    (the one last started), so ops between steps (Keras's iterator between tf.function calls,
+    its metrics at the end of an epoch) are told apart by time, as in the XSpace they came
+    from."""
+    spans = sorted((s.start_ns, s.end_ns) for s in trace.steps)
+    merged: list[list[int]] = []
+    for start, end in spans:  # nested or overlapping steps as one span
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    lo = np.array([s for s, _ in merged], dtype=np.int64)
+    hi = np.array([e for _, e in merged], dtype=np.int64)
+    starts = trace.ops["start_ns"]
+    at = np.searchsorted(lo, starts, side="right") - 1
+    return (at >= 0) & (starts < hi[np.maximum(at, 0)])
+
+
 def _stats_read(trace: Trace) -> bool:
     """False for an XSpace read for its op rows only (``load(..., ops_only=True)``, as a
     summary reads): without event stats, eager ops and step markers cannot be told."""
@@ -438,4 +519,4 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-__all__ = ["CODES", "Diagnosis", "Problem", "diagnose", "trace_notes"]
+__all__ = ["CODES", "WARNINGS", "Diagnosis", "Problem", "diagnose", "trace_notes"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,8 @@ def json_ready(value):
 @dataclass(frozen=True)
 class ShareEvidence(Evidence):
     share: float = internal(default=0.0)  # of the steps' time
+    # each step's duration, where a share per step is judged (keyword-only: after each kind's own fields)
+    step_ns: list[int] = internal(default_factory=list, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,17 @@ class EagerOpsEvidence(ShareEvidence):
 
 @dataclass(frozen=True)
 class RetracingEvidence(ShareEvidence):
+    """Tracings of tf.functions in the steps. A function's first tracing is no mistake: the
+    finding counts ``retracings_per_step``, the tracings beyond a function's first (by the
+    call's ``tracing_count`` where the trace keeps it, else by a further concrete function,
+    ``__inference_<fn>_<n>``, of a function that had run one before: run_findings.retracing),
+    and ``functions`` names those functions with every concrete function of each the trace
+    shows. ``graph_buildings_per_step``: every tracing event (``tf.function-graph_building``)
+    in each step, first tracings and tracings nested in another included."""
+
+    retracings_per_step: list[int] = field(default_factory=list)
+    functions: dict[str, list[str]] = field(default_factory=dict)   # only the retraced ones
     graph_buildings_per_step: list[int] = field(default_factory=list)
-    functions: dict[str, list[str]] = field(default_factory=dict)   # only those traced more than once
     steps: list[int] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     sections: Sections = internal(default_factory=list)
@@ -116,6 +128,8 @@ class DeviceIdleEvidence(ShareEvidence):     # share: of the time the busiest de
     waiting_on_host_share_by_device: dict[str, float] = field(default_factory=dict)
     windows: int = 0
     steps: list[int] = field(default_factory=list)
+    waiting_share_per_window: list[float] = field(default_factory=list)  # the busiest device's, each window
+    control_share: float | None = None                # against a control run only
 
 
 @dataclass(frozen=True)
@@ -174,15 +188,16 @@ class XlaFusionEvidence(Evidence):
 
 @dataclass(frozen=True)
 class RegressionEvidence(Evidence):
-    """Aligned ops of one op type and top-level scope, slower beyond noise."""
+    """Aligned ops of one op type, slower beyond noise."""
 
     op_type: str
-    scope: str
+    scope: str                          # the top-level scopes of its ops, ", " between
     ops: list[str]
     control_median_ns: float
     test_median_ns: float
     shared_delta_ns: float              # the change in shared time (:func:`shared_times`)
     cause: str | None = None            # what the trace shows of why, where it shows it
+    shift: Any = internal(default=None)  # the group's per-step shift (shift.Shift): the finding's interval
 
 
 @dataclass(frozen=True)
@@ -208,18 +223,48 @@ class Finding:
     # the most fixing it could save per step: its share of a step, and of a comparison no
     # more than the test run's step is slower than the control's (None: not measured)
     saves_at_most_ns: float | None = None
+    # what a timing finding was decided on: the bounds over steps (analysis/shift.py), what
+    # they are bounds of, their confidence and the steps behind them
+    interval: dict | None = None
 
     def to_dict(self) -> dict:
+        evidence = self.evidence.to_dict()
+        if self.interval is not None:
+            evidence["interval"] = json_ready(self.interval)
         return {"kind": self.kind, "share": self.share, "summary": self.summary,
-                "evidence": self.evidence.to_dict(), "advice": self.advice, "link": self.link,
+                "evidence": evidence, "advice": self.advice, "link": self.link,
                 "of": self.of, "saves_at_most_ns": self.saves_at_most_ns, "guide": guide_command(self.kind)}
 
     def to_text(self) -> str:
         saves = "" if self.saves_at_most_ns is None else \
             f"; fixing it saves at most {self.saves_at_most_ns / 1e6:.3f} ms a step"
         return (f"{self.share:6.1%}  {self.kind:14} {self.summary}\n"
-                f"        {self.share:.1%} of {self.of}{saves}\n"
+                f"        {self.share:.1%} of {self.of}{saves}{interval_text(self.interval)}\n"
                 f"        fix: {self.advice} ({self.link}; `{guide_command(self.kind)}` prints it)")
+
+
+def interval_text(interval: dict | None) -> str:
+    """What a timing finding was decided on, in a few words: its bounds and the steps."""
+    if not interval:
+        return ""
+    if "control_steps" in interval:
+        steps = f"{interval['control_steps']}/{interval['test_steps']} steps"
+        low, high = interval.get("low_ns", interval.get("low")), interval.get("high_ns", interval.get("high"))
+    else:
+        steps, low, high = f"{interval['steps']} steps", interval["low"], interval["high"]
+    if "low_ns" in interval:
+        bounds = f"{_ms(low)} to {_ms(high)} ms"
+    else:
+        bounds = f"{_pct(low)} to {_pct(high)}"
+    return f"; {100 * interval['confidence']:.4g}% bounds {bounds} over {steps}"
+
+
+def _ms(ns: float | None) -> str:
+    return "?" if ns is None or not np.isfinite(ns) else f"{ns / 1e6:+.3f}"
+
+
+def _pct(share: float | None) -> str:
+    return "?" if share is None or not np.isfinite(share) else f"{share:.0%}"
 
 
 def guide_command(kind: str) -> str:
@@ -229,16 +274,28 @@ def guide_command(kind: str) -> str:
 
 
 class Findings(list):
-    """Findings ranked by share, with text and JSON forms."""
+    """Findings ranked by share, with text and JSON forms; ``notes``: what was not judged
+    and why (too few steps for timing findings); ``thresholds``: the settings used."""
+
+    def __init__(self, found=(), notes: list[str] | None = None, thresholds=None):
+        super().__init__(found)
+        self.notes = list(notes or [])
+        self.thresholds = thresholds
 
     def to_text(self) -> str:
+        notes = [f"note: {note}" for note in self.notes]
         if not self:
-            return "findings: none"
-        return "\n".join(["findings (what share of a step each one takes, and the most fixing it could save):"]
+            return "\n".join(notes + ["findings: none"])
+        return "\n".join(notes + ["findings (what share of a step each one takes, and the most fixing it could save):"]
                          + [f.to_text() for f in self])
 
+    def to_dict(self) -> dict:
+        """``advise --json``: the findings, the notes and the thresholds they were judged by."""
+        return {"findings": [f.to_dict() for f in self], "notes": self.notes,
+                "thresholds": self.thresholds.to_dict() if self.thresholds is not None else None}
+
     def to_json(self) -> str:
-        return json.dumps([f.to_dict() for f in self], indent=2)
+        return json.dumps(self.to_dict(), indent=2)
 
     def to_csv(self) -> str:
         return csv_text(FINDING_COLUMNS, (finding_row(f.to_dict()) for f in self))

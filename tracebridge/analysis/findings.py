@@ -7,9 +7,10 @@ fix. Each kind is a :class:`~.detectors.Detector`: ``measure`` a run or a pair o
 that kind's evidence (:mod:`.evidence`), ``judge`` the evidence into findings. One
 table, :data:`DETECTORS`, serves ``advise(trace)`` (one run) and
 ``comparison_findings(comparison)`` (a TF1/TF2 pair, where the control run is the baseline
-each measure is taken against). Findings are ranked by share. Every threshold below has a
-noise margin and says where it comes from: the measures of good ports
-(``tests/test_findings.py``) on a loaded 2-core machine.
+each measure is taken against). Findings are ranked by share. Every threshold is a field
+of :class:`~.thresholds.Thresholds`, which says where each comes from. Timing kinds are
+decided on intervals over steps (:mod:`.detectors`, :mod:`.shift`) and withheld, with a
+note, where a run has fewer than ``min_steps`` steps.
 """
 
 from __future__ import annotations
@@ -28,58 +29,7 @@ from .evidence import (DeviceIdleEvidence, EagerOpsEvidence, Finding, Findings, 
                        XlaFusionEvidence)
 from .pair_findings import Regressions, fusion_rows, regressions, working_set_growth, xla_fusions
 from .run_findings import StepMemory, device_idle, eager_ops, host_gaps, input_wait, retracing, xla_compile
-
-# --- thresholds (shares of step time unless said otherwise) --------------------------------
-# Eager ops: a few ops outside a tf.function (a tf.constant of the batch) are normal and cost
-# well under 1% of a step; a forgotten tf.function puts nearly the whole step in eager ops.
-EAGER_MIN_SHARE = 0.05
-EAGER_MIN_OPS_PER_STEP = 3
-# Retracing: one tracing in the traced steps is a first call (or a new input shape); a
-# function traced twice or more inside them is retracing. Any share counts, since a good
-# port traces nothing once warm.
-RETRACE_MIN_TRACINGS = 2
-# XLA compilation: one compilation in the traced steps is a first call (or one new input
-# shape); two or more are a function that recompiles. Any share counts: a compilation of
-# even a two-matmul function took 110-160 ms on this 2-core machine (TF 2.21 CPU), and a
-# good port compiles nothing once warm.
-XLA_MIN_COMPILATIONS = 2
-# Host gaps: good tf.function ports measured 12-16% of their steps outside any op
-# (dispatch, executor hand-offs) and TF1 sessions 2-6%; Python work of a few ms measured
-# 50%+. A single run needs 30%; against a control, 15 points more than the control's gaps.
-HOST_GAP_MIN_SHARE = 0.30
-HOST_GAP_MIN_EXTRA = 0.15
-# Input wait: a prefetched pipeline blocks a step for well under 2%.
-INPUT_MIN_SHARE = 0.10
-INPUT_MIN_EXTRA = 0.05
-# Device idle: the share of the time the device is idle while the host works. xprof's
-# overview calls a step "highly input bound" from 20% of it waiting on the host; the TPU
-# inference profile of the corpus, busy 78%, waits 12%; the multi-worker GPU job's GPU:6 idles
-# 30% of its 21.3 ms step (xprof: 14.9 ms of device compute) and the host works in 28% of it.
-DEVICE_IDLE_MIN_SHARE = 0.25
-DEVICE_IDLE_MIN_EXTRA = 0.10
-# Op regression: a row is slower when its fastest test step is slower than its median control
-# step beyond the comparison's threshold and noise_ns (pair_findings.beyond_noise); the test
-# steps must be slower than the control's the same way (ops that move while the step does not
-# are concurrency, not a regression); and a group must explain 7.5% of the test step in
-# shared time (below). Good ports captured minutes apart from their TF1 run on a loaded
-# 2-core machine showed groups of up to 6.4% (gradient ops sharing the cores side by side);
-# float64 ports' largest groups measured 8.7-18.6% (9 pairs, both builds).
-REGRESSION_MIN_SHARE = 0.075
-# ... and the matched ops together must explain 40% of the steps' slowdown, in shared time
-# (each moment split among the ops running then): good ports captured while other processes
-# loaded the machine were 10-37% slower per step, with gradient ops that ran side by side
-# 2-7x slower in wall time, and their ops explained at most 30% of it in shared time; ports
-# that compute in float64 had their ops explain 85-90% (the rest: fusions they lost).
-REGRESSION_MIN_EXPLAINED = 0.4
-# Memory: a step's working set (its peak bytes in use less those in use at its start) in the
-# smallest test step more than 50% and 1 MiB above the control's median step. Good TF2 ports
-# of the small CNN measured 0% (plain build) and up to 35% (oneDNN) above the TF1 session's,
-# a float64 port 900%; persistent memory (variables, prefetch buffers) is not a step's.
-MEMORY_MIN_GROWTH = 0.50
-MEMORY_MIN_BYTES = 1 << 20
-MEMORY_MIN_STEP_RISE = 1 << 18
-MEMORY_RISING_SHARE = 0.75
-
+from .thresholds import DEFAULT, Thresholds
 
 # --- one run's kinds ----------------------------------------------------------------------
 class EagerOps(PresenceDetector):
@@ -89,10 +39,10 @@ class EagerOps(PresenceDetector):
     def measure_run(self, run: Run) -> EagerOpsEvidence:
         return eager_ops(run.view)
 
-    def shows(self, evidence: EagerOpsEvidence) -> bool:
+    def shows(self, evidence: EagerOpsEvidence, limits: Thresholds) -> bool:
         per_step = evidence.ops_per_step
-        return bool(per_step) and evidence.share >= EAGER_MIN_SHARE and \
-            float(np.median(per_step)) >= EAGER_MIN_OPS_PER_STEP
+        return bool(per_step) and evidence.share >= limits.eager_min_share and \
+            float(np.median(per_step)) >= limits.eager_min_ops_per_step
 
     def summary(self, evidence: EagerOpsEvidence) -> str:
         return (f"{int(np.median(evidence.ops_per_step))} ops per step run eagerly "
@@ -107,14 +57,15 @@ class Retracing(PresenceDetector):
     def measure_run(self, run: Run) -> RetracingEvidence:
         return retracing(run.view)
 
-    def shows(self, evidence: RetracingEvidence) -> bool:
-        return sum(evidence.graph_buildings_per_step) >= RETRACE_MIN_TRACINGS or bool(evidence.functions)
+    def shows(self, evidence: RetracingEvidence, limits: Thresholds) -> bool:
+        return sum(evidence.retracings_per_step) >= limits.retrace_min_tracings
 
     def summary(self, evidence: RetracingEvidence) -> str:
-        counts = evidence.graph_buildings_per_step
-        versions = sum(len(v) for v in evidence.functions.values())
-        return (f"{sum(counts)} tracings in {sum(1 for c in counts if c)} of {len(counts)} steps, "
-                f"{versions} function versions")
+        counts = evidence.retracings_per_step
+        versions = ", ".join(f"{fn}: {len(names)} concrete function{'s' if len(names) != 1 else ''}"
+                             for fn, names in evidence.functions.items())
+        return (f"{sum(counts)} retracing{'s' if sum(counts) != 1 else ''} (tracings beyond a function's first) in "
+                f"{sum(1 for c in counts if c)} of {len(counts)} steps ({versions} in the trace)")
 
 
 class XlaCompile(PresenceDetector):
@@ -125,14 +76,15 @@ class XlaCompile(PresenceDetector):
     def measure_run(self, run: Run) -> XlaCompileEvidence:
         return xla_compile(run.view)
 
-    def shows(self, evidence: XlaCompileEvidence) -> bool:
-        return len(evidence.steps) >= XLA_MIN_COMPILATIONS
+    def shows(self, evidence: XlaCompileEvidence, limits: Thresholds) -> bool:
+        return _recompilations(evidence) >= limits.xla_min_recompilations
 
     def summary(self, evidence: XlaCompileEvidence) -> str:
         counts = evidence.compilations_per_step
         functions = ", ".join(dict.fromkeys(evidence.functions))
         shapes = [s for s in evidence.input_shapes if s]
-        return (f"{len(evidence.steps)} XLA compilations of {functions} in {sum(1 for c in counts if c)} of "
+        return (f"{len(evidence.steps)} XLA compilations of {functions} ({_recompilations(evidence)} beyond each "
+                f"function's first) in {sum(1 for c in counts if c)} of "
                 f"{len(counts)} steps, {sum(evidence.compile_ns) / 1e6:.1f} ms"
                 + (f"; inputs {'; '.join(dict.fromkeys(shapes))}" if shapes else ""))
 
@@ -141,60 +93,70 @@ class HostGaps(ShareDetector):
     kind = "host_gaps"
     advice = ("no TF op runs for part of the step (Python work, or waiting): find the work "
               "(python_tracer_level=1 names it) and move it into the graph or tf.data")
-    least, extra = HOST_GAP_MIN_SHARE, HOST_GAP_MIN_EXTRA
+    least, extra = "host_gap_min_share", "host_gap_min_extra"
     alone, in_test_step = "{share:.0%} of the step time no op runs", "no op runs"
 
     def measure_run(self, run: Run) -> HostGapsEvidence:
         explained = []  # eager sections and retracing are their own findings' time
         for detector in (EAGER_OPS, RETRACING):
             evidence = run.evidence(detector)
-            if detector.shows(evidence):
+            if detector.shows(evidence, run.limits):
                 explained += evidence.sections
-        return host_gaps(run.view, explained)
+        return dataclasses.replace(host_gaps(run.view, explained), step_ns=[s.duration_ns for s in run.view.steps])
 
-    def finding(self, share: float, summary: str, evidence: HostGapsEvidence | None) -> Finding:
+    def step_shares(self, evidence: HostGapsEvidence) -> list[float]:
+        return _shares_of(evidence.gap_ns_per_step, evidence.step_ns)
+
+    def finding(self, share: float, summary: str, evidence: HostGapsEvidence | None,
+                interval: dict | None = None) -> Finding:
         """With the Python tracer on, the summary names the Python work the gaps hold, so
         the text says what --json does (the frames nest: a caller and its callee both show)."""
         frames = list((evidence.python_in_gaps_ns or {}).items())[:3] if evidence is not None else []
         if frames:
             summary += "; Python in the gaps (all steps): " + ", ".join(
                 f"{frame.lstrip('$')} ({ns / 1e6:.3f} ms)" for frame, ns in frames)
-        return super().finding(share, summary, evidence)
+        return super().finding(share, summary, evidence, interval)
 
 
 class InputWait(ShareDetector):
     kind = "input_wait"
     advice = ("the step waits for its input: add .prefetch(tf.data.AUTOTUNE) and "
               "map(..., num_parallel_calls=tf.data.AUTOTUNE)")
-    least, extra = INPUT_MIN_SHARE, INPUT_MIN_EXTRA
+    least, extra = "input_min_share", "input_min_extra"
     alone, in_test_step = "steps wait {share:.0%} of their time for input", "the step waits for input"
 
     def measure_run(self, run: Run) -> InputWaitEvidence:
-        return input_wait(run.view)
+        return dataclasses.replace(input_wait(run.view), step_ns=[s.duration_ns for s in run.view.steps])
+
+    def step_shares(self, evidence: InputWaitEvidence) -> list[float]:
+        return _shares_of(evidence.wait_ns_per_step, evidence.step_ns)
 
     def against(self, mine: InputWaitEvidence, theirs: InputWaitEvidence) -> InputWaitEvidence:
         return dataclasses.replace(super().against(mine, theirs), control_events=theirs.events)
 
 
-class DeviceIdle(RunDetector):
+class DeviceIdle(ShareDetector):
+    """The busiest device waiting on the host, per step (each window: the steps, or the
+    profile's span where it has none)."""
+
     kind = "device_idle"
     advice = ("the device waits on the host: move input and Python work off the step's path "
               "(tf.data prefetch to device, larger steps, tf.function)")
+    least, extra = "device_idle_min_share", "device_idle_min_extra"
 
     def measure_run(self, run: Run) -> DeviceIdleEvidence | None:
         return device_idle(run.view)
 
-    def judge_run(self, evidence: DeviceIdleEvidence | None) -> Finding | None:
-        if evidence is None or evidence.share < DEVICE_IDLE_MIN_SHARE:
-            return None
-        return self.finding(evidence.share, f"{evidence.device} is idle {evidence.idle_share:.0%} of the time, "
-                            f"{evidence.share:.0%} while the host works", evidence)
+    def step_shares(self, evidence: DeviceIdleEvidence) -> list[float]:
+        return evidence.waiting_share_per_window
 
-    def judge_pair(self, evidence: PerSide[DeviceIdleEvidence | None]) -> Finding | None:
-        base = evidence.control.share if evidence.control else 0.0
-        if evidence.test is None or evidence.test.share - base < DEVICE_IDLE_MIN_EXTRA:
-            return None
-        return self.judge_run(evidence.test)
+    def run_summary(self, evidence: DeviceIdleEvidence) -> str:
+        return (f"{evidence.device} is idle {evidence.idle_share:.0%} of the time, "
+                f"{evidence.share:.0%} while the host works")
+
+    def pair_summary(self, mine: DeviceIdleEvidence, base: float) -> str:
+        return (f"{mine.device} waits on the host {mine.share:.0%} of the test run's time (control {base:.0%}), "
+                f"idle {mine.idle_share:.0%}")
 
 
 class MemoryGrowth(RunDetector):
@@ -207,10 +169,10 @@ class MemoryGrowth(RunDetector):
     def measure_run(self, run: Run) -> StepMemory:
         return StepMemory(run.memory, run.view)
 
-    def judge_run(self, evidence: StepMemory) -> Finding | None:
+    def judge_run(self, evidence: StepMemory, limits: Thresholds) -> Finding | None:
         """The bytes in use at step ends rising from most steps to the next
-        (MEMORY_RISING_SHARE of them, each by MEMORY_MIN_STEP_RISE), by more than
-        MEMORY_MIN_BYTES in all. A good port's bytes in use at step end stay flat or jump
+        (``memory_rising_share`` of them, each by ``memory_min_step_rise``), by more than
+        ``memory_min_bytes`` in all. A good port's bytes in use at step end stay flat or jump
         once (a cache or a buffer filled: measured 2 MiB once in 4 steps); the allocator's
         own fluctuation measured up to 0.7 MiB down between steps."""
         memory, view = evidence.use, evidence.view
@@ -218,24 +180,24 @@ class MemoryGrowth(RunDetector):
         if len(ends) < 3:
             return None
         rises = [b - a for a, b in zip(ends, ends[1:])]
-        rising = sum(1 for r in rises if r > MEMORY_MIN_STEP_RISE)
+        rising = sum(1 for r in rises if r > limits.memory_min_step_rise)
         grown = ends[-1] - ends[0]
-        if rising < MEMORY_RISING_SHARE * len(rises) or grown <= MEMORY_MIN_BYTES:
+        if rising < limits.memory_rising_share * len(rises) or grown <= limits.memory_min_bytes:
             return None
         return self.finding(0.0, f"{grown / 2**20:.1f} MiB more in use over {len(rises)} steps, "
                             f"more after {rising} of them ({memory.allocator})",
                             LeftBehindEvidence(ends, view.numbers(), memory.peaks))
 
-    def judge_pair(self, evidence: PerSide[StepMemory]) -> Finding | None:
+    def judge_pair(self, evidence: PerSide[StepMemory], limits: Thresholds) -> Finding | None:
         grown = working_set_growth(evidence.map(lambda measured: measured.use),
                                    evidence.map(lambda measured: measured.view))
         if grown and grown.test_least_working_set - grown.control_working_set > \
-                max(MEMORY_MIN_GROWTH * grown.control_working_set, MEMORY_MIN_BYTES):
+                max(limits.memory_min_growth * grown.control_working_set, limits.memory_min_bytes):
             return self.finding(0.0, f"a step's working set {grown.control_working_set / 2**20:.1f} -> "
                                 f"{grown.test_least_working_set / 2**20:.1f} MiB or more", grown)
-        if self.judge_run(evidence.control):
+        if self.judge_run(evidence.control, limits):
             return None  # the control run grows the same way: not the port's doing
-        return self.judge_run(evidence.test)
+        return self.judge_run(evidence.test, limits)
 
 
 # --- a pair's kinds -------------------------------------------------------------------------
@@ -247,7 +209,7 @@ class FusionChange(PairDetector):
     def measure_pair(self, pair: RunPair) -> FusionEvidence | None:
         return fusion_rows(pair.comparison, self.lost)
 
-    def judge(self, evidence: FusionEvidence) -> list[Finding]:
+    def judge(self, evidence: FusionEvidence, limits: Thresholds) -> list[Finding]:
         delta = evidence.delta_total_ns
         return [self.finding(evidence.share, f"{len(evidence.ops)} fused kernel(s) "
                              f"{'unfused' if self.lost else 'fused'} in the test run, {delta / 1e6:+.3f} ms per step",
@@ -277,7 +239,7 @@ class XlaFusion(PairDetector):
     def measure_pair(self, pair: RunPair) -> XlaFusionEvidence | None:
         return xla_fusions(pair.comparison, pair.views)
 
-    def judge(self, evidence: XlaFusionEvidence) -> list[Finding]:
+    def judge(self, evidence: XlaFusionEvidence, limits: Thresholds) -> list[Finding]:
         other = "control" if evidence.xla_run == "test" else "test"
         separate = sum(sum(times) for times in evidence.separate_ns)
         # distinct ops and kernels: XLA computes some ops again in several fusions
@@ -291,23 +253,27 @@ class XlaFusion(PairDetector):
 
 
 class OpRegression(PairDetector):
-    """Aligned ops slower beyond noise (the comparison's threshold and ``noise_ns``), one
-    finding per op type and top-level scope."""
+    """Aligned ops slower with the interval's confidence beyond the thresholds' margin, one
+    finding per op type, naming the top-level scopes its ops are in
+    (:func:`.pair_findings.regressions`)."""
 
     kind = "op_regression"
     advice = "aligned ops run slower in the test run: check the kernel, dtype and data format"
+    timing = True
 
     def measure_pair(self, pair: RunPair) -> Regressions | None:
         return regressions(pair.comparison, pair.views)
 
-    def judge(self, evidence: Regressions) -> list[Finding]:
-        kept = [g for g in evidence.groups if g.shared_delta_ns / evidence.step_ns >= REGRESSION_MIN_SHARE]
-        if evidence.matched_delta_ns < REGRESSION_MIN_EXPLAINED * evidence.step_slowdown_ns:
+    def judge(self, evidence: Regressions, limits: Thresholds) -> list[Finding]:
+        kept = [g for g in evidence.groups if g.shared_delta_ns / evidence.step_ns >= limits.regression_min_share]
+        if evidence.matched_delta_ns < limits.regression_min_explained * evidence.step_slowdown_ns:
             return []  # the ops' time moved little of the steps' slowdown: the machine, not the ops
         return [self.finding(g.shared_delta_ns / evidence.step_ns,
-                             f"{g.op_type} in {g.scope or 'top level'}: {len(g.ops)} op(s) "
+                             f"{g.op_type} in {_few(g.scope)}: {len(g.ops)} op(s) "
                              f"{g.control_median_ns / 1e6:.3f} -> {g.test_median_ns / 1e6:.3f} ms"
-                             f"{'; ' + g.cause if g.cause else ''}", g) for g in kept]
+                             f"{'; ' + g.cause if g.cause else ''}", g,
+                             {"of": "the shift of the group's time per step (test - control)",
+                              **g.shift.to_dict()}) for g in kept]
 
 
 EAGER_OPS, RETRACING = EagerOps(), Retracing()
@@ -318,25 +284,63 @@ ADVICE = {detector.kind: detector.advice for detector in DETECTORS}
 KINDS = tuple(ADVICE)
 
 
-def advise(trace: Trace, *, warmup: int = 0) -> Findings:
+def advise(trace: Trace, *, warmup: int = 0, thresholds: Thresholds = DEFAULT) -> Findings:
     """What one run shows by itself (tfprof's ``advise`` for both worlds)."""
-    return _found(Run(trace, warmup))
+    return _found(Run(trace, warmup, limits=thresholds))
 
 
 def comparison_findings(comparison: Comparison) -> Findings:
-    """Findings of a comparison: the test run measured against the control run."""
+    """Findings of a comparison: the test run measured against the control run, with the
+    comparison's thresholds."""
     return _found(RunPair(comparison))
 
 
+def few_steps_note(steps: PerSide[int] | int, limits: Thresholds) -> str | None:
+    """The note that says timing findings were withheld for want of steps, and how many to
+    capture; None where every run has enough."""
+    counts = steps.to_dict() if isinstance(steps, PerSide) else {"the run": steps}
+    short = {name: n for name, n in counts.items() if n < limits.min_steps}
+    if not short:
+        return None
+    which = ", ".join(f"{name} {n}" for name, n in short.items())
+    kinds = ", ".join(d.kind for d in DETECTORS if d.timing)
+    return (f"too few steps to judge timing ({which}; {limits.min_steps} or more a run): no {kinds} "
+            f"finding is made from so few samples; capture at least {limits.min_steps} steps after the "
+            f"warm-up (trace(..., steps={max(limits.min_steps, 5)}), or keep steps: .json or .xplane.pb, "
+            f"not one RunMetadata)")
+
+
 def _found(subject: Run | RunPair) -> Findings:
-    out = []
+    out, judged = [], subject.timing_judged
     for detector in DETECTORS:
+        if detector.timing and not judged:
+            continue
         evidence = detector.measure(subject)
         if evidence is not None:
-            out += detector.judge(evidence)
+            out += detector.judge(evidence, subject.limits)
     for finding in out:
         _bound(finding, subject)
-    return Findings(sorted(out, key=lambda f: -f.share))
+    notes = []
+    if isinstance(subject, Run):  # a comparison says it among its own notes
+        notes = [note for note in [few_steps_note(subject.steps, subject.limits)] if note]
+    return Findings(sorted(out, key=lambda f: -f.share), notes=notes, thresholds=subject.limits)
+
+
+def _recompilations(evidence: XlaCompileEvidence) -> int:
+    """Compilations beyond each function's first: a first call (or a first input shape once
+    warm) compiles once, which is a one-time cost, not a function that recompiles."""
+    return len(evidence.functions) - len(set(evidence.functions))
+
+
+def _few(scopes: str, most: int = 3) -> str:
+    """Scopes listed with ", ", the first ``most`` of them and how many more."""
+    names = scopes.split(", ")
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _shares_of(times: list[int], step_ns: list[int]) -> list[float]:
+    """Each step's time as a share of its duration."""
+    return [t / d if d else 0.0 for t, d in zip(times, step_ns)]
 
 
 def _bound(finding: Finding, subject: Run | RunPair) -> None:
@@ -353,5 +357,5 @@ def _bound(finding: Finding, subject: Run | RunPair) -> None:
         finding.saves_at_most_ns = finding.share * view.total_ns / len(view.steps) if view.steps else None
 
 
-__all__ = ["ADVICE", "DETECTORS", "KINDS", "Detector", "Finding", "Findings", "Run", "RunPair", "advise",
-           "comparison_findings"]
+__all__ = ["ADVICE", "DETECTORS", "KINDS", "Detector", "Finding", "Findings", "Run", "RunPair", "Thresholds",
+           "advise", "comparison_findings", "few_steps_note"]

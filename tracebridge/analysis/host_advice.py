@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from .evidence import FINDING_COLUMNS, finding_row
 from .hosts import HostInput, HostLoader, map_hosts
 from .tables import csv_text
+from .thresholds import DEFAULT, Thresholds
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class HostFindings:
     """``hosts``: ``[{"host": name, "findings": [finding dicts]}]`` in host order."""
 
     hosts: list[dict]
+    thresholds: Thresholds = DEFAULT
 
     def ranked(self) -> list[dict]:
         """Every host's findings in one list, largest share first, each naming its host."""
@@ -31,7 +33,7 @@ class HostFindings:
         return sorted(every, key=lambda f: (-f["share"], f["host"], f["kind"]))
 
     def to_dict(self) -> dict:
-        return {"by_host": self.hosts, "ranked": self.ranked()}
+        return {"by_host": self.hosts, "ranked": self.ranked(), "thresholds": self.thresholds.to_dict()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -49,17 +51,19 @@ class HostFindings:
         return "\n".join(lines)
 
 
-def advise_hosts(files: Sequence[HostInput], *, load: HostLoader, warmup: int = 0, workers: int | None = None,
+def advise_hosts(files: Sequence[HostInput], *, load: HostLoader, warmup: int = 0,
+                 thresholds: Thresholds = DEFAULT, workers: int | None = None,
                  scheduler: str | None = None, progress: bool = False) -> HostFindings:
     """:func:`.findings.advise` on each host of ``files`` (see
     :func:`tracebridge.readers.host_files.host_files`), read by ``load`` where it runs."""
-    parts = map_hosts(functools.partial(_host_findings, load=load, warmup=warmup), files, workers=workers,
-                      scheduler=scheduler, progress=progress)
-    return HostFindings(parts)
+    parts = map_hosts(functools.partial(_host_findings, load=load, warmup=warmup, thresholds=thresholds), files,
+                      workers=workers, scheduler=scheduler, progress=progress)
+    return HostFindings(parts, thresholds)
 
 
-def _host_findings(file: HostInput, *, load: HostLoader, warmup: int) -> dict:
+def _host_findings(file: HostInput, *, load: HostLoader, warmup: int, thresholds: Thresholds) -> dict:
     """One host's findings, as plain data (what goes back from a Dask worker)."""
     from .findings import advise
-    findings = advise(load(file), warmup=warmup)
-    return {"host": file.host, "findings": [f.to_dict() for f in findings], "text": findings.to_text()}
+    findings = advise(load(file), warmup=warmup, thresholds=thresholds)
+    return {"host": file.host, "findings": [f.to_dict() for f in findings], "notes": findings.notes,
+            "text": findings.to_text()}

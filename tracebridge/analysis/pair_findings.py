@@ -15,6 +15,7 @@ from .compare_types import PerSide
 from .evidence import FusionEvidence, MemoryUse, RegressionEvidence, WorkingSetEvidence, XlaFusionEvidence
 from .kernels import fusion_parts, plain_kernel
 from .run_findings import StepView
+from .shift import shift
 from .xla_rows import xla_instructions, xla_ops
 
 
@@ -69,8 +70,10 @@ def xla_fusions(comparison: Comparison, views: PerSide[StepView]) -> XlaFusionEv
     rows.sort(key=lambda row: (-median(row, other_side), row.key))
     saved = sum(median(row, other_side) - median(row, xla_side) for row in rows)
     step = comparison.steps.test.median_ns or 1.0
+    # saved: the other run's separate ops less XLA's kernels, per step: what the fusions save
+    # the run that has them, whichever run that is (the test run's gain, or its cost)
     return XlaFusionEvidence(
-        share=max(saved if xla_side == "test" else -saved, 0.0) / step, saved_ns=saved, xla_run=xla_side,
+        share=max(saved, 0.0) / step, saved_ns=saved, xla_run=xla_side,
         ops=[row.key for row in rows],
         instructions=[[i for name in getattr(row, f"{xla_side}_names") for i in instructions.get(name, ())]
                       for row in rows],
@@ -88,40 +91,56 @@ def _fuses(trace: Trace, name: str) -> bool:
 
 
 def regressions(comparison: Comparison, views: PerSide[StepView]) -> Regressions | None:
-    """Aligned ops slower beyond noise, grouped by op type and top scope; None when the test
-    steps are not slower beyond noise themselves (ops that move while the step does not
-    are concurrency, not a regression)."""
+    """Op types whose aligned ops are slower together with the interval's confidence: per
+    op type, the shift of its rows' summed per-step time must clear the thresholds' margin
+    of their summed control median (a kernel slower in every layer is one finding however
+    many layers share its time, and the sum's spread is smaller than any one op's). None
+    when the test steps are surely no slower (the upper bound of their shift at most the
+    noise floor: ops that move while the step does not are concurrency, not a regression).
+    A step that is only not *surely* slower does not veto: its total carries every op's
+    noise, which can hide a regression the op type's own steps show plainly."""
     c, t = comparison.steps
-    if not beyond_noise(c.median_ns, t.min_ns, comparison.threshold, 0):
+    limits = comparison.thresholds
+    moved = comparison.step_shift
+    if moved is None or moved.high_ns <= limits.noise_ns:
         return None
-    grouped: dict[tuple[str, str], list[Row]] = {}
+    by_type: dict[str, list[Row]] = {}
     for row in comparison.rows:
-        if row.rule in ("unmatched", "optimizer", "fusion") or any(is_eager_name(n) for n in row.test_names):
-            continue  # unmatched rows have no baseline; optimizer groups differ by design
-        if beyond_noise(row.control_median_ns, row.test_min_ns, comparison.threshold, comparison.noise_ns):
-            scope = row.test_names[0].split("/")[0] if "/" in row.test_names[0] else ""
-            grouped.setdefault((plain_kernel(row.op_type.split("/")[0]), scope), []).append(row)
+        if not (row.control_names and row.test_names) or row.rule in ("optimizer", "fusion") \
+                or (row.rule == "xla" and "/" in row.op_type) or any(is_eager_name(n) for n in row.test_names):
+            # unmatched rows have no baseline; optimizer groups differ by design; a fusion,
+            # Grappler's or XLA's (a row of several op types), is fusion's or xla_fusion's
+            continue
+        by_type.setdefault(plain_kernel(row.op_type.split("/")[0]), []).append(row)
     shared = views.map(lambda view: per_step_medians(view.trace, shared_times(view.trace), view.step_positions))
 
     def delta_of(rows: list[Row]) -> float:
         return sum(sum(shared.test.get(n, 0.0) for n in r.test_names) -
                    sum(shared.control.get(n, 0.0) for n in r.control_names) for r in rows)
+    # Only an op type whose test time could make its share is tested (its growth in shared
+    # time is at most its time), and each of those is a test of its own: their bounds hold
+    # together at the confidence asked for (Bonferroni), so a model with many large op types
+    # is no likelier to name one from noise.
+    least = limits.regression_min_share * t.median_ns
+    by_type = {op_type: rows for op_type, rows in by_type.items() if sum(r.test_median_ns for r in rows) >= least}
+    level = 1.0 - (1.0 - limits.confidence) / max(len(by_type), 1)
     groups = []
-    for (op_type, scope), rows in grouped.items():
-        cause = _kernel_change(comparison, rows)
-        groups.append(RegressionEvidence(op_type, scope, [r.key for r in rows],
-                                         sum(r.control_median_ns for r in rows), sum(r.test_median_ns for r in rows),
-                                         delta_of(rows), cause or None))
+    for op_type, rows in by_type.items():
+        per_step = PerSide.of(lambda side: sum(getattr(comparison.row_steps[r.key], side) for r in rows))
+        group_shift = shift(per_step.control, per_step.test, level)
+        if not group_shift.above(limits.margin(sum(r.control_median_ns for r in rows))):
+            continue
+        slower = sorted((r for r in rows if r.delta_ns > 0), key=lambda r: -r.delta_ns)  # the ops that grew
+        groups.append(RegressionEvidence(op_type, ", ".join(dict.fromkeys(_top_scope(r.test_names[0]) for r in slower)),
+                                         [r.key for r in slower], sum(r.control_median_ns for r in rows),
+                                         sum(r.test_median_ns for r in rows), delta_of(rows),
+                                         _kernel_change(comparison, slower) or None, group_shift))
     matched = [r for r in comparison.rows if r.control_names and r.test_names]
     return Regressions(groups, delta_of(matched), t.median_ns - c.median_ns, t.median_ns or 1.0)
 
 
-def beyond_noise(control_median: float, test_min: float, threshold: float, noise_ns: float) -> bool:
-    """Slower beyond the per-step spread: even the test run's fastest step is slower than the
-    control run's median one, by more than the threshold and the noise floor. With a few
-    steps on a loaded machine one outlier step moves a p90 by several times the median
-    (measured: 1.25 ms median, 5.2 ms p90); a minimum and a median it does not move."""
-    return test_min - control_median > max(threshold * control_median, noise_ns)
+def _top_scope(name: str) -> str:
+    return name.split("/")[0] if "/" in name else "top level"
 
 
 def _kernel_change(comparison: Comparison, rows: list[Row]) -> str:
@@ -181,5 +200,5 @@ def per_step_medians(trace: Trace, values: np.ndarray, step_positions: list[int]
     return {trace.strings[name]: float(np.median(per_step)) for name, per_step in sums.items()}
 
 
-__all__ = ["Regressions", "beyond_noise",
+__all__ = ["Regressions",
            "fusion_rows", "xla_fusions", "per_step_medians", "regressions", "shared_times", "working_set_growth"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.accelerator import busy_ns, device_rows
-from ..model.schema import STEP_INPUTS, Category, is_eager_name
+from ..model.schema import STEP_INPUTS, Category, is_eager_name, is_framework_eager_op
 from ..model.trace import Trace
 from .evidence import (DeviceIdleEvidence, EagerOpsEvidence, HostGapsEvidence, InputWaitEvidence, MemoryUse,
                        RetracingEvidence, Sections, XlaCompileEvidence)
@@ -86,11 +86,13 @@ class StepMemory:
 
 
 def eager_ops(view: StepView) -> EagerOpsEvidence:
-    """Ops run eagerly inside steps. Their time is each step's eager section, from its first
-    eager op to its last: between eager ops Python dispatches the next one, which is the
-    cost of running without ``tf.function``."""
+    """Ops the user's code ran eagerly inside steps (not those TF and Keras run themselves
+    around a tf.function step: model/schema.py, is_framework_eager_op). Their time is each
+    step's eager section, from its first eager op to its last: between eager ops Python
+    dispatches the next one, which is the cost of running without ``tf.function``."""
     trace, ops = view.trace, view.trace.ops
-    eager = view.where("name", is_eager_name) & (ops["category"] == Category.OP)
+    eager = view.where("name", is_eager_name) & ~view.where("op_type", is_framework_eager_op) & \
+        (ops["category"] == Category.OP)
     spans, per_step, types = [], [], Counter()
     for step in view.steps:
         rows = view.rows_in(eager, step)
@@ -106,33 +108,136 @@ def eager_ops(view: StepView) -> EagerOpsEvidence:
 
 
 def retracing(view: StepView) -> RetracingEvidence:
-    """A ``tf.function`` traced again inside the traced steps. TF 2.21 records each tracing
-    as a ``tf.function-graph_building`` host event, and each new trace runs as a new
-    function, ``__inference_<fn>_<n>`` with a new ``n``. The time is from each graph
-    building's start to the function's run (``FunctionRun``) that follows it: tracing,
-    then instantiating the new concrete function."""
+    """Tracings of a ``tf.function`` inside the traced steps, and which of them are
+    retracings: tracings beyond a function's first. TF 2.21 records each tracing as a
+    ``tf.function-graph_building`` host event (a function traced inside another's tracing:
+    an event inside the outer one), inside the call's host event, and each trace runs as a
+    new concrete function, ``__inference_<fn>_<n>`` with a new ``n``, one per input signature.
+
+    Where the call's event carries its ``tracing_count`` stat (an XSpace read with its
+    stats), that says it: the tf.function object's tracings so far, this one included, so a
+    count of 2 or more is a retracing (also of a function first traced before the capture;
+    and Keras's train and test functions, both ``multi_step_on_iterator``, count apart).
+    Elsewhere (Chrome JSON keeps no stats) a tracing is a retracing when the first new
+    concrete function after it (before the next tracing) belongs to a function that ran
+    another concrete function earlier in the trace; the first version the trace shows counts
+    as the function's first. Any other tracing is a first trace (a first call, a function
+    traced inside another's tracing): no mistake, not counted. A retracing's time is from its
+    start to the function run (``FunctionRun``) that follows it: tracing, then instantiating
+    the new concrete function."""
     ops = view.trace.ops
     building = view.named(GRAPH_BUILDING)
+    firsts = _first_runs(view)
+    retraced_by = _retracings(view, building, firsts)
     run_starts = np.sort(ops["start_ns"][view.named("FunctionRun")])
-    functions: dict[str, set[str]] = defaultdict(set)
-    for row in np.flatnonzero(view.in_step & view.where("name", _FUNCTION.match)).tolist():
-        name = view.name_of(row)
-        functions[_FUNCTION.match(name).group("fn")].add(name.removeprefix("EagerLocalExecute: "))
-    spans, counts = [], []
+    counted: set[int] = set()  # a tracing in two overlapping steps counts in the first
+    spans, tracings, retracings, functions = [], [], [], set()
     for step in view.steps:
-        rows = view.rows_in(building, step)
-        counts.append(len(rows))
-        for row in rows.tolist():
+        rows = [row for row in view.rows_in(building, step).tolist() if row not in counted]
+        counted.update(rows)
+        again = [row for row in rows if row in retraced_by]
+        tracings.append(len(rows))
+        retracings.append(len(again))
+        for row in again:
+            functions.add(retraced_by[row])
             start = int(ops["start_ns"][row])
             later = run_starts[np.searchsorted(run_starts, int(ops["end_ns"][row])):]
             end = int(later[0]) if len(later) and later[0] <= step.end_ns else int(ops["end_ns"][row])
             spans.append((start, min(end, step.end_ns)))
     time = busy_ns(np.array([s for s, _ in spans], dtype=np.int64), np.array([e for _, e in spans], dtype=np.int64))
-    retraced = {fn: sorted(names) for fn, names in functions.items() if len(names) > 1}
-    # python_tracer_level=1: the tracing's own frames (func_graph, autograph)
+    versions: dict[str, list[str]] = defaultdict(list)
+    for _, fn, name in firsts:
+        versions[fn].append(name)
+    # python_tracer_level=1: the retracings' own frames (func_graph, autograph)
     python = _python_in(view, sorted(spans)) or None
-    return RetracingEvidence(view.share(time), counts, retraced, view.numbers(),
-                             [GRAPH_BUILDING] if any(counts) else [], spans, python)
+    return RetracingEvidence(view.share(time), retracings_per_step=retracings,
+                             functions={fn: versions[fn] for fn in sorted(functions)},
+                             graph_buildings_per_step=tracings, steps=view.numbers(),
+                             events=[GRAPH_BUILDING] if any(retracings) else [], sections=spans,
+                             python_in_tracing_ns=python)
+
+
+def _first_runs(view: StepView) -> list[tuple[int, str, str]]:
+    """Each concrete function's first run in the trace, in time order: its start, its
+    function and its name (``__inference_<fn>_<n>``). TF 2.21 names the function run by an
+    ``EagerLocalExecute: __inference_...`` event (host_tracer_level 2 and up), and by the
+    ``eager_op`` stat of the ``EagerExecute`` event around it (level 1 too)."""
+    trace, ops = view.trace, view.trace.ops
+    runs = [(int(row), view.name_of(row).removeprefix("EagerLocalExecute: "))
+            for row in np.flatnonzero(view.where("name", _FUNCTION.match)).tolist()]
+    rows, values = trace.event_stat("eager_op")
+    runs += [(int(row), trace.strings[value]) for row, value in zip(rows.tolist(), values.tolist())
+             if _FUNCTION.match(trace.strings[value])]
+    firsts, seen = [], set()
+    for row, name in sorted(runs, key=lambda run: int(ops["start_ns"][run[0]])):
+        if name not in seen:
+            seen.add(name)
+            firsts.append((int(ops["start_ns"][row]), _FUNCTION.match(name).group("fn"), name))
+    return firsts
+
+
+def _retracings(view: StepView, building: np.ndarray, firsts: list[tuple[int, str, str]]) -> dict[int, str]:
+    """The tracings (rows of ``building``, outermost ones, anywhere in the trace) that are
+    retracings, each with its function (see :func:`retracing`): by the ``tracing_count`` of
+    the call holding the tracing, else by the concrete functions that ran (``firsts``)."""
+    ops = view.trace.ops
+    tracings = _outermost(ops, np.flatnonzero(building))
+    versions = _new_versions(ops, tracings, firsts)
+    counts = _tracing_counts(view.trace)
+    found = {}
+    for row in tracings.tolist():
+        fn, again = versions.get(row, (None, False))
+        call = _innermost(ops, [h for h in _holders(ops, row).tolist() if h in counts]) if counts else None
+        if call is not None:
+            again = counts[call] >= 2
+            fn = fn or view.name_of(call)
+        if again:
+            found[row] = fn
+    return found
+
+
+def _new_versions(ops, tracings: np.ndarray, firsts: list[tuple[int, str, str]]) -> dict[int, tuple[str, bool]]:
+    """Per tracing, the first new concrete function (``firsts``) that runs after it starts and
+    before the next tracing does: its function, and whether that function ran another
+    concrete function before."""
+    starts = np.array([start for start, _, _ in firsts], dtype=np.int64)
+    earlier, again = set(), []
+    for _, fn, _ in firsts:
+        again.append(fn in earlier)
+        earlier.add(fn)
+    found = {}
+    bounds = ops["start_ns"][tracings].tolist() + [np.iinfo(np.int64).max]
+    for row, begin, until in zip(tracings.tolist(), bounds, bounds[1:]):
+        first = int(np.searchsorted(starts, begin, side="left"))
+        if first < len(firsts) and firsts[first][0] < until:
+            found[row] = (firsts[first][1], again[first])
+    return found
+
+
+def _tracing_counts(trace: Trace) -> dict[int, int]:
+    """The rows of tf.function calls with TF's ``tracing_count`` stat: the tf.function
+    object's tracings (concrete functions) so far, after this call."""
+    rows, values = trace.event_stat("tracing_count")
+    counts = {}
+    for row, value in zip(rows.tolist(), values.tolist()):
+        text = trace.strings[value]
+        if text.isdigit():
+            counts[int(row)] = int(text)
+    return counts
+
+
+def _outermost(ops, rows: np.ndarray) -> np.ndarray:
+    """``rows`` less those nested in another of them on the same lane, in time order."""
+    rows = rows[np.lexsort((-ops["end_ns"][rows], ops["start_ns"][rows]))]
+    reach: dict[tuple[int, int], int] = {}  # per lane: the end of the last outermost row
+    kept = []
+    for row in rows.tolist():
+        lane = (int(ops["device"][row]), int(ops["lane"][row]))
+        if int(ops["start_ns"][row]) < reach.get(lane, int(ops["start_ns"][row])):
+            continue
+        reach[lane] = int(ops["end_ns"][row])
+        kept.append(row)
+    return np.array(kept, dtype=np.int64)
 
 
 def xla_compile(view: StepView) -> XlaCompileEvidence:
@@ -348,23 +453,27 @@ def device_idle(view: StepView) -> DeviceIdleEvidence | None:
     host = np.isin(ops["category"], (Category.OP, Category.HOST, Category.DATA)) & ~rows
     windows = [(s.start_ns, s.end_ns) for s in view.steps] or [(trace.start_ns, trace.end_ns)]
     total = sum(e - s for s, e in windows)
-    idle_by_device, waiting_by_device = {}, {}
+    idle_by_device, waiting_by_device, per_window = {}, {}, {}
     for device in np.unique(ops["device"][rows]).tolist():
         mine = rows & (ops["device"] == device)
         busy = waiting = 0
+        shares = []
         for lo, hi in windows:
             starts, ends = _window(ops, mine, lo, hi)
             host_starts, host_ends = _window(ops, host, lo, hi)
             own = busy_ns(starts, ends)
             # host busy while the device is not: |host or device| - |device|
-            waiting += busy_ns(np.concatenate([starts, host_starts]), np.concatenate([ends, host_ends])) - own
+            waits = busy_ns(np.concatenate([starts, host_starts]), np.concatenate([ends, host_ends])) - own
+            shares.append(waits / (hi - lo) if hi > lo else 0.0)
+            waiting += waits
             busy += own
         name = trace.devices[device].name
         idle_by_device[name] = 1.0 - busy / total if total else 0.0
         waiting_by_device[name] = waiting / total if total else 0.0
+        per_window[name] = shares
     device = min(idle_by_device, key=idle_by_device.get)  # the busiest device
     return DeviceIdleEvidence(waiting_by_device[device], device, idle_by_device[device], waiting_by_device,
-                              len(windows), view.numbers())
+                              len(windows), view.numbers(), per_window[device])
 
 
 def _window(ops, mask: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

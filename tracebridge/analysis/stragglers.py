@@ -24,6 +24,7 @@ import numpy as np
 
 from .host_summary import HostPart
 from .tables import csv_text
+from .thresholds import DEFAULT
 
 # Op types of cross-host transfers and collectives (TF1 send/recv pairs, TF2 collective
 # ops, NCCL, XLA collectives), matched against op types (and kernels on a device).
@@ -90,8 +91,11 @@ class HostReport:
     __str__ = to_text
 
 
-def host_report(parts: Sequence[HostPart], threshold: float = 0.1) -> HostReport:
-    """The report of hosts' summary parts (in host order)."""
+def host_report(parts: Sequence[HostPart], threshold: float | None = None) -> HostReport:
+    """The report of hosts' summary parts (in host order); ``threshold``: a straggler's
+    median step exceeds all hosts' median by more than this share (default:
+    ``Thresholds.straggler``)."""
+    threshold = DEFAULT.straggler if threshold is None else threshold
     starts = [p.profile_start_ns for p in parts if p.profile_start_ns]
     earliest = min(starts) if starts else None
     hosts, per_step = [], []

@@ -28,6 +28,7 @@ collector.
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
 
 import numpy as np
@@ -150,3 +151,34 @@ EAGER_SCOPE = "eager/"
 
 def is_eager_name(name: str) -> bool:
     return name.startswith(EAGER_SCOPE)
+
+
+# Ops TensorFlow and Keras themselves run eagerly around a step that is a tf.function, by
+# design, whatever the user wrote (TF 2.21 and Keras 3.15 on a CPU, captured in
+# tests/test_doctor_healthy.py): tf.data's iterator protocol (``next(iterator)`` runs
+# IteratorGetNext eagerly; ``get_next_as_optional`` IteratorGetNextAsOptional), Keras 3
+# ``fit``'s check of the Optional its step function returns (OptionalHasValue and
+# OptionalGetValue after every step, outside the tf.function), the iterator's creation each
+# epoch, and the input pipeline's construction (every ``*Dataset`` op). They are the input
+# pipeline's work, which ``input_wait`` measures, not a step left without tf.function: the
+# eager-op checks (doctor's ``ops_without_time``, the ``eager_ops`` finding) leave them out.
+# Seen in those captures: IteratorGetNext, IteratorGetNextAsOptional, OptionalHasValue,
+# OptionalGetValue, AnonymousIteratorV3, MakeIterator and the *Dataset ops; the others below
+# are their other versions, and the resources tf.data makes with a pipeline (a shuffle's seed
+# generator, a tf.distribute iterator).
+FRAMEWORK_EAGER_OPS = frozenset({
+    "IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional",
+    "OptionalHasValue", "OptionalGetValue", "OptionalNone", "OptionalFromValue",
+    "AnonymousIterator", "AnonymousIteratorV2", "AnonymousIteratorV3", "MakeIterator", "DeleteIterator",
+    "AnonymousMultiDeviceIterator", "AnonymousMultiDeviceIteratorV3", "MultiDeviceIteratorInit",
+    "MultiDeviceIteratorGetNextFromShard", "DeleteMultiDeviceIterator", "DatasetCardinality",
+    "AnonymousSeedGenerator", "AnonymousRandomSeedGenerator", "DeleteSeedGenerator",
+    "DeleteRandomSeedGenerator", "DummySeedGenerator",
+})
+_DATASET_OP = re.compile(r"Dataset(?:V\d+)?$")  # TensorDataset, ParallelMapDatasetV2, ...
+
+
+def is_framework_eager_op(op_type: str) -> bool:
+    """Whether an eager op of ``op_type`` is one TF or Keras runs itself
+    (:data:`FRAMEWORK_EAGER_OPS`, dataset construction)."""
+    return op_type in FRAMEWORK_EAGER_OPS or bool(_DATASET_OP.search(op_type))

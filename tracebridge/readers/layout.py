@@ -86,16 +86,47 @@ def folder_findings(folder: str) -> tuple[list[dict], bool]:
     return found, bool(events) and not found
 
 
+# A RunMetadata that session.run filled with nothing (run_metadata= without a trace_level)
+# serializes to 0 bytes, as binary and as text: the one trace file TF writes empty.
+_RUN_METADATA_SUFFIXES = (".pb", ".pbtxt", ".txt")
+
+
 def file_findings(path: str) -> list[dict]:
-    """Problems a file shows by itself before it is read: an empty RunMetadata."""
-    if os.path.isfile(path) and os.path.getsize(path) == 0:
-        if path.endswith(XPLANE):
-            return [finding("empty_window", "an empty XSpace file", f"{os.path.basename(path)} is 0 bytes",
-                            "the profiler saved nothing: start it before the steps and stop it after them")]
-        return [finding("no_trace_level", "an empty RunMetadata: session.run traced nothing",
-                        f"{os.path.basename(path)} is 0 bytes (a RunMetadata with no step_stats serializes "
-                        "to nothing)", _TRACE_LEVEL_FIX)]
+    """Problems a file shows by itself before it is read: an empty file (an empty RunMetadata
+    is a capture's mistake; any other trace file is never written empty), or the profiler's
+    marker event file given for the profile."""
+    if not os.path.isfile(path):
+        return []
+    if path.endswith(PROFILE_MARKER):
+        return [_marker_finding(path)]
+    if os.path.getsize(path) == 0:
+        name = os.path.basename(path)
+        if path.endswith(_RUN_METADATA_SUFFIXES) and not path.endswith(XPLANE):
+            return [finding("no_trace_level", "an empty RunMetadata: session.run traced nothing",
+                            f"{name} is 0 bytes (a RunMetadata with no step_stats serializes to nothing)",
+                            _TRACE_LEVEL_FIX)]
+        return [finding("layout", "an empty file", f"{name} is 0 bytes: nothing was written to it",
+                        "no writer leaves this file empty: the program that wrote it stopped before it "
+                        "saved, or the file was cut short when copied; write or copy it again")]
     return []
+
+
+def _marker_finding(path: str) -> dict:
+    """The ``.profile-empty`` event file tf.profiler writes into the logdir's root: a marker
+    for TensorBoard, with no profile in it; the profile is under plugins/profile/<run>/."""
+    name, logdir = os.path.basename(path), os.path.dirname(os.path.abspath(path))
+    profile_root = os.path.join(logdir, "plugins", "profile")
+    if os.path.isdir(profile_root):
+        runs = sorted(_dirs(profile_root))
+        return finding("layout", "the profiler's marker file, not the profile",
+                       f"{name} is the event file tf.profiler writes into the logdir; the profile lives under "
+                       f"plugins/profile/<run>/ beside it (runs: {', '.join(runs[:3]) or 'none'})",
+                       f"give the logdir instead: tracebridge doctor {logdir} (tensorboard --logdir {logdir})")
+    return finding("layout", "the profiler's marker file, and no profile beside it",
+                   f"{name} is the event file tf.profiler writes into the logdir, but {logdir} has "
+                   "no plugins/profile",
+                   f"the profile itself was not saved here ({EXPECTED}): copy the whole logdir, including "
+                   "plugins/profile/<run>/, or capture again")
 
 
 _TRACE_LEVEL_FIX = ("pass options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE) with "

@@ -42,6 +42,7 @@ from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode
                    varints_at)
 
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
+_OP_TYPE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class MemoryEvent(enum.IntEnum):
@@ -488,6 +489,10 @@ def _classify(builder: TraceBuilder, planes: list[_Plane]) -> dict[tuple[int, in
                 kinds[key] = (s[name], s[shown], op, no_memory, s[shown])
             elif match:
                 kinds[key] = (s[match.group(1)], s[match.group(2)], op, no_memory, s[match.group(2)])
+            elif ":" in name and shown and shown != "python" and _OP_TYPE.match(shown):
+                # tracebridge's writer again: a colon in the name that no type follows ("$:",
+                # "x:1"); TF's own host events and Python frames carry no such display name
+                kinds[key] = (s[name], s[shown], op, no_memory, s[shown])
             elif name.startswith("$"):
                 kinds[key] = (s[name], s["python"], python, no_memory, s["python"])
             elif name.startswith(("Iterator::", "IteratorGetNext", "MakeIterator")) or \

@@ -1,0 +1,138 @@
+"""How far one run's per-step times moved from another's, with an interval that says how
+sure that is: the Hodges-Lehmann shift and its distribution-free (Mann-Whitney) bounds,
+and for one run the order-statistic bounds of its median.
+
+Timing on a shared machine is a distribution: one step can be twice another for reasons
+that have nothing to do with the model. A decision taken on one sample (a run's fastest
+step, an op's minimum) is vetoed by one lucky step and made by one unlucky one. These
+statistics use every step and assume nothing about the noise's shape: the bounds hold for
+any continuous distribution whose only change between runs is a shift.
+
+The bounds are one-sided at ``level`` each (0.95: the shift is above ``low`` with 95%
+confidence, below ``high`` with 95%). Where the steps are too few for that level (three a
+side give at most 95%, with 1 in 20 orderings the most extreme), the bounds are the most
+conservative the data give: the smallest and largest pairwise differences, so that a
+decision needs every test step beyond every control step.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Shift:
+    """``test - control`` per step: the Hodges-Lehmann estimate (the median of every
+    test-control difference) and its bounds; the steps each side gave."""
+
+    estimate_ns: float
+    low_ns: float
+    high_ns: float
+    control_steps: int
+    test_steps: int
+    # the runs' own step-to-step spread: a robust standard deviation of one step's value
+    # (1.4826 x the median absolute deviation, pooled over both runs)
+    spread_ns: float = 0.0
+    level: float = 0.95  # the one-sided confidence of each bound
+
+    def above(self, margin: float) -> bool:
+        """Slower beyond ``margin``, with the bounds' confidence."""
+        return self.low_ns > margin
+
+    def below(self, margin: float) -> bool:
+        """Faster beyond ``margin``, with the bounds' confidence."""
+        return self.high_ns < -margin
+
+    def to_dict(self) -> dict:
+        return {"estimate_ns": self.estimate_ns, "low_ns": self.low_ns, "high_ns": self.high_ns,
+                "spread_ns": self.spread_ns, "control_steps": self.control_steps, "test_steps": self.test_steps,
+                "confidence": self.level}
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """One run's per-step values: their median and its distribution-free bounds."""
+
+    median: float
+    low: float
+    high: float
+    steps: int
+    level: float = 0.95  # the one-sided confidence of each bound
+
+    def to_dict(self) -> dict:
+        return {"median": self.median, "low": self.low, "high": self.high, "steps": self.steps,
+                "confidence": self.level}
+
+
+def shift(control, test, level: float = 0.95) -> Shift:
+    """The shift of ``test`` against ``control`` (per-step values, any units)."""
+    c = np.asarray(control, dtype=np.float64).ravel()
+    t = np.asarray(test, dtype=np.float64).ravel()
+    if not len(c) or not len(t):
+        return Shift(0.0, -math.inf, math.inf, len(c), len(t), level=level)
+    differences = np.sort(np.subtract.outer(t, c).ravel())
+    k = _rank_of_bound(len(c), len(t), 1.0 - level)
+    deviations = np.concatenate([np.abs(c - np.median(c)), np.abs(t - np.median(t))])
+    return Shift(float(np.median(differences)), float(differences[k - 1]), float(differences[-k]), len(c), len(t),
+                 float(1.4826 * np.median(deviations)), level)
+
+
+def median_bounds(values, level: float = 0.95) -> Bounds:
+    """The median of ``values`` and its one-sided bounds: order statistics whose chance of
+    lying above (below) the true median is at most ``1 - level`` (binomial, p = 1/2), or
+    the extremes where the values are too few for that."""
+    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    if not len(v):
+        return Bounds(0.0, -math.inf, math.inf, 0, level)
+    n = len(v)
+    below = np.cumsum([math.comb(n, j) for j in range(n + 1)]) / 2.0 ** n  # P(Binomial(n, 1/2) <= j)
+    k = max(int(np.searchsorted(below, 1.0 - level, side="right")), 1)
+    return Bounds(float(np.median(v)), float(v[k - 1]), float(v[n - k]), n, level)
+
+
+def _rank_of_bound(m: int, n: int, alpha: float) -> int:
+    """The rank ``k`` (1-based) of the pairwise difference that bounds the shift: the
+    largest ``k`` with P(U <= k - 1) <= alpha for the Mann-Whitney U of ``m`` and ``n``
+    values, at least 1 (the extreme difference) where even U = 0 is likelier than alpha."""
+    if m * n > 2_500:  # the normal approximation, with continuity correction, is exact enough here
+        z = _normal_quantile(1.0 - alpha)
+        k = math.floor(m * n / 2.0 - z * math.sqrt(m * n * (m + n + 1) / 12.0) + 0.5)
+        return max(k, 1)
+    cumulative = np.cumsum(_u_distribution(min(m, n), max(m, n)))
+    return max(int(np.searchsorted(cumulative, alpha, side="right")), 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _u_distribution(m: int, n: int) -> np.ndarray:
+    """P(U = u) for u = 0..m*n under no shift: the coefficients of the Gaussian binomial
+    coefficient [m+n choose m] in q, over the C(m+n, m) orderings. Computed in integers
+    (exact) as power series cut at degree m*n, which the polynomial does not exceed."""
+    size = m * n + 1
+    counts = [1] + [0] * (size - 1)
+    # prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i), one factor at a time (each division is exact)
+    for i in range(1, m + 1):
+        for u in range(size - 1, n + i - 1, -1):    # * (1 - q^(n+i))
+            counts[u] -= counts[u - n - i]
+        for u in range(i, size):                    # / (1 - q^i) = * (1 + q^i + q^2i + ...)
+            counts[u] += counts[u - i]
+    total = math.comb(m + n, m)
+    return np.array([c / total for c in counts])
+
+
+def _normal_quantile(p: float) -> float:
+    """The standard normal's ``p`` quantile (bisection on erf: called rarely, no SciPy)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(80):
+        mid = (lo + hi) / 2.0
+        if 0.5 * (1.0 + math.erf(mid / math.sqrt(2.0))) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+__all__ = ["Bounds", "Shift", "median_bounds", "shift"]
