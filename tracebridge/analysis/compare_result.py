@@ -147,7 +147,7 @@ class Comparison:
         found_ns = sum(f.share for f in self.findings) * t.median_ns
         explained = min(found_ns, delta) / delta if delta > 0 else None
         return Headline(control_ns=c.median_ns, test_ns=t.median_ns, delta_ns=delta,
-                        findings=len(self.findings), explained=explained)
+                        findings=len(self.findings), explained=explained, timing_judged=self.timing_judged)
 
     def ranked(self, sort: str = "change") -> list[Row]:
         """The rows as the text table lists them: matched rows by ``sort`` (one of
@@ -216,6 +216,7 @@ class Headline:
     delta_ns: float
     findings: int
     explained: float | None
+    timing_judged: bool = True  # False: too few steps, timing findings were withheld (a note says so)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -227,6 +228,8 @@ class Headline:
         if self.explained is not None:
             found = (f"{self.findings} finding(s) explain up to {self.explained:.0%} of the difference"
                      if self.findings else "no finding explains the difference")
+            if not self.timing_judged:
+                found += " (timing findings withheld: too few steps, see the note)"
         else:
             found = f"the test run is not slower; {self.findings} finding(s)"
         return f"{line}\n{found}"
