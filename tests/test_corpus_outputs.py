@@ -1,0 +1,17 @@
+"""The corpus' JSON outputs of ``summary``, ``advise``, ``doctor`` and ``compare`` are
+those recorded in tests/data/corpus_outputs/, byte for byte: a refactor changes none of
+them (tests/helpers/corpus_outputs.py). A change meant to alter them records them again
+with tools/gen_corpus_outputs.py, and the recordings' diff shows what it altered."""
+
+from __future__ import annotations
+
+from tests.conftest import run_cli
+from tests.helpers.corpus_outputs import RECORDED, outputs
+
+
+def test_corpus_outputs_are_the_recorded_ones(corpus):
+    made = dict(outputs(corpus, run_cli))
+    assert sorted(made) == sorted(p.name for p in RECORDED.glob("*.json")), "record them: tools/gen_corpus_outputs.py"
+    changed = [name for name, text in made.items() if (RECORDED / name).read_text() != text]
+    assert not changed, f"{len(changed)} outputs changed ({', '.join(changed[:5])}); if meant, run " \
+                        "tools/gen_corpus_outputs.py and review the diff of tests/data/corpus_outputs/"
