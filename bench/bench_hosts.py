@@ -40,7 +40,7 @@ print(len(data) if data else 0)
 # Runs the per-host summary and prints this process's and its children's peak RSS.
 DRIVER = """
 import json, resource, sys
-from tracebridge.analysis.host_summary import host_parts, merge_parts
+from tracebridge.analysis.hosts.summary import host_parts, merge_parts
 from tracebridge.formats import load_host_ops
 from tracebridge.readers.host_files import host_files
 workers = int(sys.argv[2])

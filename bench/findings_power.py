@@ -1,6 +1,6 @@
 """How often the findings are right on synthetic pairs of known truth: the power to find a
 regression, and the rate of findings from noise alone. Not a timing benchmark (nothing is
-timed): the statistics of analysis/shift.py and analysis/thresholds.py, measured over many
+timed): the statistics of analysis/common/shift.py and analysis/common/thresholds.py, measured over many
 seeds of the small CNN of tests/test_detectors.py (per-op lognormal noise, sigma 0.25,
 10 steps a run).
 
@@ -21,8 +21,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests.helpers.synthetic import CNN_OPS, cnn_step, run  # noqa: E402
-from tracebridge.analysis.compare import compare  # noqa: E402
-from tracebridge.analysis.thresholds import Thresholds  # noqa: E402
+from tracebridge import compare  # noqa: E402
+from tracebridge.analysis.common.thresholds import Thresholds  # noqa: E402
 
 STEPS, SIGMA = 10, 0.25
 CNN_US = sum(us for _, _, us in CNN_OPS)

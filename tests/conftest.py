@@ -66,7 +66,7 @@ def gross_thresholds():
     a good port's live capture must not reach, whatever the machine's load (memory_growth's
     working set, which depends on what ran concurrently, too: a good port measured 35% above
     the TF1 run's where 50% is a finding)."""
-    from tracebridge.analysis.thresholds import DEFAULT
+    from tracebridge.analysis.common.thresholds import DEFAULT
     tripled = ("noise_ns", "host_gap_min_share", "host_gap_min_extra", "input_min_share", "input_min_extra",
                "device_idle_min_share", "device_idle_min_extra", "regression_min_share", "memory_min_growth",
                "memory_min_bytes", "memory_min_step_rise")
@@ -257,7 +257,7 @@ class TFBuild:
     def computes(self, kernel: str, op_type: str) -> bool:
         """Whether ``kernel``, as this build names it, runs ``op_type``: the op's own
         kernel (``MatMul``, ``_MklMatMul``) or a fusion that contains it (``_FusedMatMul``)."""
-        from tracebridge.analysis.kernels import fusion_parts, is_onednn, plain_kernel
+        from tracebridge.analysis.common.kernels import fusion_parts, is_onednn, plain_kernel
         if is_onednn(kernel) and not self.onednn:
             return False
         return plain_kernel(kernel) == op_type or op_type in fusion_parts(kernel)

@@ -275,7 +275,7 @@ def test_xprof_attributes_the_tf1_gpu_kernels_tracebridge_writes(corpus, tmp_pat
 def test_compare_tf1_gpu_run_with_its_tf2_xspace_on_device_time(corpus, tmp_path):
     """A TF1 GPU timeline against the TF2 XSpace tracebridge writes for it (kernels on
     stream lines, annotated): device time aligns op for op."""
-    from tracebridge.analysis.compare import compare
+    from tracebridge import compare
     tf1 = tracebridge.load(corpus / "chrome" / "ikhlestov_gpu_timeline_03_merged_5_runs.json")
     tf2 = tracebridge.load(tf1.to_tensorboard(tmp_path / "logs", run="tf2")["xspace"])
     assert tf2.source_format == "xspace" and len(tf2.steps) == len(tf1.steps) == 5
@@ -296,7 +296,7 @@ def test_compare_tf1_gpu_run_with_its_tf2_xspace_on_device_time(corpus, tmp_path
 
 
 def test_compare_gpu_xspace_with_itself(corpus):
-    from tracebridge.analysis.compare import compare
+    from tracebridge import compare
     trace = tracebridge.load(corpus / "xspace" / GPU)
     comparison = compare(trace, trace, time="device")
     assert comparison.coverage == PerSide(1.0, 1.0)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import tracebridge
-from tracebridge.analysis.compare import PerSide, compare
-from tracebridge.analysis.kernels import fusion_parts, kernel_family, plain_kernel
+from tracebridge.analysis.compare import PerSide
+from tracebridge import compare
+from tracebridge.analysis.common.kernels import fusion_parts, kernel_family, plain_kernel
 from tests.conftest import unmatched_compute
 
 WORKER = Path(__file__).parent / "helpers" / "build_worker.py"

@@ -16,7 +16,7 @@ import pytest
 
 import tracebridge
 from tracebridge import CaptureError
-from tracebridge.analysis.kernels import kernel_family
+from tracebridge.analysis.common.kernels import kernel_family
 from tracebridge.model.schema import Category
 from tests.conftest import free_port
 

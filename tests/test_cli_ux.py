@@ -196,7 +196,7 @@ def test_every_finding_link_target_exists_and_ships_with_the_package():
     import re
     from pathlib import Path
 
-    from tracebridge.analysis.evidence import GUIDE
+    from tracebridge.analysis.findings.evidence import GUIDE
     from tracebridge.analysis.findings import DETECTORS, KINDS
     from tracebridge.guide import guide_text, sections
     repo = Path(__file__).parents[1]
@@ -426,7 +426,7 @@ def test_info_outlines_what_grows_with_the_run(tmp_path):
     text = run_cli("info", path).stdout
     assert max(map(len, text.splitlines())) < 400, max(text.splitlines(), key=len)[:200]
     assert "step_inputs: 5,000 steps, 6 input shapes: float32[4,64], int32[4]; float32[8,64], int32[8];" in text
-    from tracebridge.analysis.summary import shown_metadata
+    from tracebridge.analysis.run.summary import shown_metadata
     warned = trace.with_metadata(xspace_warnings="dropped events; " * 200)  # a reader's note on a damaged file
     shown = dict(shown_metadata(warned.info()))
     assert len(shown["xspace_warnings"]) < 400 and shown["xspace_warnings"].endswith("characters; --json prints it whole)")

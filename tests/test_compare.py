@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tracebridge
-from tracebridge.analysis.compare import RULE_CONFIDENCE, PerSide, TimeBasis, compare
+from tracebridge.analysis.compare import RULE_CONFIDENCE, PerSide, TimeBasis
+from tracebridge import compare
 from tracebridge.errors import OptionError
 from tests.conftest import run_cli, unmatched_compute
 from tests.test_model import small_trace

@@ -31,8 +31,7 @@ import pytest
 
 from tests.helpers.browser import browser_mark
 from tests.test_html import EVIL, EVIL_TITLE, Opened, _Scripts, _unpack
-from tracebridge import OutputError, Trace
-from tracebridge.analysis.compare import compare
+from tracebridge import OutputError, Trace, compare
 from tracebridge.model.builder import TraceBuilder
 from tracebridge.model.schema import OpFlag
 from tracebridge.writers.compare_html import compare_document, write_compare_html
@@ -555,7 +554,7 @@ def test_writing_the_diff_imports_no_tensorflow(tmp_path):
     code = f"""
 import sys
 from tests.test_compare_html import mlp_pair
-from tracebridge.analysis.compare import compare
+from tracebridge import compare
 from tracebridge.writers.compare_html import write_compare_html
 write_compare_html(compare(*mlp_pair()), {str(tmp_path / 'x.html')!r})
 print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tensorboard')))

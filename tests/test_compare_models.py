@@ -21,9 +21,10 @@ from tests.models_structure import (LSTM_LAYERS, RESNET_CONVS, STEPS, TRANSFORME
                                     transformer_tf2)
 from tests.conftest import op_counts, unmatched_compute
 from tests.test_compare import _run_tf1, _run_tf2
-from tracebridge.analysis.compare import PerSide, compare
-from tracebridge.analysis.recorded_graph import decode_graph, graph_node_name
-from tracebridge.analysis.structure import align_graphs
+from tracebridge.analysis.compare import PerSide
+from tracebridge import compare
+from tracebridge.analysis.graphs.recorded_graph import decode_graph, graph_node_name
+from tracebridge.analysis.graphs.structure import align_graphs
 
 RESNET_LAYERS = {name for name, _ in RESNET_CONVS} | {"dense"}
 COMPUTE = re.compile(r"Conv2D|MatMul|FusedBatchNorm|BatchMatMul")
@@ -44,7 +45,7 @@ def layers_of(names, layers) -> set[str]:
 
 def as_ops(names, computed: dict | None) -> list[str]:
     """Row names as the TF ops they stand for: an XLA row (``computed``: row name -> the TF
-    ops its instructions compute, analysis.compare_xla.xla_ops) by the first of them, the op
+    ops its instructions compute, analysis.common.xla.xla_ops) by the first of them, the op
     it is named or made for (an instruction XLA made is named for itself)."""
     return [computed[n][0] if computed and n in computed else n for n in names]
 

@@ -3,7 +3,7 @@ written in the test (its comment draws the timeline, tests/helpers/synthetic.py 
 it), and the exact finding, or none, expected. For each kind: it fires just above its
 threshold, stays silent just below, stays silent on pairs of runs that differ by noise
 alone (many seeds), and names the op, function or device it is about. Thresholds are
-read from :class:`~tracebridge.analysis.thresholds.Thresholds`, never written here.
+read from :class:`~tracebridge.analysis.common.thresholds.Thresholds`, never written here.
 
 Times in the comments are microseconds; a step is 1000 us unless it says otherwise. No
 TensorFlow: this is the check tier, and the whole file runs in a few seconds.
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracebridge.analysis.compare import compare
+from tracebridge import compare
 from tracebridge.analysis.findings import KINDS, advise
-from tracebridge.analysis.thresholds import Thresholds
+from tracebridge.analysis.common.thresholds import Thresholds
 
 from tests.helpers.synthetic import (GPU, GPU1, KiB, MiB, call, cnn_ms, cnn_step, eager, gap, input_wait, kernel, mem,
                                      op, run, together, xla)

@@ -16,7 +16,7 @@ import pytest
 
 import tracebridge
 from tracebridge import protos
-from tracebridge.analysis.doctor import CODES
+from tracebridge.analysis.run.doctor import CODES
 from tests.conftest import profile_logdir, run_cli
 
 HELPERS = Path(__file__).parent / "helpers"
@@ -343,7 +343,7 @@ def test_info_summary_and_compare_print_the_same_findings(captures):
 
 @pytest.mark.tf
 def test_html_page_shows_the_findings_escaped_and_inert(captures, tmp_path):
-    from tracebridge.analysis.doctor import diagnose
+    from tracebridge.analysis.run.doctor import diagnose
     from tracebridge.writers.html import problems_panel
 
     def doctor_panel(trace):
@@ -386,5 +386,5 @@ def test_few_steps_is_a_warning_with_the_steps_to_capture(tmp_path):
     _, found = doctor_json(tmp_path / "two.json")
     assert [(p["code"], p["severity"]) for p in found["problems"]] == [("few_steps", "warning")] and found["ok"]
     assert "few_steps" not in codes(file_paths(RECORDED_TF1)["pb"])
-    from tracebridge.analysis.thresholds import Thresholds
+    from tracebridge.analysis.common.thresholds import Thresholds
     assert tracebridge.doctor(tmp_path / "two.json", thresholds=Thresholds(min_steps=2)).problems == []

@@ -15,7 +15,7 @@ import pytest
 
 import tracebridge
 from tracebridge.analysis.findings import advise
-from tracebridge.analysis.run_findings import StepView, eager_ops, retracing
+from tracebridge.analysis.findings.run_measures import StepView, eager_ops, retracing
 from tests.conftest import REPO, run_cli
 from tests.helpers.preloaded import PreloadedPython
 

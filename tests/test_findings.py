@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 import tracebridge
-from tracebridge.analysis.compare import compare
+from tracebridge import compare
 from tracebridge.analysis.findings import KINDS, advise
-from tracebridge.analysis.kernels import fusion_parts, is_onednn, plain_kernel
-from tracebridge.analysis.run_findings import StepView, function_calls, host_gaps
-from tracebridge.analysis.thresholds import DEFAULT, Thresholds
+from tracebridge.analysis.common.kernels import fusion_parts, is_onednn, plain_kernel
+from tracebridge.analysis.findings.run_measures import StepView, function_calls, host_gaps
+from tracebridge.analysis.common.thresholds import DEFAULT, Thresholds
 from tracebridge.model.schema import Category
 from tracebridge.writers.compare_html import compare_document, write_compare_html
 
@@ -393,7 +393,7 @@ def test_every_kind_has_a_guide_section():
 def test_device_idle_on_gpu_profiles(corpus):
     """The corpus' GPU profiles hold one step each: too few to judge a timing finding by, so
     advise says so in a note; with min_steps=1 (the user's call) the one step is judged."""
-    from tracebridge.analysis.thresholds import Thresholds
+    from tracebridge.analysis.common.thresholds import Thresholds
     for name in ("chrome/ikhlestov_gpu_timeline_01.json", "chrome/blackbox_attacks_timeline_01.json"):
         trace = tracebridge.load(corpus / name)
         withheld = advise(trace)
@@ -419,7 +419,7 @@ def test_device_idle_needs_the_host_working(corpus):
     compute in xprof's figures, so the device idles 30% of it; the host works during 28%: that is
     a finding where its one step may be judged (min_steps=1), and its idle share agrees with
     xprof's."""
-    from tracebridge.analysis.thresholds import Thresholds
+    from tracebridge.analysis.common.thresholds import Thresholds
     one_step = Thresholds(min_steps=1)
     tpu = tracebridge.load(corpus / "xspace/xprof_tpu_inference_2.xplane.pb")
     assert "device_idle" not in {f.kind for f in advise(tpu, thresholds=one_step)}

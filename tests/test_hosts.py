@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import tracebridge
-from tracebridge.analysis.host_summary import HostPart, host_parts, merge_parts
+from tracebridge.analysis.hosts.summary import HostPart, host_parts, merge_parts
 from tracebridge.formats import load_host, load_host_ops
 from tracebridge.readers.host_files import HostFile, host_files
-from tracebridge.analysis.stragglers import host_report
+from tracebridge.analysis.hosts.stragglers import host_report
 from tests.conftest import free_port, profile_logdir, run_cli
 
 HELPERS = Path(__file__).parent / "helpers"
@@ -263,8 +263,8 @@ def test_overview_page_escapes_host_names_and_writes_timelines_on_demand(corpus,
 
 @pytest.mark.slow
 def test_two_multi_host_runs_compared_group_by_group(corpus, tmp_path):
-    from tracebridge.analysis.compare import compare
-    from tracebridge.analysis.host_groups import host_group
+    from tracebridge import compare
+    from tracebridge.analysis.hosts.groups import host_group
     from tracebridge.model.merge import merge_traces
     gpu, tpu = corpus / "xspace" / GPU, corpus / "xspace" / TPU
     control = profile_logdir(tmp_path / "a", {"worker-0": gpu, "worker-1": gpu})

@@ -58,7 +58,7 @@ ROOM_IMPORTS = {
     "compat": {"capture", "model", "readers", "writers", "errors", "protos", "_files"},
     "keras": {"capture", "model", "errors"},
     "demo": {"capture", "analysis", "writers", "_files"},
-    # doctor: the checks over files (readers.layout) and over a trace (analysis.doctor)
+    # doctor: the checks over files (readers.layout) and over a trace (analysis.run.doctor)
     "diagnosis": {"analysis", "errors", "model", "readers", "formats"},
     # front doors
     "__init__": {"model", "formats", "readers", "analysis", "capture", "errors", "diagnosis"},
@@ -77,7 +77,7 @@ LAZY_ONLY = {("formats", "writers"), ("formats", "analysis")} | {
 CROSSINGS = {
     ("writers/html.py", "tracebridge"): "the page names the tracebridge version that wrote it (__version__)",
     ("capture/profiler.py", "analysis"): "a capture's note on missing memory events is the doctor's "
-                                         "(analysis.doctor: one place says what is missing and why)",
+                                         "(analysis.run.doctor: one place says what is missing and why)",
 }
 
 

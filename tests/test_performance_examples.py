@@ -19,7 +19,7 @@ import pytest
 
 import tracebridge
 from tracebridge.analysis.findings import advise
-from tracebridge.analysis.thresholds import Thresholds
+from tracebridge.analysis.common.thresholds import Thresholds
 from tests.conftest import STRUCTURAL_KINDS, gross_thresholds, timing_findings
 from tests.helpers.preloaded import PreloadedPython
 from tests.test_findings import FLOAT_COMPUTE

@@ -22,7 +22,7 @@ import pytest
 
 import tracebridge
 from tests.conftest import run_cli
-from tracebridge.analysis.compare import compare
+from tracebridge import compare
 from tracebridge.writers.compare_html import write_compare_html
 
 ESCAPES = ["../../../escaped", "/tmp/absolute", "..", ".", "a/../../b", "~", "$HOME", "C:\\win",

@@ -6,7 +6,7 @@ import json
 import shutil
 
 import tracebridge
-from tracebridge.analysis.kernels import kernel_family
+from tracebridge.analysis.common.kernels import kernel_family
 from tests.conftest import run_cli
 
 

@@ -14,9 +14,9 @@ from tests.conftest import op_counts, unmatched_compute
 from tests.models_structure import BATCH, RESNET_CONVS, resnet_data, resnet_fit, resnet_tf1, resnet_tf2
 from tests.test_compare import _run_tf1, _run_tf2
 from tests.test_compare_models import RESNET_LAYERS, assert_done, quality
-from tracebridge.analysis.compare import compare
-from tracebridge.analysis.compare_names import plain_name
-from tracebridge.analysis.xla_rows import xla_instructions, xla_ops
+from tracebridge import compare
+from tracebridge.analysis.compare.names import plain_name
+from tracebridge.analysis.common.xla import xla_instructions, xla_ops
 
 FIT_BATCHES = 6  # 2 warm-up batches, 3 traced, 1 after
 XLA_RULE_OPS = 0.5  # the share of an XLA run's op rows its XLA rows hold, at least (measured 73-75%)
@@ -134,7 +134,7 @@ def test_a_recompiling_function_gets_an_xla_compile_finding(recompiling_run):
 def test_a_function_compiled_once_gets_none(compiled_once_run):
     findings = tracebridge.advise(compiled_once_run)
     assert "xla_compile" not in [f.kind for f in findings], findings.to_text()
-    from tracebridge.analysis.run_findings import StepView, xla_compile
+    from tracebridge.analysis.findings.run_measures import StepView, xla_compile
     assert xla_compile(StepView(compiled_once_run)).steps == []
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import tracebridge
 from tracebridge.analysis.findings import advise
-from tracebridge.analysis.thresholds import DEFAULT, Thresholds
+from tracebridge.analysis.common.thresholds import DEFAULT, Thresholds
 from tracebridge.model.schema import Category
 from tests.conftest import COMPUTE_OPS, TIMING_KINDS, gross_thresholds, timing_findings
 

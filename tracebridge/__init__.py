@@ -73,8 +73,8 @@ def capture_remote(addresses, duration_ms, **options):
 def summarize_hosts(inputs, *, run=None, **options):
     """The summary of a multi-host profile (logdir, or one XSpace per host), host by host,
     in this process or on Dask (``workers=N``, ``scheduler="tcp://HOST:PORT"``); see
-    :mod:`tracebridge.analysis.host_summary`."""
-    from .analysis.host_summary import summarize_hosts as _summarize_hosts
+    :mod:`tracebridge.analysis.hosts.summary`."""
+    from .analysis.hosts.summary import summarize_hosts as _summarize_hosts
     from .formats import load_host_ops
     from .readers.host_files import host_files
     return _summarize_hosts(host_files(inputs, run), load=load_host_ops, **options)
@@ -84,16 +84,17 @@ def compare(control, test, **options):
     """Compare two runs of the same model (traces, or paths tracebridge reads): aligned
     ops, per-step statistics, coverage; see :mod:`tracebridge.analysis.compare`."""
     from .analysis.compare import compare as _compare
+    from .analysis.findings import comparison_findings
     control = control if isinstance(control, Trace) else load(control)
     test = test if isinstance(test, Trace) else load(test)
-    return _compare(control, test, **options)
+    return _compare(control, test, **{"find": comparison_findings, **options})
 
 
 def advise(trace, *, warmup=0, **options):
     """Findings of one run (a trace, or a path tracebridge reads), ranked by the share of
     the step time each explains: eager ops, retracing, host gaps, input waits, device idle
     time, memory growing across steps; ``thresholds=``: a
-    :class:`~tracebridge.analysis.thresholds.Thresholds`; see
+    :class:`~tracebridge.analysis.common.thresholds.Thresholds`; see
     :mod:`tracebridge.analysis.findings`."""
     from .analysis.findings import advise as _advise
     return _advise(trace if isinstance(trace, Trace) else load(trace), warmup=warmup, **options)
@@ -102,7 +103,7 @@ def advise(trace, *, warmup=0, **options):
 def doctor(target, *, run=None, **options):
     """Why a profile (a trace, a trace file, a run folder, a logdir, or one XSpace file per
     host) is empty or lacks time, memory, steps or devices, and what to change: a
-    :class:`~tracebridge.analysis.doctor.Diagnosis` of coded problems, most serious first;
+    :class:`~tracebridge.analysis.run.doctor.Diagnosis` of coded problems, most serious first;
     see :mod:`tracebridge.diagnosis`."""
     from .diagnosis import doctor as _doctor
     return _doctor(target, run=run, **options)

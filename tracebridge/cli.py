@@ -60,7 +60,7 @@ def _positive(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .analysis.compare_result import SORTS
+    from .analysis.compare.result import SORTS
     parser = argparse.ArgumentParser(
         prog="tracebridge",
         description="Read, convert, view and analyse TensorFlow profiles of both worlds: TF1 RunMetadata/"
@@ -257,9 +257,9 @@ _INPUT_HELP = ("a trace file (.pb, .pbtxt, .json[.gz], .xplane.pb, .pftrace, an 
 
 
 def _add_thresholds(parser: argparse.ArgumentParser) -> None:
-    """The settings of analysis.thresholds.Thresholds that users tune; unset flags keep its
+    """The settings of analysis.common.thresholds.Thresholds that users tune; unset flags keep its
     defaults (the one place they live), and --json echoes the values used."""
-    from .analysis.thresholds import DEFAULT
+    from .analysis.common.thresholds import DEFAULT
     tuned = parser.add_argument_group("what counts as a change (--json echoes every setting used)")
     tuned.add_argument("--threshold", type=float, metavar="SHARE",
                        help="a row or step changed when its interval over steps moves by more than this share of "
@@ -276,7 +276,7 @@ def _add_thresholds(parser: argparse.ArgumentParser) -> None:
 
 def _thresholds(args):
     """The Thresholds the flags of _add_thresholds ask for."""
-    from .analysis.thresholds import DEFAULT
+    from .analysis.common.thresholds import DEFAULT
     return DEFAULT.with_options(change=args.threshold, noise_floor=args.noise_floor, min_steps=args.min_steps,
                                 confidence=args.confidence)
 
@@ -338,8 +338,8 @@ class _UsageError(TracebridgeError):
 
 
 def _info(args) -> int:
-    from .analysis.summary import describe_csv, shown_metadata
-    from .analysis.tables import plural
+    from .analysis.run.summary import describe_csv, shown_metadata
+    from .analysis.common.tables import plural
     trace = _load(args)
     info = {**trace.info(), "notes": _notes(trace)}
     if args.json:
@@ -445,7 +445,7 @@ def _several_hosts(args) -> bool:
 
 
 def _summary_by_host(args) -> int:
-    from .analysis.host_summary import host_parts, merge_parts
+    from .analysis.hosts.summary import host_parts, merge_parts
     from .formats import load_host_ops
     from .readers.host_files import host_files
     if (args.html or args.timeline) and not args.by_host:
@@ -458,7 +458,7 @@ def _summary_by_host(args) -> int:
     summary = merge_parts(parts, top=args.top)
     report = None
     if args.by_host:
-        from .analysis.stragglers import host_report
+        from .analysis.hosts.stragglers import host_report
         report = host_report(parts, threshold=args.threshold)
     if args.json:
         print(json.dumps({**summary.to_dict(), "by_host": report.to_dict()}, indent=2) if report else
@@ -496,6 +496,7 @@ def _compare(args) -> int:
     import re
 
     from .analysis.compare import compare
+    from .analysis.findings import comparison_findings
     for rule in args.rule:
         pattern, sep, _ = rule.partition("=")
         if not sep:
@@ -509,7 +510,7 @@ def _compare(args) -> int:
     if args.scheduler:
         raise _UsageError("--scheduler goes with --by-host-group")
     comparison = compare(_load(args, args.control), _load(args, args.test), rules=args.rule,
-                         warmup=args.warmup, thresholds=_thresholds(args), time=args.time)
+                         warmup=args.warmup, thresholds=_thresholds(args), time=args.time, find=comparison_findings)
     if args.json:
         print(comparison.to_json())
     elif args.csv:
@@ -525,7 +526,7 @@ def _compare(args) -> int:
 
 
 def _compare_host_groups(args) -> int:
-    from .analysis.host_groups import compare_host_groups
+    from .analysis.hosts.groups import compare_host_groups
     from .formats import load_host
     from .readers.host_files import host_files
     if args.html:
@@ -545,7 +546,7 @@ def _advise(args) -> int:
     if args.warmup < 0:
         raise _UsageError("--warmup: a step count, 0 or more")
     if _several_hosts(args):
-        from .analysis.host_advice import advise_hosts
+        from .analysis.hosts.advice import advise_hosts
         from .formats import load_host
         from .readers.host_files import host_files
         findings = advise_hosts(host_files(args.input, args.input_run), load=load_host, warmup=args.warmup,
@@ -562,7 +563,7 @@ def _advise(args) -> int:
 
 def _doctor(args) -> int:
     from .diagnosis import doctor
-    from .analysis.thresholds import DEFAULT
+    from .analysis.common.thresholds import DEFAULT
     found = doctor(args.input if len(args.input) > 1 else args.input[0], run=args.input_run,
                    thresholds=DEFAULT.with_options(min_steps=args.min_steps))
     if args.json:
@@ -576,7 +577,7 @@ def _doctor(args) -> int:
 
 def _notes(trace) -> list[str]:
     """The doctor's findings on ``trace``, as the notes info and summary print."""
-    from .analysis.doctor import trace_notes
+    from .analysis.run.doctor import trace_notes
     return trace_notes(trace)
 
 

@@ -106,8 +106,9 @@ def run_demo(out: str, *, steps: int = 3) -> None:
         print()
         written += [*paths.values(), *step_files]
     from .analysis.compare import compare
+    from .analysis.findings import comparison_findings
     from .writers.compare_html import write_compare_html
-    comparison = compare(traces["tf1"], traces["tf2"])
+    comparison = compare(traces["tf1"], traces["tf2"], find=comparison_findings)
     text = comparison.to_text(top=20)
     paths = [os.path.join(out, "comparison.txt"), os.path.join(out, "comparison.html")]
     write_bytes(paths[0], (text + "\n").encode())

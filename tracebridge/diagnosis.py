@@ -4,7 +4,7 @@ steps or devices, and what to change.
 A path is looked at first as files (:mod:`tracebridge.readers.layout`: the layout
 TensorBoard expects, an empty file, the profiler's marker event file given for its profile),
 then read and checked as a trace
-(:mod:`tracebridge.analysis.doctor`). Several ``.xplane.pb`` files are one profile of
+(:mod:`tracebridge.analysis.run.doctor`). Several ``.xplane.pb`` files are one profile of
 several hosts; other inputs are checked one by one. A damaged file is not a finding: it
 raises :class:`~tracebridge.errors.TraceFormatError`, as ``load`` does.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .analysis.doctor import CODES, Diagnosis, Problem, diagnose
-from .analysis.thresholds import DEFAULT, Thresholds
+from .analysis.common.thresholds import DEFAULT, Thresholds
+from .analysis.run.doctor import CODES, Diagnosis, Problem, diagnose
 from .errors import TraceFormatError
 from .model.trace import Trace
 from .readers import layout

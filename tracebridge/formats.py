@@ -46,7 +46,7 @@ def _lazy(reference: str) -> Callable[..., Any]:
 def _html_with_problems(writer: str, trace, *args, **options):
     """An HTML page of ``trace`` with the doctor's panel: the writer shows what it is
     handed, and the analysis that finds the problems is imported here, on first use."""
-    from .analysis.doctor import diagnose
+    from .analysis.run.doctor import diagnose
     from .writers import html
     return getattr(html, writer)(trace, *args, problems=diagnose(trace).problems, **options)
 
@@ -341,6 +341,6 @@ install_consumers(types.SimpleNamespace(
     to_run_metadata=_lazy("tracebridge.writers.stepstats:to_run_metadata"),
     to_tensorboard=_lazy("tracebridge.writers.tensorboard:write_tensorboard"),
     notebook_html=lambda trace, **options: _html_with_problems("notebook_html", trace, **options),
-    summary=_lazy("tracebridge.analysis.summary:summarize"),
-    info=_lazy("tracebridge.analysis.summary:describe"),
+    summary=_lazy("tracebridge.analysis.run.summary:summarize"),
+    info=_lazy("tracebridge.analysis.run.summary:describe"),
 ))

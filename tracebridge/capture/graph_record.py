@@ -5,7 +5,7 @@ names differ between TF1 and TF2 code. The graph says what both runs share: whic
 each op reads, what feeds what, output shapes. TF1: the session's ``tf.Graph``; TF2: the
 traced ``tf.function``'s concrete graph, where variables are captured resource inputs.
 
-The record is plain data (:func:`tracebridge.analysis.structure.encode_graph`'s form):
+The record is plain data (:func:`tracebridge.analysis.graphs.structure.encode_graph`'s form):
 nodes ``[name, type, [data inputs], shape of output 0 or None]`` in creation order, and
 variables ``{node name: [variable name, shape]}``.
 

@@ -416,7 +416,7 @@ class ProfileTrace:
         if self._hlo_modules:
             metadata[HLO_MODULES] = list(self._hlo_modules)
         trace = read_xspace_files([(path, data, None) for path, data in self._files], metadata)
-        from ..analysis.doctor import trace_notes
+        from ..analysis.run.doctor import trace_notes
         # The doctor's memory check says what is missing and why (one place for that text).
         notes = list(self._notes) + ([] if trace.metadata.get(HLO_MODULES) else self._hlo_gaps) + \
             trace_notes(trace, codes=("no_memory_records",))

@@ -343,7 +343,7 @@ class Trace:
 
     # --- conveniences: the installed consumers do the work -----------------------------
     def summary(self, top: int | None = None):
-        """Time per op, op type and device: see :class:`tracebridge.analysis.summary.Summary`."""
+        """Time per op, op type and device: see :class:`tracebridge.analysis.run.summary.Summary`."""
         return _installed().summary(self, top=top)
 
     def to_chrome(self, path: str | PathLike, *, dataflow: bool = True, memory: bool = False,

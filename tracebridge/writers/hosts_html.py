@@ -40,8 +40,8 @@ def timeline_name(host: str) -> str:
 
 
 def hosts_document(report, parts: Sequence, pages_folder: str, *, title: str = "Hosts") -> str:
-    """The overview page (ASCII) of a :class:`~tracebridge.analysis.stragglers.HostReport`
-    and the :class:`~tracebridge.analysis.host_summary.HostPart` s it was made of; links
+    """The overview page (ASCII) of a :class:`~tracebridge.analysis.hosts.stragglers.HostReport`
+    and the :class:`~tracebridge.analysis.hosts.summary.HostPart` s it was made of; links
     point into ``pages_folder`` (relative)."""
     style_hash = base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode()
     straggling = {s["host"] for s in report.stragglers}

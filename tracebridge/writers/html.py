@@ -129,7 +129,7 @@ def _document_parts(trace: Trace, *, device_pattern: str | None, title: str | No
 
 
 def problems_panel(problems: Sequence) -> str:
-    """The doctor's findings (computed by :mod:`tracebridge.analysis.doctor`, handed in by
+    """The doctor's findings (computed by :mod:`tracebridge.analysis.run.doctor`, handed in by
     the caller) as plain HTML outside the app: escaped text in a list, no script, nothing
     when there are none."""
     if not problems:

@@ -1,0 +1,161 @@
+"""The alignment rules of a comparison, in order (see :mod:`tracebridge.analysis.compare`): structure from the
+recorded graphs, names, gradients, fusions, optimizer updates; then what only one side
+records joins the rows made (shape-only ops, a TF1 loop's control flow); position last. A
+:class:`~.rules.matcher.Matcher` runs them (:func:`alignment_rules` lists them)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Hashable
+
+from ..graphs.structure import Alignment
+from .names import GRADIENT_TAIL_LENGTHS, Pair, gradient_tail, op_scope, pair_key, plain_name
+from .rules.eager import EagerFusions
+from .rules.fusion import group_fusions
+from .rules.graph import ShapeOpsJoinNeighbours, TraceNames, matched_scopes, structure_rules
+from .rules.loops import LoopControlJoinsCondition
+from .rules.matcher import Matcher, Rule
+from .rules.optimizer import optimizer_groups
+from .rules.xla import XlaInstructions
+from .sides import Side
+
+# Name tails: how many trailing parts of a name (model scopes, then the op) two ops of the
+# same type must share, longest first: ``block/dense/MatMul`` before ``dense/MatMul``.
+NAME_TAIL_LENGTHS = (4, 3, 2)
+
+
+def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment | None = None,
+              notes: list[str] | None = None) -> list[Pair]:
+    """Every op of both sides in one row: paired by the first rule that pairs it, or alone."""
+    matcher = Matcher(control, test, in_graph_order=alignment is not None)
+    return matcher.run(alignment_rules(control, test, user_rules, alignment, notes))
+
+
+def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alignment | None,
+                    notes: list[str] | None) -> list[Rule]:
+    """The rules in the order they run. ``user_rules``: the names were rewritten by the
+    caller's rules, so a pair by name is theirs (``user``); with ``alignment`` (the graphs
+    are known) the structure runs first, and position pairs only within matched scopes."""
+    by_name = "user" if user_rules else "exact"
+    with_graphs = alignment is not None
+    return [XlaInstructions(alignment, TraceNames(control, test)),
+            *(structure_rules(control, test, alignment, notes) if with_graphs else ()),
+            SameKey(by_name, _whole_name, same_type=False),
+            SameKey(by_name, plain_name, same_type=False),
+            *(SameKey("normalized", _name_tail(length)) for length in NAME_TAIL_LENGTHS),
+            *(SameKey("gradient", gradient_tail(length)) for length in GRADIENT_TAIL_LENGTHS),
+            Fusions(),
+            OptimizerUpdates(alignment),
+            *((ShapeOpsJoinNeighbours(),) if with_graphs else ()),
+            LoopControlJoinsCondition(),
+            EagerFusions(),  # eager ops: no scopes, no inputs
+            ByPosition(within_matched_scopes=with_graphs, notes=notes)]
+
+
+class SameKey(Rule):
+    """Each unmatched control op pairs with the first unmatched test op whose name gives
+    the same key (and, with ``same_type``, whose kernel has the same plain type); a key of
+    None pairs nothing."""
+
+    def __init__(self, name: str, key_of: Callable[[str], Hashable | None], same_type: bool = True):
+        self.name, self.key_of, self.same_type = name, key_of, same_type
+
+    def match(self, matcher: Matcher) -> None:
+        control, test = matcher.control, matcher.test
+        index: dict = defaultdict(list)
+        for name, text in matcher.unmatched_test.items():
+            key = self.key_of(text)
+            if key is not None:
+                index[(key, test.plain_type[name] if self.same_type else "")].append(name)
+        for name, text in list(matcher.unmatched_control.items()):
+            key = self.key_of(text)
+            if key is None:
+                continue
+            candidates = index.get((key, control.plain_type[name] if self.same_type else ""))
+            while candidates and candidates[0] not in matcher.unmatched_test:
+                candidates.pop(0)
+            if candidates:
+                other = candidates.pop(0)
+                matcher.pair([name], [other], pair_key(name, other), self.name)
+
+
+def _whole_name(text: str) -> str:
+    return text
+
+
+def _name_tail(length: int) -> Callable[[str], tuple[str, ...] | None]:
+    def key(text: str) -> tuple[str, ...] | None:
+        parts = plain_name(text).split("/")
+        return tuple(parts[-length:]) if len(parts) >= length else None
+    return key
+
+
+class Fusions(Rule):
+    """A fused kernel on one side against its parts, unfused, on the other
+    (:mod:`.rules.fusion`)."""
+
+    name = "fusion"
+
+    def match(self, matcher: Matcher) -> None:
+        group_fusions(matcher.pairs, matcher.control, matcher.test, matcher.unmatched_control,
+                      matcher.unmatched_test)
+
+
+class OptimizerUpdates(Rule):
+    """Variable updates as groups, per paired variable where the graphs are known
+    (:mod:`.rules.optimizer`)."""
+
+    name = "optimizer"
+
+    def __init__(self, alignment: Alignment | None):
+        self.alignment = alignment
+
+    def match(self, matcher: Matcher) -> None:
+        for names_c, names_t, key in optimizer_groups(matcher.control, matcher.test, self.alignment,
+                                                      matcher.unmatched_control, matcher.unmatched_test):
+            matcher.pair(names_c, names_t, key, self.name)
+
+
+class ByPosition(Rule):
+    """What is left: same kernel type, in order of first occurrence within the step;
+    ``within_matched_scopes`` (with graphs): only within scopes the rules before matched to
+    each other, and ``notes`` say how many paired and how many stay outside. Confidence
+    falls with the number of candidates."""
+
+    name = "type+position"
+
+    def __init__(self, within_matched_scopes: bool, notes: list[str] | None):
+        self.within_matched_scopes, self.notes = within_matched_scopes, notes
+
+    def match(self, matcher: Matcher) -> None:
+        if not self.within_matched_scopes:
+            self._pair(matcher, lambda name: ())
+            return
+        before = len(matcher.pairs)
+        self._pair(matcher, matched_scopes(matcher))
+        by_position = len(matcher.pairs) - before
+        left_c, left_t = len(matcher.unmatched_control), len(matcher.unmatched_test)
+        if self.notes is not None and (by_position or (left_c and left_t)):
+            self.notes.append(f"type+position paired {by_position} ops, only within scopes the structure and names "
+                              f"matched; {left_c} control and {left_t} test ops outside them stay unmatched")
+
+    def _pair(self, matcher: Matcher, scope_of) -> None:
+        """``scope_of``: control name -> the test scopes it may pair in, ``()`` for any, or
+        None for none."""
+        control, test = matcher.control, matcher.test
+        by_type_t: dict[str, list[str]] = defaultdict(list)
+        for name in sorted(matcher.unmatched_test, key=lambda n: test.order[n]):
+            by_type_t[test.plain_type[name]].append(name)
+        for name in sorted(matcher.unmatched_control, key=lambda n: control.order[n]):
+            allowed = scope_of(name)
+            if allowed is None:
+                continue
+            candidates = [n for n in by_type_t.get(control.plain_type[name], ())
+                          if not allowed or op_scope(test.rewritten[n]) in allowed]
+            if candidates:
+                other = candidates[0]
+                by_type_t[control.plain_type[name]].remove(other)
+                matcher.pair([name], [other], pair_key(name, other), self.name, self.confidence / len(candidates))
+
+
+__all__ = ["GRADIENT_TAIL_LENGTHS", "NAME_TAIL_LENGTHS", "Matcher", "Rule", "align_ops", "alignment_rules"]

@@ -1,0 +1,279 @@
+"""The result of comparing two runs: aligned rows and what they add up to, as text, JSON
+or CSV (:func:`tracebridge.analysis.compare.compare` builds it)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from ...model.trace import Trace
+from ..common.types import Groups, PerSide, StepStats, TimeBasis
+from ..run.memory import MemoryUse
+from ..common.shift import Shift
+from ..common.thresholds import DEFAULT, Thresholds
+from ..common.tables import csv_text, plural
+
+
+@dataclass
+class Row:
+    """One aligned op (or group of ops) of both runs; times in nanoseconds."""
+
+    key: str
+    rule: str
+    op_type: str
+    control_names: tuple[str, ...]
+    test_names: tuple[str, ...]
+    control_count: int = 0
+    test_count: int = 0
+    control_total_ns: int = 0
+    test_total_ns: int = 0
+    control_self_ns: int = 0
+    test_self_ns: int = 0
+    control_median_ns: float = 0.0
+    test_median_ns: float = 0.0
+    control_p90_ns: float = 0.0
+    test_p90_ns: float = 0.0
+    control_min_ns: float = 0.0
+    test_min_ns: float = 0.0
+    delta_ns: float = 0.0
+    ratio: float | None = None
+    # ``+``/``-`` when the interval of the per-step shift (test - control, Hodges-Lehmann
+    # bounds, analysis/common/shift.py) clears the thresholds' margin; ``=`` otherwise
+    change: str = "="
+    delta_low_ns: float | None = None
+    delta_high_ns: float | None = None
+    # Both kinds of time of the row's ops (totals), whichever the comparison aligned on.
+    control_device_ns: int = 0
+    test_device_ns: int = 0
+    control_host_ns: int = 0
+    test_host_ns: int = 0
+    confidence: float = 0.0  # how sure the pairing is, 0..1 (0 for unmatched rows): RULE_CONFIDENCE
+
+
+ROW_COLUMNS = tuple(Row.__dataclass_fields__)  # compare --csv: a column per Row field
+
+
+def row_cells(row: dict) -> list:
+    """A row (as ``asdict(Row)``, or its JSON) as CSV cells: each list of names one cell, ';' between."""
+    return [";".join(row[column]) if column in ("control_names", "test_names") else row[column]
+            for column in ROW_COLUMNS]
+
+
+class Finder(Protocol):
+    """How a comparison's findings are found, handed to :func:`~tracebridge.analysis.compare.compare`
+    by its caller (``tracebridge.analysis.findings.comparison_findings``): the findings read
+    comparisons, so the comparison cannot import them and is told them instead."""
+
+    def __call__(self, comparison: Comparison) -> Any:
+        """The comparison's findings (a ``Findings``)."""
+
+    def withheld(self, steps: PerSide[int], limits: Thresholds) -> str | None:
+        """The note that timing findings were withheld for want of steps (each run's
+        count), or None."""
+
+
+@dataclass
+class Comparison:
+    """``control`` against ``test``: aligned rows and, per run, coverage, step statistics,
+    memory and kernels; groupings of the rows; the options it was made with."""
+
+    control: Trace
+    test: Trace
+    rows: list[Row]
+    coverage: PerSide[float]                # the share of each run's compared time matched
+    step_pairs: list[tuple[int, int]]
+    steps: PerSide[StepStats]
+    groups: Groups
+    memory: PerSide[MemoryUse]
+    kernels: PerSide[str]                   # "oneDNN", "plain" or "unknown"
+    time: TimeBasis                         # DEVICE (kernels per TF op) or HOST (TF ops)
+    rule_shares: dict[str, PerSide[float]]  # per rule, the share of each run's time its rows matched
+    warmup: PerSide[int]                    # steps left out of each run (0 where it had too few)
+    thresholds: Thresholds = DEFAULT        # every threshold and noise setting the rows and findings used
+    # the step durations' shift (test - control) and its interval
+    step_shift: Shift | None = None
+    # each row's per-step totals on each side (by the row's key), as the findings test them
+    row_steps: dict[str, PerSide[Any]] = field(default_factory=dict, repr=False, compare=False)
+    notes: list[str] = field(default_factory=list)
+    # How the findings are measured (compare()'s caller hands in findings.comparison_findings):
+    # the comparison sits below the findings, which read comparisons, so it does not import them.
+    find: Finder | Callable[["Comparison"], Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def threshold(self) -> float:
+        """The share a row or step must move by to change (``thresholds.change``)."""
+        return self.thresholds.change
+
+    @property
+    def noise_ns(self) -> int:
+        """A change this small is noise, whatever its share (``thresholds.noise_ns``)."""
+        return self.thresholds.noise_ns
+
+    @property
+    def timing_judged(self) -> bool:
+        """Both runs have the steps (``thresholds.min_steps``) that timing findings need."""
+        return min(self.steps.control.count, self.steps.test.count) >= self.thresholds.min_steps
+
+    @property
+    def unmatched(self) -> PerSide[list[Row]]:
+        """Each run's rows that found no counterpart in the other run."""
+        return PerSide([r for r in self.rows if not r.test_names], [r for r in self.rows if not r.control_names])
+
+    @functools.cached_property
+    def findings(self):
+        """Why the test run is slower: what ``find`` finds, the comparison's caller's
+        :func:`tracebridge.analysis.findings.comparison_findings` (measured once, when first
+        asked)."""
+        if self.find is None:
+            raise ValueError("this comparison was made without a way to find findings: pass "
+                             "find=tracebridge.analysis.findings.comparison_findings to compare(), "
+                             "as tracebridge.compare does")
+        return self.find(self)
+
+    def to_dict(self) -> dict:
+        return {"findings": [f.to_dict() for f in self.findings],
+                "coverage": self.coverage.to_dict(), "steps": self.steps.to_dict(StepStats.to_dict),
+                "step_shift": self.step_shift.to_dict() if self.step_shift else None,
+                "step_pairs": self.step_pairs, "threshold": self.threshold,
+                "thresholds": self.thresholds.to_dict(), "rows": [asdict(r) for r in self.rows],
+                "unmatched": self.unmatched.to_dict(lambda rows: [r.key for r in rows]),
+                "groups": self.groups.to_dict(), "memory": self.memory.to_dict(lambda m: m.peaks),
+                "kernels": self.kernels.to_dict(), "time": self.time.value,
+                "rule_shares": {rule: share.to_dict() for rule, share in self.rule_shares.items()},
+                "notes": self.notes, "headline": self.headline().to_dict()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self, sort: str | None = None) -> str:
+        """Every row (no ``top``: a file is for all of them), in alignment order, or ranked
+        as the text table ranks them by ``sort``."""
+        rows = self.ranked(sort) if sort else self.rows
+        return csv_text(ROW_COLUMNS, (row_cells(asdict(row)) for row in rows))
+
+    def headline(self) -> Headline:
+        """The step time of each run, the difference and how much of it the findings explain."""
+        c, t = self.steps
+        delta = t.median_ns - c.median_ns
+        # Each finding's share is of the test run's step; findings may overlap, so together
+        # they explain at most the whole difference (of a slower test run).
+        found_ns = sum(f.share for f in self.findings) * t.median_ns
+        explained = min(found_ns, delta) / delta if delta > 0 else None
+        return Headline(control_ns=c.median_ns, test_ns=t.median_ns, delta_ns=delta,
+                        findings=len(self.findings), explained=explained, timing_judged=self.timing_judged)
+
+    def ranked(self, sort: str = "change") -> list[Row]:
+        """The rows as the text table lists them: matched rows by ``sort`` (one of
+        :data:`SORTS`), then the rows of one run only, longest first."""
+        return sorted(self.rows, key=SORTS[sort])
+
+    def to_text(self, top: int = 25, sort: str = "change") -> str:
+        c, t = self.steps
+        lines = [
+            self.headline().to_text(),
+            f"control: {self.control.source_format}, {plural(c.count, 'step')}, median step {_ms(c.median_ns)}",
+            f"test:    {self.test.source_format}, {plural(t.count, 'step')}, median step {_ms(t.median_ns)}",
+            *self._step_shift_lines(),
+            f"coverage: control {self.coverage.control:.1%}, test {self.coverage.test:.1%} "
+            f"of {'device' if self.time is TimeBasis.DEVICE else 'op'} time matched",
+        ]
+        kernels = self.kernels
+        if kernels.control != kernels.test and "unknown" not in kernels:
+            lines.append(f"kernels: control {kernels.control}, test {kernels.test}: "
+                         "kernels are compared by their plain names (_MklMatMul as MatMul)")
+        if self.rule_shares:
+            shares = ", ".join(f"{rule} {share.control:.1%}/{share.test:.1%}"
+                               for rule, share in self.rule_shares.items())
+            lines.append(f"matched by rule (control/test op time): {shares}")
+        lines += [f"note: {note}" for note in self.notes]
+        lines += ["", self.findings.to_text()]
+        lines += [
+            "",
+            f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}{'conf':>6}  {'rule':13} op",
+        ]
+        ranked = self.ranked(sort)
+        for row in ranked[:top]:
+            ratio = f"{row.ratio:.2f}" if row.ratio is not None else "-"
+            lines.append(f"{row.change:2}{_ms(row.control_median_ns):>11}{_ms(row.test_median_ns):>11}"
+                         f"{_ms(row.delta_ns, signed=True):>11}{ratio:>8}{row.confidence:>6.2f}  "
+                         f"{row.rule:13} {row.key}")
+        if len(ranked) > top:
+            left = ranked[top:]
+            alone = sum(1 for r in left if not (r.control_names and r.test_names))
+            lines.append(f"  ... {len(left)} more rows ({alone} in one run only; --top N shows more)")
+        for side, rows in self.unmatched.items():
+            if rows:
+                shown = ", ".join(f"{r.key} ({_ms(getattr(r, side + '_total_ns'))})" for r in rows[:10])
+                lines.append(f"unmatched in {side}: {shown}{' ...' if len(rows) > 10 else ''}")
+        return "\n".join(lines)
+
+    def _step_shift_lines(self) -> list[str]:
+        """The step durations' shift and its bounds, where both runs have the steps for them."""
+        moved = self.step_shift
+        if moved is None or not self.timing_judged:
+            return []
+        return [f"step shift: {_ms(moved.estimate_ns, signed=True)} ({100 * moved.level:.4g}% bounds "
+                f"{_ms(moved.low_ns, signed=True)} to {_ms(moved.high_ns, signed=True)} over "
+                f"{moved.control_steps}/{moved.test_steps} steps)"]
+
+    __str__ = to_text
+
+
+@dataclass(frozen=True)
+class Headline:
+    """Step time per run (medians after the warm-up), the difference, and the share of it
+    the findings explain (None where the test run is not slower)."""
+
+    control_ns: float
+    test_ns: float
+    delta_ns: float
+    findings: int
+    explained: float | None
+    timing_judged: bool = True  # False: too few steps, timing findings were withheld (a note says so)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_text(self) -> str:
+        change = f" ({self.delta_ns / self.control_ns:+.1%})" if self.control_ns > 0 else ""
+        line = (f"step time: control {_ms(self.control_ns)} -> test {_ms(self.test_ns)}: "
+                f"{_ms(self.delta_ns, signed=True)}{change}")
+        if self.explained is not None:
+            found = (f"{self.findings} finding(s) explain up to {self.explained:.0%} of the difference"
+                     if self.findings else "no finding explains the difference")
+            if not self.timing_judged:
+                found += " (timing findings withheld: too few steps, see the note)"
+        else:
+            found = f"the test run is not slower; {self.findings} finding(s)"
+        return f"{line}\n{found}"
+
+
+def _matched(row: Row) -> bool:
+    return bool(row.control_names and row.test_names)
+
+
+def _longest(row: Row) -> float:
+    return max(row.control_median_ns, row.test_median_ns)
+
+
+# How the text table ranks rows (compare --sort): matched rows by the measure, then the rows
+# of one run only, by time (a 2 us Const that exists on one side is no change to look at first).
+SORTS: dict[str, Callable[[Row], tuple]] = {
+    "change": lambda r: (not _matched(r), -abs(r.delta_ns) if _matched(r) else -_longest(r), r.key),
+    "slower": lambda r: (not _matched(r), -r.delta_ns if _matched(r) else -_longest(r), r.key),
+    "faster": lambda r: (not _matched(r), r.delta_ns if _matched(r) else -_longest(r), r.key),
+    "control": lambda r: (-r.control_median_ns, r.key),
+    "test": lambda r: (-r.test_median_ns, r.key),
+    "name": lambda r: (r.key,),
+}
+
+
+def _ms(ns: float, signed: bool = False) -> str:
+    text = f"{ns / 1e6:+.3f}" if signed else f"{ns / 1e6:.3f}"
+    return text + "ms"
+
+
+__all__ = ["SORTS", "Comparison", "Headline", "Row"]

@@ -1,0 +1,80 @@
+"""The machinery of alignment (:mod:`.align` has the rules, in order): a
+:class:`Matcher` owns each side's unmatched ops and the pairs made so far, and runs an
+ordered list of :class:`Rule` objects over them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..names import RULE_CONFIDENCE, Pair
+from ..sides import Side
+from ...common.types import SIDES
+
+
+
+class Rule:
+    """One stage of alignment. ``name``: the rule its rows record, a key of
+    :data:`RULE_CONFIDENCE` (a rule that only adds ops to other rules' rows has none);
+    :meth:`match` pairs what it can of a matcher's unmatched ops."""
+
+    name: str = ""
+
+    @property
+    def confidence(self) -> float | None:
+        """How sure a row of this rule is (a rule may scale it per row)."""
+        return RULE_CONFIDENCE.get(self.name)
+
+    def match(self, matcher: Matcher) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class Matcher:
+    """Pairs the ops of two sides. ``unmatched_control``/``unmatched_test``: each side's ops
+    no rule has taken yet (name -> the name the rules read, after the caller's rewrites), in
+    graph order where the graphs are known (the same graphs give the same pairs), else in
+    order of first occurrence; ``pairs``: the rows made so far."""
+
+    def __init__(self, control: Side, test: Side, in_graph_order: bool):
+        def ordered(side: Side) -> list[str]:
+            return sorted(side.names, key=side.order.__getitem__) if in_graph_order else side.names
+        self.control, self.test = control, test
+        self.unmatched_control = {name: control.rewritten[name] for name in ordered(control)}
+        self.unmatched_test = {name: test.rewritten[name] for name in ordered(test)}
+        self.pairs: list[Pair] = []
+
+    def side(self, side_name: str) -> Side:
+        return self.control if side_name == "control" else self.test
+
+    def unmatched(self, side_name: str) -> dict[str, str]:
+        return self.unmatched_control if side_name == "control" else self.unmatched_test
+
+    def pair(self, control_names: Iterable[str], test_names: Iterable[str], key: str, rule: str,
+             confidence: float = -1.0) -> None:
+        """A row of ``rule`` pairing these ops, which leave the unmatched pools;
+        ``confidence`` below 0: the rule's own."""
+        control_names, test_names = tuple(control_names), tuple(test_names)
+        for name in control_names:
+            self.unmatched_control.pop(name, None)
+        for name in test_names:
+            self.unmatched_test.pop(name, None)
+        self.pairs.append(Pair(key, rule, control_names, test_names, confidence))
+
+    def join(self, side_name: str, name: str, row: int) -> None:
+        """Unmatched op ``name`` of ``side_name`` joins the row at index ``row``."""
+        pair = self.pairs[row]
+        setattr(pair, side_name, (*getattr(pair, side_name), name))
+        self.unmatched(side_name).pop(name)
+
+    def run(self, rules: Iterable[Rule]) -> list[Pair]:
+        """Each rule in turn, then a row of its own for every op no rule took."""
+        for rule in rules:
+            rule.match(self)
+        self.pairs += [Pair(name, "unmatched", (name,), ()) for name in self.unmatched_control]
+        self.pairs += [Pair(name, "unmatched", (), (name,)) for name in self.unmatched_test]
+        return self.pairs
+
+
+__all__ = ["SIDES", "Matcher", "Rule"]

@@ -1,0 +1,385 @@
+"""Where the time went: totals per op, op type and device, and a trace's vital counts.
+
+Everything is computed with ``np.bincount`` over interned ids, so a summary of a million
+ops costs milliseconds, not a Python loop.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...model.accelerator import busy_ns, device_rows, self_times
+from ...model.graph_outline import graph_outline
+from ...model.hlo import HLO_MODULES
+from ...model.schema import STEP_INPUTS, Category
+from ...model.trace import Trace
+from ..common.tables import csv_text, plural
+from ..common.xla import hlo_rows
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Rows of ``{"key", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share",
+    "device_ns", "host_ns"}`` for each grouping, largest total first; ``share`` is of all
+    counted time.
+
+    On an accelerator trace the counted time is device time (``time == "device"``): each
+    kernel, copy or XLA op's self time, counted once, credited to the TF op it ran for;
+    ``host_ns`` is the TF ops' own time on the host. Otherwise it is host op time."""
+
+    total_ns: int
+    op_count: int
+    counted: str = "op"     # which rows were counted: "op", "device+memcpy" or "all"
+    steps: list[dict] = field(default_factory=list)
+    by_op: list[dict] = field(default_factory=list)
+    by_type: list[dict] = field(default_factory=list)
+    by_device: list[dict] = field(default_factory=list)
+    by_kernel: list[dict] = field(default_factory=list)
+    by_hlo: list[dict] = field(default_factory=list)  # XLA: per HLO instruction (hlo_summary.py)
+    time: str = "host"      # "device" when the trace has device activity
+    total_span_ns: int = 0
+
+    def to_dict(self) -> dict:
+        return {"total_ns": self.total_ns, "op_count": self.op_count, "counted": self.counted,
+                "time": self.time, "total_span_ns": self.total_span_ns, "steps": self.steps,
+                "by_op": self.by_op, "by_type": self.by_type, "by_device": self.by_device,
+                "by_kernel": self.by_kernel, "by_hlo": self.by_hlo}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        tables = (("op", self.by_op), ("op_type", self.by_type), ("device", self.by_device), ("kernel", self.by_kernel))
+        return csv_text(["group", "key", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share", "device_ns",
+                         "host_ns"],
+                        ([group, row["key"], row["count"], row["total_ns"], row["mean_ns"], row["min_ns"],
+                          row["max_ns"], f"{row['share']:.6f}", row.get("device_ns", 0), row.get("host_ns", 0)]
+                         for group, rows in tables for row in rows))
+
+    def to_text(self) -> str:
+        what = COUNTED_WORDS.get(self.counted, "ops")
+        of_what = " device time" if self.time == "device" else ""
+        lines = [f"{self.op_count} {what}, {_ms(self.total_ns)}{of_what} in all"]
+        if self.steps:
+            durations = [s["duration_ns"] for s in self.steps]
+            lines.append(f"{plural(len(self.steps), 'step')}, median {_ms(int(np.median(durations)))} "
+                         f"(min {_ms(min(durations))}, max {_ms(max(durations))})")
+        both = self.time == "device"
+        tables = [("Top ops by device time" if both else "Top ops by total time", self.by_op), ("By op type", self.by_type),
+                  ("By device", self.by_device)]
+        if self.by_kernel:
+            tables.append(("Top kernels by device time", self.by_kernel))
+        if self.by_hlo:
+            # each with every framework op it computes: a fusion's time is all of theirs
+            tables.append(("Top HLO instructions (framework ops computed)",
+                           [dict(row, op=", ".join(row["tf_ops"])) for row in self.by_hlo]))
+        for title, rows in tables:
+            lines += ["", title, _table(rows, both)]
+        return "\n".join(lines)
+
+    __str__ = to_text
+
+
+def counted_rows(trace: Trace) -> tuple[np.ndarray, str]:
+    """The rows a summary counts: TF ops when there are any (host annotations such as
+    ``EagerExecute`` enclose ops and would count their time twice), else device kernels
+    and copies (a TPU profile), else every row."""
+    category = trace.ops["category"]
+    for wanted, label in (((Category.OP,), "op"), ((Category.DEVICE, Category.MEMCPY), "device+memcpy")):
+        mask = np.isin(category, wanted)
+        if mask.any():
+            return mask, label
+    return np.ones(len(trace), dtype=bool), "all"
+
+
+# What a summary counts, most telling first: device time, TF ops' host time, every row.
+MODES = ("device+memcpy", "op", "all")
+
+
+def summary_mode(trace: Trace) -> str:
+    """The rows :func:`summarize` counts in ``trace`` (one of :data:`MODES`)."""
+    if device_rows(trace.ops["category"], trace.ops["flags"]).any():
+        return "device+memcpy"
+    return counted_rows(trace)[1]
+
+
+def _counted_mask(trace: Trace, mode: str, device: np.ndarray, host: np.ndarray) -> np.ndarray:
+    """The rows a summary in ``mode`` counts (``device``, ``host``: the device rows and TF ops)."""
+    if mode == "device+memcpy":
+        return device
+    return host if mode == "op" else np.ones(len(trace), dtype=bool)
+
+
+def counted_ops(trace: Trace) -> tuple[int, str]:
+    """How many rows ``summary`` counts as ops, and what they are (``"ops"``, ``"device
+    events"``, ``"events"``): ``info`` says the same number. Profiler bookkeeping on the
+    host (``ThreadpoolListener::Record``, ``EagerExecute``) is not an op."""
+    mode = summary_mode(trace)
+    ops = trace.ops
+    mask = _counted_mask(trace, mode, device_rows(ops["category"], ops["flags"]), ops["category"] == Category.OP)
+    return int(mask.sum()), COUNTED_WORDS[mode]
+
+
+# What the rows a summary counts are called, by mode.
+COUNTED_WORDS = {"op": "ops", "device+memcpy": "device events", "all": "events"}
+
+
+def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> Summary:
+    """``mode`` (one of :data:`MODES`, default :func:`summary_mode`): count these rows,
+    as a summary of several traces together does where another trace decides the mode."""
+    ops = trace.ops
+    device = device_rows(ops["category"], ops["flags"])
+    host = ops["category"] == Category.OP
+    device_time = np.zeros(len(trace), dtype=np.int64)
+    device_time[device] = self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(device))
+    mode = mode or summary_mode(trace)
+    # 3M rows make every time column 24 MB: the host time is the durations zeroed in
+    # place, and is the basis itself where TF ops are what is counted.
+    duration = np.subtract(ops["end_ns"], ops["start_ns"], dtype=np.int64)
+    host_time = np.where(host, duration, 0) if mode == "all" else duration
+    if host_time is duration:
+        duration[~host] = 0
+    mask = _counted_mask(trace, mode, device, host)
+    counted = mode
+    if mode == "device+memcpy":
+        time, basis = "device", device_time
+    else:
+        time, basis = "host", host_time if mode == "op" else duration
+    either = mask | host
+    total = int(basis.sum(where=mask))  # no 3M-row copy of the counted rows
+    by_hlo = hlo_rows(trace, mask, basis, total, top)
+    devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
+    span = trace.end_ns - trace.start_ns
+    # The rows grouped, taken once for every grouping (3M rows make each column 24 MB);
+    # without device rows, device time is zeros that stay unwritten (and cost no memory).
+    everything = bool(either.all())
+    kept = (lambda column: column) if everything else (lambda column: column[either])
+    grouped_counted, grouped_basis = kept(mask), kept(basis)
+    grouped_host = grouped_basis if host_time is basis else kept(host_time)
+    grouped_device = kept(device_time) if device.any() else None  # None: no device time
+    del duration, host_time, basis
+
+    def group(keys: np.ndarray, labels) -> list[dict]:
+        return _group(kept(keys), grouped_counted, grouped_basis, grouped_device, grouped_host, labels, total, top)
+
+    # Grouped by device number, not name: hosts of a merged trace have devices of one name.
+    by_device = group(ops["device"], range(len(devices)))
+    for row in by_device:
+        index = int(row["key"])
+        row["key"] = str(devices[index])
+        rows = either & (ops["device"] == index)
+        row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows], scratch=True)
+        row["idle_ns"] = span - row["busy_ns"]
+    return Summary(
+        total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
+        steps=[{"number": s.number, "name": s.name, "start_ns": s.start_ns,
+                "duration_ns": s.duration_ns} for s in trace.steps],
+        by_op=group(ops["name"], trace.strings),
+        by_type=group(ops["op_type"], trace.strings),
+        by_device=by_device,
+        by_kernel=_kernels(trace, device, device_time, top) if time == "device" else [],
+        by_hlo=by_hlo,
+    )
+
+
+def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray | None,
+           host_ns: np.ndarray, labels, total: int, top: int | None) -> list[dict]:
+    """Rows per key: count, total, mean, min and max over the counted rows (on the basis
+    time), and device and host time over all of the key's rows (``device_ns`` None: none)."""
+    if not len(keys):
+        return []
+    unique, inverse = _distinct(keys)
+
+    def totals(weights: np.ndarray) -> np.ndarray:
+        # Exact int64 sums (a weighted bincount would sum float64 copies of the rows).
+        out = np.zeros(len(unique), dtype=np.int64)
+        np.add.at(out, inverse, weights)
+        return out
+
+    # Each sum over 3M rows is a pass: the ones whose answer is known (every row
+    # counted, no device rows, host time as the basis) are skipped.
+    every_row = bool(counted.all())
+    count = np.bincount(inverse, minlength=len(unique)) if every_row else totals(counted)
+    sums = totals(basis)
+    devices = totals(device_ns) if device_ns is not None else np.zeros(len(unique), dtype=np.int64)
+    hosts = sums if host_ns is basis else totals(host_ns)
+    lows = np.full(len(unique), np.iinfo(np.int64).max)
+    highs = np.zeros(len(unique), dtype=np.int64)
+    if not every_row:
+        inverse, basis = inverse[counted], basis[counted]
+    np.minimum.at(lows, inverse, basis)
+    np.maximum.at(highs, inverse, basis)
+    lows[count == 0] = 0
+    order = np.lexsort((unique, -hosts, -sums))
+    if top is not None:
+        order = order[:top]
+    return [{"key": str(labels[unique[i]]), "count": int(count[i]), "total_ns": int(sums[i]),
+             "mean_ns": int(sums[i] // count[i]) if count[i] else 0, "min_ns": int(lows[i]),
+             "max_ns": int(highs[i]), "share": float(sums[i] / total) if total else 0.0,
+             "device_ns": int(devices[i]), "host_ns": int(hosts[i])} for i in order.tolist()]
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)``; keys that are small non-negative ids
+    (string ids, device numbers) are counted instead of sorted, in one pass."""
+    if keys.dtype.kind in "iu" and int(keys.min()) >= 0 and int(keys.max()) < 4 * len(keys) + 1024:
+        present = np.flatnonzero(np.bincount(keys))
+        rank = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+        rank[present] = np.arange(len(present))
+        return present, rank[keys]
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return unique, inverse.ravel()
+
+
+def _kernels(trace: Trace, device: np.ndarray, device_time: np.ndarray, top: int | None) -> list[dict]:
+    """Device time per kernel (or XLA op) and the TF op it ran for."""
+    ops = trace.ops
+    rows = np.flatnonzero(device)
+    width = max(len(trace.strings), 1)  # pair keys sort as (kernel, op) pairs do
+    pairs = ops["kernel"][rows].astype(np.int64) * width + ops["name"][rows].astype(np.int64)
+    total = int(device_time[rows].sum())
+    found = _group(pairs, np.ones(len(rows), dtype=bool), device_time[rows], device_time[rows],
+                   np.zeros(len(rows), dtype=np.int64), _KernelLabels(trace.strings, width), total, top)
+    for row in found:
+        row["key"], row["op"] = row["key"].split("\0", 1)
+        del row["host_ns"]
+    return found
+
+
+class _KernelLabels:
+    """Labels of (kernel, op) pair keys: ``"kernel\0op"``, split again by the caller."""
+
+    def __init__(self, strings, width: int):
+        self.strings, self.width = strings, width
+
+    def __getitem__(self, key) -> str:
+        kernel, op = divmod(int(key), self.width)
+        return f"{self.strings[kernel]}\0{self.strings[op]}"
+
+
+def describe(trace: Trace) -> dict:
+    """What ``tracebridge info`` prints: format, steps, devices and counts."""
+    ops = trace.ops
+    per_device = np.bincount(ops["device"], minlength=len(trace.devices)) if len(trace) else \
+        np.zeros(len(trace.devices), dtype=np.int64)
+    peaks = allocator_peaks(trace)
+    categories = np.bincount(ops["category"], minlength=len(Category)) if len(trace) else \
+        np.zeros(len(Category), dtype=np.int64)
+    counted, counted_as = counted_ops(trace)
+    return {
+        "format": trace.source_format,
+        "categories": {category.label: int(n) for category, n in zip(Category, categories) if n},
+        "metadata": dict(trace.metadata),
+        "graph_outline": graph_outline(trace.metadata["graph"]) if trace.metadata.get("graph") else None,
+        # "ops": what summary counts (its op_count); "events": every row, annotations included.
+        "ops": counted, "counted": counted_as, "events": len(trace),
+        "steps": [{"number": s.number, "name": s.name, "duration_ns": s.duration_ns} for s in trace.steps],
+        "devices": [{"name": d.name, "kind": d.kind, "ops": int(per_device[i]),
+                     "lanes": sum(1 for lane in trace.lanes if lane.device == i)}
+                    for i, d in enumerate(trace.devices)],
+        "span_ns": trace.end_ns - trace.start_ns,
+        "transfers": {"count": trace.transfers.rows, "bytes": int(trace.transfers["bytes"].sum())},
+        "memory": {"allocators": peaks, "allocation_records": trace.allocations.rows},
+        "outputs": trace.outputs.rows,
+    }
+
+
+def shown_metadata(info: dict) -> list[tuple[str, str]]:
+    """``info``'s metadata (of :func:`describe`) as text and CSV show it, key by key; what
+    grows with the model or the run (the recorded graph, the HLO modules' protos, each
+    step's input shapes) only outlined, anything else cut at :data:`_LONGEST` characters,
+    since ``--json`` keeps it whole."""
+    shown = []
+    for key, value in sorted(info["metadata"].items()):
+        if key == "source_format":
+            continue
+        if key == "graph":
+            value = info["graph_outline"]
+        elif key == HLO_MODULES and isinstance(value, list):
+            value = _hlo_outline(value)
+        elif key == STEP_INPUTS:
+            value = _step_inputs_outline(value)
+        value = str(value)
+        if len(value) > _LONGEST:
+            value = f"{value[:_LONGEST - 60]}... ({len(value):,} characters; --json prints it whole)"
+        shown.append((key, value))
+    return shown
+
+
+_LONGEST = 300  # characters of a metadata value that info's text and CSV show
+
+
+def _step_inputs_outline(value) -> str:
+    """``6 steps, 6 input shapes: float32[4,64], float32[8,64], ...`` for ``metadata["step_inputs"]``."""
+    try:
+        shapes = json.loads(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not isinstance(shapes, dict):
+        return str(value)
+    distinct = list(dict.fromkeys(map(str, shapes.values())))
+    listed = "; ".join(distinct[:3]) + (f"; ... ({len(distinct) - 3} more)" if len(distinct) > 3 else "")
+    return f"{len(shapes):,} steps, {len(distinct):,} input shape{'s' * (len(distinct) != 1)}: {listed}"
+
+
+def _hlo_outline(modules: list) -> str:
+    """``3 HLO modules (41,200 bytes): jit_train_step, ...`` for ``metadata["hlo_modules"]``."""
+    names = [str(m.get("name", "?")) if isinstance(m, dict) else "?" for m in modules]
+    size = sum(len(m.get("proto") or "") * 3 // 4 for m in modules if isinstance(m, dict))  # base64 -> bytes
+    listed = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
+    return f"{len(names)} HLO module{'s' * (len(names) != 1)} ({size:,} bytes): {listed}"
+
+
+INFO_COLUMNS = ("section", "key", "kind", "count", "duration_ns", "lanes", "value")
+
+
+def describe_csv(info: dict) -> str:
+    """``tracebridge info --csv``: every line of the text as a row of :data:`INFO_COLUMNS`
+    (section: format, metadata, ops, events, span, step, device, transfers, memory_peak,
+    note), every step and device included."""
+    def row(section, key="", kind="", count="", duration_ns="", lanes="", value=""):
+        return (section, key, kind, count, duration_ns, lanes, value)
+    rows = [row("format", value=info["format"])]
+    rows += [row("metadata", key, value=value) for key, value in shown_metadata(info)]
+    rows += [row("ops", info["counted"], count=info["ops"]), row("events", count=info["events"]),
+             row("span", duration_ns=info["span_ns"])]
+    rows += [row("step", s["number"], duration_ns=s["duration_ns"], value=s["name"]) for s in info["steps"]]
+    rows += [row("device", d["name"], d["kind"], d["ops"], lanes=d["lanes"]) for d in info["devices"]]
+    if info["transfers"]["count"]:
+        rows.append(row("transfers", count=info["transfers"]["count"], value=info["transfers"]["bytes"]))
+    rows += [row("memory_peak", name, value=peak) for name, peak in info["memory"]["allocators"].items()]
+    rows += [row("note", value=note) for note in info.get("notes", ())]
+    return csv_text(INFO_COLUMNS, rows)
+
+
+def allocator_peaks(trace: Trace) -> dict[str, int]:
+    """Each allocator's peak bytes in use, from the trace's allocator counters."""
+    counters = trace.counters
+    return {trace.strings[a]: int(counters["bytes_in_use"][counters["allocator"] == a].max())
+            for a in np.unique(counters["allocator"]).tolist()}
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def _table(rows: list[dict], device_first: bool = False) -> str:
+    if not rows:
+        return "  (none)"
+    if device_first:  # device time leads; the host's own time beside it
+        header = ("device", "share", "count", "mean", "host", "name")
+        body = [(_ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), _ms(r["mean_ns"]),
+                 _ms(r.get("host_ns", 0)), r["key"] + (f"  ({r['op']})" if "op" in r else ""))
+                for r in rows]
+    else:
+        header = ("total", "share", "count", "mean", "name")
+        body = [(_ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), _ms(r["mean_ns"]), r["key"])
+                for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header[:-1])]
+    lines = ["  " + "  ".join(h.rjust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1]]
+    for b in body:
+        lines.append("  " + "  ".join(v.rjust(w) for v, w in zip(b[:-1], widths)) + "  " + b[-1])
+    return "\n".join(lines)
