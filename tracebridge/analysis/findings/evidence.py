@@ -73,7 +73,7 @@ class RetracingEvidence(ShareEvidence):
     """Tracings of tf.functions in the steps. A function's first tracing is no mistake: the
     finding counts ``retracings_per_step``, the tracings beyond a function's first (by the
     call's ``tracing_count`` where the trace keeps it, else by a further concrete function,
-    ``__inference_<fn>_<n>``, of a function that had run one before: run_findings.retracing),
+    ``__inference_<fn>_<n>``, of a function that had run one before: run_measures.retracing),
     and ``functions`` names those functions with every concrete function of each the trace
     shows. ``graph_buildings_per_step``: every tracing event (``tf.function-graph_building``)
     in each step, first tracings and tracings nested in another included."""

@@ -38,7 +38,7 @@ class Summary:
     by_type: list[dict] = field(default_factory=list)
     by_device: list[dict] = field(default_factory=list)
     by_kernel: list[dict] = field(default_factory=list)
-    by_hlo: list[dict] = field(default_factory=list)  # XLA: per HLO instruction (hlo_summary.py)
+    by_hlo: list[dict] = field(default_factory=list)  # XLA: per HLO instruction (common/xla.py)
     time: str = "host"      # "device" when the trace has device activity
     total_span_ns: int = 0
 
