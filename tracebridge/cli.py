@@ -60,7 +60,6 @@ def _positive(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .analysis.compare.result import SORTS
     parser = argparse.ArgumentParser(
         prog="tracebridge",
         description="Read, convert, view and analyse TensorFlow profiles of both worlds: TF1 RunMetadata/"
@@ -70,18 +69,53 @@ def _parser() -> argparse.ArgumentParser:
                     "profile is empty or incomplete, migrate rewrites TF1 profiling code.")
     parser.add_argument("--version", action="version", version=f"tracebridge {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_add_info, _add_convert, _add_summary, _add_compare, _add_advise, _add_doctor, _add_html,
+                _add_tensorboard, _add_view, _add_capture, _add_migrate, _add_guide, _add_demo):
+        add(commands)
+    return parser
 
-    info = commands.add_parser("info", help="format, steps, devices and counts of a trace")
+
+def _command(commands, name: str, handler, help: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (its ``help`` is its line in ``tracebridge --help``, its
+    description, where it has one, in _DESCRIPTIONS) that runs ``handler``."""
+    command = commands.add_parser(name, help=help, description=_DESCRIPTIONS.get(name))
+    command.set_defaults(handler=handler)
+    return command
+
+
+# The longer text of ``tracebridge COMMAND --help``, above its options, for the commands that have one.
+_DESCRIPTIONS = {
+    "summary": "A profile logdir with several hosts (or several XSpace files) is summarized host by host and "
+               "merged: in this process, on a local Dask cluster (--workers N) or on an existing one "
+               "(--scheduler); Dask needs tracebridge[dask].",
+    "doctor": "One line per problem, most serious first: code, what is missing, the evidence, the fix. Exit "
+              "status 0: nothing wrong, or warnings only (few_steps, no_memory_records); 1: problems found; "
+              "2: bad input.",
+    "view": "Open TRACE in the HTML timeline view, or with --perfetto in the Perfetto UI: the trace (converted "
+            "to .pftrace unless it is one) is served once on 127.0.0.1 and https://ui.perfetto.dev is opened on "
+            "it; the URL is printed when no browser can be started.",
+    "migrate": "Rewrite RunOptions/RunMetadata, traced session.run, timeline.Timeline, add_run_metadata, "
+               "ProfilerHook and tfvis into tracebridge calls that run under TF 2, in .py files and .ipynb "
+               "notebooks. Prints a diff unless --write or --check.",
+    "guide": "Print the migration guide's section on KIND: each finding's 'fix' names its kind (eager_ops, "
+             "retracing, host_gaps, ...). The guide ships inside the package.",
+    "demo": "Trains the same two-layer MLP as TF1 code (a tf.compat.v1.Session) and as a TF2 tf.function step, "
+            "traces a few steps of each, and writes per run a Chrome trace, the HTML timeline, RunMetadata per "
+            "step and a summary, then the comparison of the two (comparison.txt, comparison.html).",
+}
+
+
+def _add_info(commands) -> None:
+    info = _command(commands, "info", _info, "format, steps, devices and counts of a trace")
     info.add_argument("input", help=_INPUT_HELP)
-    shown = info.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print JSON (the recorded graph whole, where there is one)")
-    shown.add_argument("--csv", action="store_true",
-                       help="print CSV: one row per line of the text (section,key,kind,count,duration_ns,lanes,value), "
-                            "every step and device")
+    _add_shown(info, "print JSON (the recorded graph whole, where there is one)",
+               "print CSV: one row per line of the text (section,key,kind,count,duration_ns,lanes,value), "
+               "every step and device")
     _add_workers(info)
-    info.set_defaults(handler=_info)
 
-    convert = commands.add_parser("convert", help="write a trace in another format")
+
+def _add_convert(commands) -> None:
+    convert = _command(commands, "convert", _convert, "write a trace in another format")
     convert.add_argument("input", help=_INPUT_HELP)
     convert.add_argument("output", help="the file to write; its suffix names the format unless --to does")
     convert.add_argument("--to", choices=WRITABLE, help="output format (default: from the output's suffix)")
@@ -91,40 +125,36 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--memory", action="store_true",
                          help="Chrome: allocator counter tracks (Perfetto writes them always)")
     _add_filters(convert)
-    convert.set_defaults(handler=_convert)
 
-    summary = commands.add_parser(
-        "summary", help="top ops by total time, by op type and by device",
-        description="A profile logdir with several hosts (or several XSpace files) is summarized host by "
-                    "host and merged: in this process, on a local Dask cluster (--workers N) or on an "
-                    "existing one (--scheduler); Dask needs tracebridge[dask].")
+
+def _add_summary(commands) -> None:
+    summary = _command(commands, "summary", _summary, "top ops by total time, by op type and by device")
     summary.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host")
     summary.add_argument("--top", type=_positive, default=20, help="rows per table (default 20)")
-    output = summary.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print the tables as JSON")
-    output.add_argument("--csv", action="store_true", help="print the tables as CSV (one row per op, op type, device; "
-                                                          "--by-host: one row per host)")
+    _add_shown(summary, "print the tables as JSON",
+               "print the tables as CSV (one row per op, op type, device; --by-host: one row per host)")
     summary.add_argument("--by-host", action="store_true",
                          help="also per-host step times, stragglers, step skew and collective time")
     summary.add_argument("--threshold", type=float, metavar="SHARE",
                          help="--by-host: a straggler's median step exceeds all hosts' median by more than "
                               "this share (default 0.1: Thresholds.straggler)")
-    summary.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the hosts on this Dask cluster")
+    _add_scheduler(summary, "run the hosts on this Dask cluster")
     summary.add_argument("--html", metavar="OUT", help="--by-host: also write the overview page (host x step heat "
                                                        "map, stragglers) and the stragglers' timeline pages")
     summary.add_argument("--timeline", action="append", default=[], metavar="HOST",
                          help="--html: also write this host's timeline page (repeatable)")
-    summary.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
+    _add_run(summary)
     _add_filters(summary)
-    summary.set_defaults(handler=_summary)
 
-    diff = commands.add_parser("compare", help="compare two runs of the same model (control A, test B)")
+
+def _add_compare(commands) -> None:
+    from .analysis.compare.result import SORTS
+    diff = _command(commands, "compare", _compare, "compare two runs of the same model (control A, test B)")
     diff.add_argument("control", help="the run compared against (say, the TF1 run): " + _INPUT_HELP)
     diff.add_argument("test", help="the run under test (say, its TF2 port): " + _INPUT_HELP)
-    shown = diff.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print the comparison as JSON (headline, findings, rows)")
-    shown.add_argument("--csv", action="store_true", help="print every aligned row as CSV, ranked as --sort says "
-                                                         "(--by-host-group: each led by its groups' names)")
+    _add_shown(diff, "print the comparison as JSON (headline, findings, rows)",
+               "print every aligned row as CSV, ranked as --sort says (--by-host-group: each led by its groups' "
+               "names)")
     diff.add_argument("--html", metavar="OUT", help="also write the diff view to OUT")
     diff.add_argument("--rule", action="append", default=[], metavar="PATTERN=REPLACEMENT",
                       help="rewrite op names of both runs with a regular expression first (repeatable)")
@@ -140,42 +170,38 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--by-host-group", action="store_true",
                       help="CONTROL and TEST are multi-host runs (profile logdirs, or FILE,FILE,... one host "
                            "each): compare host group by host group (worker-3 is in group worker)")
-    diff.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="--by-host-group: on this Dask cluster")
+    _add_scheduler(diff, "--by-host-group: on this Dask cluster")
     _add_workers(diff)
-    diff.set_defaults(handler=_compare)
 
-    advice = commands.add_parser("advise", help="findings of one run: eager ops, retracing, host gaps, "
-                                 "input waits, device idle, memory growth")
+
+def _add_advise(commands) -> None:
+    advice = _command(commands, "advise", _advise, "findings of one run: eager ops, retracing, host gaps, "
+                      "input waits, device idle, memory growth")
     advice.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host "
                         "(several hosts: findings host by host)")
     advice.add_argument("--warmup", type=int, default=0, help="steps left out first")
     _add_thresholds(advice)
-    shown = advice.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print the findings as JSON")
-    shown.add_argument("--csv", action="store_true",
-                       help="print the findings as CSV, one row each (several hosts: a host column first)")
-    advice.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="several hosts: on this Dask cluster")
-    advice.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
+    _add_shown(advice, "print the findings as JSON",
+               "print the findings as CSV, one row each (several hosts: a host column first)")
+    _add_scheduler(advice, "several hosts: on this Dask cluster")
+    _add_run(advice)
     _add_workers(advice)
-    advice.set_defaults(handler=_advise)
 
-    checkup = commands.add_parser(
-        "doctor", help="why a profile is empty or lacks time, memory, steps or devices, and what to change",
-        description="One line per problem, most serious first: code, what is missing, the evidence, the fix. "
-                    "Exit status 0: nothing wrong, or warnings only (few_steps, no_memory_records); "
-                    "1: problems found; 2: bad input.")
+
+def _add_doctor(commands) -> None:
+    checkup = _command(commands, "doctor", _doctor,
+                       "why a profile is empty or lacks time, memory, steps or devices, and what to change")
     checkup.add_argument("input", nargs="+", help="a trace file, a run folder, a profile logdir, or one XSpace "
                          "file per host")
-    shown = checkup.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print the problems as JSON")
-    shown.add_argument("--csv", action="store_true",
-                       help="print the problems as CSV (code,path,missing,evidence,fix), then what was not checked")
-    checkup.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
+    _add_shown(checkup, "print the problems as JSON",
+               "print the problems as CSV (code,path,missing,evidence,fix), then what was not checked")
+    _add_run(checkup)
     checkup.add_argument("--min-steps", type=_positive, metavar="N",
                          help="the steps timing findings need (default 3): fewer is the few_steps warning")
-    checkup.set_defaults(handler=_doctor)
 
-    view = commands.add_parser("html", help="write the standalone HTML timeline view")
+
+def _add_html(commands) -> None:
+    view = _command(commands, "html", _html, "write the standalone HTML timeline view")
     view.add_argument("input", help=_INPUT_HELP)
     view.add_argument("output", help="the .html file to write")
     # --device (the filters below) keeps the devices matching REGEX; --device-pattern, tfvis's
@@ -183,29 +209,28 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("--device-pattern", metavar="REGEX", help=argparse.SUPPRESS)
     view.add_argument("--title", help="the page title (default: the input file's name)")
     _add_filters(view)
-    view.set_defaults(handler=_html)
 
-    board = commands.add_parser("tensorboard", help="write an event file and an XSpace for TensorBoard")
+
+def _add_tensorboard(commands) -> None:
+    board = _command(commands, "tensorboard", _tensorboard, "write an event file and an XSpace for TensorBoard")
     board.add_argument("input", help=_INPUT_HELP)
     board.add_argument("logdir", help="the TensorBoard logdir to write into (made if missing)")
     board.add_argument("--run", help="run folder name under plugins/profile (default: the trace's start time)")
     _add_filters(board)
-    board.set_defaults(handler=_tensorboard)
 
-    show = commands.add_parser(
-        "view", help="open a trace in a viewer: the HTML view, or the Perfetto UI (--perfetto)",
-        description="Open TRACE in the HTML timeline view, or with --perfetto in the Perfetto UI: the trace "
-                    "(converted to .pftrace unless it is one) is served once on 127.0.0.1 and "
-                    "https://ui.perfetto.dev is opened on it; the URL is printed when no browser can be started.")
+
+def _add_view(commands) -> None:
+    show = _command(commands, "view", _view, "open a trace in a viewer: the HTML view, or the Perfetto UI (--perfetto)")
     show.add_argument("input", help=_INPUT_HELP)
     show.add_argument("--perfetto", action="store_true", help="open it in the Perfetto UI")
     show.add_argument("--port", type=int, default=9001,
                       help="--perfetto: the local port (default 9001, the one the Perfetto UI fetches from)")
     show.add_argument("--out", metavar="FILE", help="keep the converted file here (default: a temporary file)")
     _add_filters(show)
-    show.set_defaults(handler=_view)
 
-    capture = commands.add_parser("capture", help="capture TF profiler servers (host:port,...) into a trace file")
+
+def _add_capture(commands) -> None:
+    capture = _command(commands, "capture", _capture, "capture TF profiler servers (host:port,...) into a trace file")
     capture.add_argument("addresses", help="HOST:PORT[,HOST:PORT...] of tf.profiler.experimental.server.start")
     capture.add_argument("output", help="trace file to write (.json, .json.gz, .pb, .pbtxt)")
     capture.add_argument("--duration-ms", type=int, default=2000, help="capture length (default 2000)")
@@ -215,13 +240,11 @@ def _parser() -> argparse.ArgumentParser:
                          help="1: also trace Python function calls (default 0)")
     capture.add_argument("--device-tracer-level", type=int, default=1, choices=(0, 1),
                          help="1: trace GPU kernels and copies (default); 0: host only")
-    capture.set_defaults(handler=_capture)
 
-    migrate = commands.add_parser(
-        "migrate", help="rewrite legacy TF1 profiling scripts and notebooks for TF 2 (needs tracebridge[migrate])",
-        description="Rewrite RunOptions/RunMetadata, traced session.run, timeline.Timeline, "
-                    "add_run_metadata, ProfilerHook and tfvis into tracebridge calls that run under "
-                    "TF 2, in .py files and .ipynb notebooks. Prints a diff unless --write or --check.")
+
+def _add_migrate(commands) -> None:
+    migrate = _command(commands, "migrate", _migrate,
+                       "rewrite legacy TF1 profiling scripts and notebooks for TF 2 (needs tracebridge[migrate])")
     migrate.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
     mode = migrate.add_mutually_exclusive_group()
     mode.add_argument("--diff", action="store_true", help="print a unified diff (the default)")
@@ -229,27 +252,36 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", action="store_true",
                       help="exit 1 if any file would change or uses what TF 2.21 lacks (report lines 'not in TF 2.21')")
     migrate.add_argument("--quiet", action="store_true", help="no per-change report on stderr")
-    migrate.set_defaults(handler=_migrate)
 
-    guide = commands.add_parser(
-        "guide", help="print a section of the migration guide (the one a finding's fix links to)",
-        description="Print the migration guide's section on KIND: each finding's 'fix' names its kind "
-                    "(eager_ops, retracing, host_gaps, ...). The guide ships inside the package.")
+
+def _add_guide(commands) -> None:
+    guide = _command(commands, "guide", _guide,
+                     "print a section of the migration guide (the one a finding's fix links to)")
     guide.add_argument("kind", nargs="?", metavar="KIND",
                        help="a finding's kind, e.g. eager_ops (none: list the sections)")
-    guide.set_defaults(handler=_guide)
 
-    demo = commands.add_parser(
-        "demo", help="train one small model as TF1 code and as its TF2 port, trace both and compare them "
-                     "(needs tracebridge[tf])",
-        description="Trains the same two-layer MLP as TF1 code (a tf.compat.v1.Session) and as a TF2 "
-                    "tf.function step, traces a few steps of each, and writes per run a Chrome trace, the "
-                    "HTML timeline, RunMetadata per step and a summary, then the comparison of the two "
-                    "(comparison.txt, comparison.html).")
+
+def _add_demo(commands) -> None:
+    demo = _command(commands, "demo", _demo, "train one small model as TF1 code and as its TF2 port, trace both "
+                    "and compare them (needs tracebridge[tf])")
     demo.add_argument("--out", default="tracebridge-demo", help="output folder (default ./tracebridge-demo)")
     demo.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
-    demo.set_defaults(handler=_demo)
-    return parser
+
+
+def _add_shown(parser: argparse.ArgumentParser, json_help: str, csv_help: str) -> None:
+    """``--json`` or ``--csv``, one at the most: what the command prints instead of its text."""
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help=json_help)
+    shown.add_argument("--csv", action="store_true", help=csv_help)
+
+
+def _add_run(parser: argparse.ArgumentParser) -> None:
+    """``--run``: which run of a profile logdir the input means (read by ``_load`` as ``input_run``)."""
+    parser.add_argument("--run", dest="input_run", help="the profile run of a logdir (default: the newest)")
+
+
+def _add_scheduler(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--scheduler", metavar="tcp://HOST:PORT", help=help)
 
 
 _INPUT_HELP = ("a trace file (.pb, .pbtxt, .json[.gz], .xplane.pb, .pftrace, an event file, a tfvis pickle) "
@@ -534,10 +566,7 @@ def _compare_host_groups(args) -> int:
     sides = [host_files(path.split(",") if "," in path else path) for path in (args.control, args.test)]
     result = compare_host_groups(*sides, load=load_host, workers=args.workers, scheduler=args.scheduler, top=args.top,
                                  rules=args.rule, warmup=args.warmup, thresholds=_thresholds(args), time=args.time)
-    if args.csv:
-        sys.stdout.write(result.to_csv())
-    else:
-        print(result.to_json() if args.json else result.to_text())
+    _print_shown(args, result)
     return 0
 
 
@@ -554,11 +583,16 @@ def _advise(args) -> int:
                                 progress=sys.stderr.isatty())
     else:
         findings = advise(_load(args, args.input[0]), warmup=args.warmup, thresholds=_thresholds(args))
-    if args.csv:
-        sys.stdout.write(findings.to_csv())
-    else:
-        print(findings.to_json() if args.json else findings.to_text())
+    _print_shown(args, findings)
     return 0
+
+
+def _print_shown(args, result) -> None:
+    """``result`` as --json or --csv (the group _add_shown adds) asks for, else as text."""
+    if args.csv:
+        sys.stdout.write(result.to_csv())
+    else:
+        print(result.to_json() if args.json else result.to_text())
 
 
 def _doctor(args) -> int:
