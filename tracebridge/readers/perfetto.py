@@ -17,6 +17,8 @@ Python package: field numbers are those of Perfetto's public schema.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..errors import TraceFormatError
@@ -25,7 +27,7 @@ from ..model.schema import NO_STEP, Category, OpFlag, OutputFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .sources import Source
-from .wire import FIXED64, LENGTH, VARINT, WireError, as_signed, decode, strings
+from .wire import FIXED64, LENGTH, VARINT, WireError, as_signed, decode, decode_submessages, strings
 
 _TRACE_PACKET = 1
 _DERIVED = " (derived)"
@@ -76,19 +78,19 @@ def _add_trace(builder: TraceBuilder, raw: bytes, host: str | None) -> None:
         category[cat_msg] = [int(_CATEGORY_BY_NAME.get(t, Category.OP)) for t in texts]
     annotations = _annotations(raw, events, m, state, seq)
     flows = _flows(events)
-    _build(builder, tracks, host, track, kind, times, names, category, annotations, flows,
-           events.scalar(30, m, np.uint64).view(np.int64))
+    _build(builder, tracks, host, _TrackEvents(track=track, kind=kind, times=times, names=names, category=category,
+                                               annotations=annotations, flows=flows,
+                                               counter_values=events.scalar(30, m, np.uint64).view(np.int64)))
 
 
 # --- tracks ---------------------------------------------------------------------------
 
 def _tracks(raw: bytes, packets, n: int) -> dict[int, dict]:
     """Every track descriptor: uuid -> {parent, name, process, thread, counter}."""
-    where, starts, ends = packets.spans(60)
+    where, d = decode_submessages(raw, packets, 60)
     found: dict[int, dict] = {}
-    if not len(where):
+    if d is None:
         return found
-    d = decode(raw, starts, ends)
     k = len(where)
     uuid = d.scalar(1, k, np.uint64)
     parent = d.scalar(5, k, np.uint64)
@@ -243,11 +245,10 @@ class _SequenceState:
 
 def _annotations(raw: bytes, events, m: int, state: _SequenceState, seq: np.ndarray) -> dict[str, tuple]:
     """Annotation name -> (event rows, values) of the begin events' debug annotations."""
-    owner, starts, ends = events.spans(4)
+    owner, a = decode_submessages(raw, events, 4)
     out: dict[str, tuple] = {}
-    if not len(owner):
+    if a is None:
         return out
-    a = decode(raw, starts, ends)
     k = len(owner)
     key = state.lookup("annotation_names", seq[owner], a.scalar(1, k, np.uint64))
     values: list = [None] * k
@@ -289,10 +290,48 @@ def _flows(events) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return tuple(out)
 
 
-def _build(builder: TraceBuilder, tracks: dict[int, dict], host: str | None, track: np.ndarray, kind: np.ndarray,
-           times: np.ndarray, names: list[str], category: np.ndarray, annotations: dict[str, tuple], flows,
-           counter_values: np.ndarray) -> None:
-    s = builder.strings
+@dataclasses.dataclass
+class _TrackEvents:
+    """The track events, one entry per event (``kind``: 1 begin, 2 end, 4 counter)."""
+    track: np.ndarray
+    kind: np.ndarray
+    times: np.ndarray
+    names: list[str]
+    category: np.ndarray
+    annotations: dict[str, tuple]  # name -> (event rows, values)
+    flows: tuple  # (started rows, started ids, ended rows, ended ids)
+    counter_values: np.ndarray
+
+
+@dataclasses.dataclass
+class _Slices:
+    """Paired slices: the event row of each begin, and the slice's start and end."""
+    begins: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+    def subset(self, which: np.ndarray) -> _Slices:
+        return _Slices(self.begins[which], self.start_ns[which], self.end_ns[which])
+
+
+def _build(builder: TraceBuilder, tracks: dict[int, dict], host: str | None, ev: _TrackEvents) -> None:
+    """Add the devices, lanes, steps, ops (with their inputs, outputs and transfers), launch
+    links and counters of the track events to ``builder``."""
+    process_name, lane_of, lane_device = _add_lanes(builder, tracks, host)
+    begins, ends = _pair_slices(ev.kind, ev.track, ev.times)
+    slices = _Slices(begins, ev.times[begins], ev.times[ends])
+    values = {name: _column(rows, vals, len(ev.track)) for name, (rows, vals) in ev.annotations.items()}
+    on_steps, step_index = _add_steps(builder, tracks, process_name, ev, values, slices)
+    op_of_event = _add_ops(builder, ev, values, (lane_of, lane_device), step_index, slices.subset(~on_steps))
+    _add_op_details(builder, ev.annotations, values, op_of_event)
+    _add_launch_links(builder, ev.flows, op_of_event, ev.category)
+    _add_counters(builder, tracks, host, ev)
+
+
+def _add_lanes(builder: TraceBuilder, tracks: dict[int, dict],
+               host: str | None) -> tuple[dict[int, str], dict[int, int], dict[int, int]]:
+    """A device per process track, a lane per thread track; returns the process names and,
+    per thread track, its lane, and per lane its device."""
     processes = {uuid: t for uuid, t in tracks.items() if t["process"] is not None}
     process_name = {uuid: (t["process"].get("process_name") or t["name"]) for uuid, t in processes.items()}
     # devices in the order of their process tracks (the Chrome order: sibling rank)
@@ -312,8 +351,12 @@ def _build(builder: TraceBuilder, tracks: dict[int, dict], host: str | None, tra
         name = name[:-len(_DERIVED)] if name.endswith(_DERIVED) else name
         lane_of[uuid] = builder.lane(device_of[tracks[uuid]["parent"]], name)
         lane_device[lane_of[uuid]] = device_of[tracks[uuid]["parent"]]
+    return process_name, lane_of, lane_device
 
-    # slices: pair begins and ends per track by nesting depth
+
+def _pair_slices(kind: np.ndarray, track: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pair each slice begin with its end, per track by nesting depth; returns the event
+    rows of the begins and of their ends (raises :class:`_Unsupported` if they do not nest)."""
     slice_rows = np.flatnonzero((kind == 1) | (kind == 2))
     order = _stable_by_track(slice_rows, track, times)
     begin = kind[order] == 1
@@ -327,50 +370,67 @@ def _build(builder: TraceBuilder, tracks: dict[int, dict], host: str | None, tra
     paired = order[pair_order]
     if len(paired) % 2 or np.any(kind[paired[0::2]] != 1) or np.any(kind[paired[1::2]] != 2):
         raise _Unsupported("slices do not nest on their tracks (a begin without its end)")
-    begins, ends = paired[0::2], paired[1::2]
-    start_ns, end_ns = times[begins], times[ends]
-    values = {name: _column(rows, vals, len(track)) for name, (rows, vals) in annotations.items()}
+    return paired[0::2], paired[1::2]
 
-    def value(key: str, rows: np.ndarray):
-        column = values.get(key)
-        return [None] * len(rows) if column is None else [column[r] for r in rows.tolist()]
 
-    # steps
+def _value(values: dict[str, list], key: str, rows: np.ndarray) -> list:
+    """The annotation ``key`` of the events ``rows`` (None where absent)."""
+    column = values.get(key)
+    return [None] * len(rows) if column is None else [column[r] for r in rows.tolist()]
+
+
+def _add_steps(builder: TraceBuilder, tracks: dict[int, dict], process_name: dict[int, str], ev: _TrackEvents,
+               values: dict[str, list], slices: _Slices) -> tuple[np.ndarray, dict[int, int]]:
+    """The slices on the Steps process's tracks are steps; returns which slices are, and
+    the step index of each step number."""
+    begins, start_ns, end_ns = slices.begins, slices.start_ns, slices.end_ns
     steps_process = next((u for u, n in process_name.items() if n == _STEPS_PROCESS), None)
-    on_steps = np.array([tracks.get(int(t), {}).get("parent") == steps_process for t in track[begins].tolist()]) \
+    on_steps = np.array([tracks.get(int(t), {}).get("parent") == steps_process for t in ev.track[begins].tolist()]) \
         if steps_process is not None and len(begins) else np.zeros(len(begins), dtype=bool)
     step_index: dict[int, int] = {}
     for b, e_ns, s_ns, number in zip(begins[on_steps].tolist(), end_ns[on_steps].tolist(),
-                                     start_ns[on_steps].tolist(), value("step_num", begins[on_steps])):
+                                     start_ns[on_steps].tolist(), _value(values, "step_num", begins[on_steps])):
         number = int(number) if number is not None else len(step_index)
-        label = names[b]
+        label = ev.names[b]
         index = builder.step(number, label, s_ns, e_ns)
         step_index.setdefault(number, index)
-    # ops
-    op_rows = np.flatnonzero(~on_steps)
-    b = begins[op_rows]
-    op_track = track[b]
-    known = np.array([int(t) in lane_of for t in op_track.tolist()], dtype=bool) if len(b) else np.zeros(0, bool)
-    b, op_rows = b[known], op_rows[known]
-    kernel = [names[i] for i in b.tolist()]
+    return on_steps, step_index
+
+
+def _add_ops(builder: TraceBuilder, ev: _TrackEvents, values: dict[str, list], lanes_of: tuple[dict, dict],
+             step_index: dict[int, int], slices: _Slices) -> np.ndarray:
+    """An op row per slice (not a step) on a known lane; returns the op of each event (-1: none)."""
+    s = builder.strings
+    lane_of, lane_device = lanes_of  # the lane of each thread track, the device of each lane
+    begins, start_ns, end_ns = slices.begins, slices.start_ns, slices.end_ns
+    op_track = ev.track[begins]
+    known = np.array([int(t) in lane_of for t in op_track.tolist()], dtype=bool) if len(begins) else np.zeros(0, bool)
+    b, start_ns, end_ns = begins[known], start_ns[known], end_ns[known]
+    kernel = [ev.names[i] for i in b.tolist()]
     op_name = [n if n is not None else t if t is not None else k
-               for n, t, k in zip(value("name", b), value("tf_op", b), kernel)]
-    op_type = [t if t is not None else k for t, k in zip(value("op_type", b), kernel)]
-    step_numbers = value("step", b)
-    lanes = np.array([lane_of[int(t)] for t in track[b].tolist()], dtype=np.int64)
+               for n, t, k in zip(_value(values, "name", b), _value(values, "tf_op", b), kernel)]
+    op_type = [t if t is not None else k for t, k in zip(_value(values, "op_type", b), kernel)]
+    step_numbers = _value(values, "step", b)
+    lanes = np.array([lane_of[int(t)] for t in ev.track[b].tolist()], dtype=np.int64)
     devices = np.array([lane_device[lane] for lane in lanes.tolist()], dtype=np.int64)
     first_op = builder.op_count
     count = len(b)
     if count:
         builder.extend("ops", name=[s[x] for x in op_name], op_type=[s[x] for x in op_type],
                        kernel=[s[x] for x in kernel], label=np.full(count, s[""]),
-                       start_ns=start_ns[op_rows], end_ns=end_ns[op_rows], op_start_ns=start_ns[op_rows],
-                       op_end_ns=end_ns[op_rows], device=devices, lane=lanes, block=devices,
+                       start_ns=start_ns, end_ns=end_ns, op_start_ns=start_ns,
+                       op_end_ns=end_ns, device=devices, lane=lanes, block=devices,
                        step=[step_index.get(int(x), NO_STEP) if x is not None else NO_STEP for x in step_numbers],
-                       flags=np.full(count, int(OpFlag.HAS_NANOS)), category=category[b])
-    # inputs, shapes, transfers
-    op_of_event = np.full(len(track), -1, dtype=np.int64)
+                       flags=np.full(count, int(OpFlag.HAS_NANOS)), category=ev.category[b])
+    op_of_event = np.full(len(ev.track), -1, dtype=np.int64)
     op_of_event[b] = first_op + np.arange(count)
+    return op_of_event
+
+
+def _add_op_details(builder: TraceBuilder, annotations: dict[str, tuple], values: dict[str, list],
+                    op_of_event: np.ndarray) -> None:
+    """The ops' inputs, output shapes and transfers, from their slices' annotations."""
+    s = builder.strings
     input_keys = sorted((k for k in values if k.startswith("input") and k[5:].isdigit()), key=lambda k: int(k[5:]))
     rows_op, rows_name = [], []
     for key in input_keys:
@@ -395,11 +455,14 @@ def _build(builder: TraceBuilder, tracks: dict[int, dict], host: str | None, tra
                 builder.add_row("transfers", op=int(op_of_event[r]), bytes=int(values["bytes"][r] or 0),
                                 rate_bps=float(values["rate_bps"][r] or 0.0), src=str(values["src"][r]),
                                 dst=str(values["dst"][r]), tensor=str(values["tensor"][r]))
-    # flows that end on a kernel or copy: launch links
+
+
+def _add_launch_links(builder: TraceBuilder, flows: tuple, op_of_event: np.ndarray, category: np.ndarray) -> None:
+    """Flows that end on a kernel or copy: launch links."""
     started_rows, started_ids, ended_rows, ended_ids = flows
     if len(started_rows) and len(ended_rows):
         by_id = dict(zip(started_ids.tolist(), started_rows.tolist()))
-        kind_id = s["launch"]
+        kind_id = builder.strings["launch"]
         for row, flow in zip(ended_rows.tolist(), ended_ids.tolist()):
             producer = by_id.get(flow)
             if producer is None or op_of_event[row] < 0 or op_of_event[producer] < 0:
@@ -407,11 +470,14 @@ def _build(builder: TraceBuilder, tracks: dict[int, dict], host: str | None, tra
             if category[row] in (int(Category.DEVICE), int(Category.MEMCPY)):
                 builder.add_row("links", producer=int(op_of_event[producer]), consumer=int(op_of_event[row]),
                                 kind=kind_id)
-    # counters
-    counter_rows = np.flatnonzero(kind == 4)
+
+
+def _add_counters(builder: TraceBuilder, tracks: dict[int, dict], host: str | None, ev: _TrackEvents) -> None:
+    """A counter row per counter event (its track's name, less `` (host)``)."""
+    counter_rows = np.flatnonzero(ev.kind == 4)
     if len(counter_rows):
-        for t, time_ns, v in zip(track[counter_rows].tolist(), times[counter_rows].tolist(),
-                                 counter_values[counter_rows].tolist()):
+        for t, time_ns, v in zip(ev.track[counter_rows].tolist(), ev.times[counter_rows].tolist(),
+                                 ev.counter_values[counter_rows].tolist()):
             name = tracks.get(int(t), {}).get("name", "")
             if host and name.endswith(f" ({host})"):
                 name = name[:-len(host) - 3]

@@ -37,8 +37,8 @@ from ..model.trace import Trace
 from ..options import Parallelism
 from .sources import Source
 from .split_read import read_chunks
-from .wire import (LENGTH, Buffer, Fields, WireError, as_signed, decode, intern_all, intern_strings, strings,
-                   strings_per_message)
+from .wire import (LENGTH, Buffer, Fields, WireError, as_signed, decode, decode_submessages, intern_all, intern_strings,
+                   strings, strings_per_message)
 
 _RECV = re.compile(
     r"\[(?P<bytes>\d+)B\]\s*\[(?P<rate>[\d.]+)(?P<unit>[KMG]?)b/s\]\s*(?P<edge>\S+)"
@@ -416,11 +416,10 @@ def _memory_stats(raw: bytes, f: Fields, n: int) -> dict[str, np.ndarray]:
 
 
 def _add_outputs(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) -> None:
-    owner, starts, ends = f.spans(_NODE.output)
-    count = len(owner)
-    if not count:
+    owner, outputs = decode_submessages(raw, f, _NODE.output)
+    if outputs is None:
         return
-    outputs = decode(raw, starts, ends)
+    count = len(owner)
     flags = np.zeros(count, np.uint8)
     dtype = np.zeros(count, np.int64)
     shape_ids = np.zeros(count, np.int64)
@@ -455,11 +454,10 @@ def _add_outputs(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) ->
 
 
 def _add_memory(builder: TraceBuilder, raw: bytes, f: Fields, first_op: int) -> None:
-    owner, starts, ends = f.spans(_NODE.memory)
-    count = len(owner)
-    if not count:
+    owner, used = decode_submessages(raw, f, _NODE.memory)
+    if used is None:
         return
-    used = decode(raw, starts, ends)
+    count = len(owner)
     first_row = builder.rows("memory")
 
     def signed(number: int, fields: Fields = used, rows: int = count) -> np.ndarray:

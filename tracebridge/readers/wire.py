@@ -267,6 +267,13 @@ def decode(raw: bytes, starts, ends, dense: tuple[int, ...] = ()) -> Fields:
     return decode_numpy(raw, starts, ends)
 
 
+def decode_submessages(raw: bytes, fields: Fields, number: int) -> tuple[np.ndarray, Fields | None]:
+    """The messages in field ``number`` of ``fields``: the message each is in, and their
+    fields decoded (None where there are none)."""
+    owner, starts, ends = fields.spans(number)
+    return owner, (decode(raw, starts, ends) if len(owner) else None)
+
+
 def _numpy_column(size: int) -> np.ndarray:
     # The C loop's columns as numpy memory: numpy asks the kernel for huge pages for large
     # blocks, so the 75 MB of rows of a big XSpace's lines fault in 2 MB at a time.

@@ -19,6 +19,7 @@ the op running on that thread at the time. Steps come from step markers (events 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 import struct
@@ -137,7 +138,63 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     if not len(plane_starts):
         return errors, warnings
     planes_f = decode(raw, plane_starts, plane_ends)
-    planes = [_Plane(n) for n in strings_per_message(raw, planes_f, _PLANE.name, len(plane_starts))]
+    planes, hlo_map, base_ns = _read_planes(builder, raw, planes_f, len(plane_starts), host)
+    line_owner, line_starts, line_ends = planes_f.spans(_PLANE.lines)
+    if not len(line_starts):
+        return errors, warnings
+    events = _read_events(raw, planes, line_owner, line_starts, line_ends, ops_only)
+    lane_of_line, device_of_line = _add_lanes(builder, planes, host, events)
+    start_ns, end_ns = _event_clocks(events, base_ns)
+    columns = _link_events(builder, planes, hlo_map, events, device_of_line, start_ns, end_ns)
+    _add_rows(builder, planes, events, columns, lane_of_line, ops_only)
+    return errors, warnings
+
+
+@dataclasses.dataclass
+class _Events:
+    """The lines (one entry per line) and every event's columns, in line order. The phases
+    of :func:`add_xspace` set a column to None once it is used up (3M events: 24 MB each)."""
+    line_owner: np.ndarray  # the plane of each line
+    line_names: list[str]
+    display: list[str]
+    line_ids: np.ndarray
+    line_ts: np.ndarray
+    line: np.ndarray  # the line of each event
+    plane: np.ndarray  # the plane of each event
+    metadata_id: np.ndarray | None
+    offset_ps: np.ndarray | None
+    duration_ps: np.ndarray | None
+    aggregated: np.ndarray
+    stats: dict[str, tuple[list, list]]
+
+    @property
+    def n_lines(self) -> int:
+        return len(self.line_owner)
+
+    @property
+    def count(self) -> int:
+        return len(self.line)
+
+
+@dataclasses.dataclass
+class _Columns:
+    """The columns (one entry per event) that op rows are made of, known once events are linked."""
+    known: np.ndarray  # the event's metadata was found
+    name_id: np.ndarray
+    type_id: np.ndarray
+    category: np.ndarray
+    memory_event: np.ndarray
+    kernel_id: np.ndarray
+    device: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+
+def _read_planes(builder: TraceBuilder, raw: bytes, planes_f: Fields, n_planes: int,
+                 host: str | None) -> tuple[list[_Plane], object, int]:
+    """The planes' metadata and stats, and what they say about the run (notes, HLO modules);
+    returns the planes, the HLO map and the profile start (0: unknown)."""
+    planes = [_Plane(n) for n in strings_per_message(raw, planes_f, _PLANE.name, n_planes)]
     _read_stat_metadata(raw, planes_f, planes)
     _read_event_metadata(raw, planes_f, planes)
     _read_plane_stats(raw, planes_f, planes)
@@ -163,10 +220,13 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
         builder.note_first(notes="no profile_start_time: times are relative to the profile start")
     if host:
         builder.note_first(host=host)
+    return planes, hlo_map, base_ns
 
-    line_owner, line_starts, line_ends = planes_f.spans(_PLANE.lines)
-    if not len(line_starts):
-        return errors, warnings
+
+def _read_events(raw: bytes, planes: list[_Plane], line_owner: np.ndarray, line_starts: np.ndarray,
+                 line_ends: np.ndarray, ops_only: bool) -> _Events:
+    """Decode the lines and their events' columns and stats (all of them, or with
+    ``ops_only`` those of :data:`SUMMARY_STATS`)."""
     lines_f = decode(raw, line_starts, line_ends)
     n_lines = len(line_starts)
     line_names = strings_per_message(raw, lines_f, _LINE.name, n_lines)
@@ -200,11 +260,19 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
             into[1].extend(values)
         del events_f
     del event_starts, event_ends, lines_f
+    return _Events(line_owner=line_owner, line_names=line_names, display=display, line_ids=line_ids,
+                   line_ts=line_ts, line=event_line, plane=plane_of_event, metadata_id=metadata_id,
+                   offset_ps=offset_ps, duration_ps=duration_ps, aggregated=aggregated, stats=stats)
 
-    # Devices and lanes: one device per plane (and host), one lane per line. Task
-    # Environment holds the run's settings, and /host:metadata (when it has no events, as
+
+def _add_lanes(builder: TraceBuilder, planes: list[_Plane], host: str | None,
+               ev: _Events) -> tuple[np.ndarray, np.ndarray]:
+    """Devices and lanes: one device per plane (and host), one lane per line with events;
+    returns the lane and the device of each line (-1: none)."""
+    # Task Environment holds the run's settings, and /host:metadata (when it has no events, as
     # TF and JAX write it) the HLO of its XLA modules: facts about the run, not devices.
-    has_events = np.bincount(event_line, minlength=n_lines) > 0
+    line_owner, n_lines = ev.line_owner, ev.n_lines
+    has_events = np.bincount(ev.line, minlength=n_lines) > 0
     facts = {p for p, plane in enumerate(planes) if plane.name == _TASK_ENVIRONMENT
              or (plane.name == METADATA_PLANE and not has_events[line_owner == p].any())}
     plane_device = {p: -1 for p in range(len(planes)) if p not in facts}
@@ -217,10 +285,16 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
         if p not in plane_device or not has_events[line]:
             continue
         device_of_line[line] = plane_device[p]
-        name = line_names[line] or display[line] or f"line {int(line_ids[line])}"
-        lane_of_line[line] = builder.lane(plane_device[p], name, int(line_ids[line]))
+        name = ev.line_names[line] or ev.display[line] or f"line {int(ev.line_ids[line])}"
+        lane_of_line[line] = builder.lane(plane_device[p], name, int(ev.line_ids[line]))
+    return lane_of_line, device_of_line
 
-    event_plane = plane_of_event
+
+def _event_clocks(ev: _Events, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's start and end in ns (profile start + line start + offset); uses up
+    the events' offsets and durations."""
+    offset_ps, duration_ps = ev.offset_ps, ev.duration_ps
+    ev.offset_ps = ev.duration_ps = None
     # Memory matters here (3M events make every temporary 24 MB): compute each column
     # once, in the narrowest type, and drop what is no longer needed as soon as possible.
     # start = base + line + offset_ps // 1000, the same as (offset_ps + 1000 * line) // 1000
@@ -231,14 +305,24 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     np.clip(duration_ps, 0, _PS_LIMIT, out=duration_ps)
     duration_ps += offset_ps
     base_ns = min(max(base_ns, -TIME_LIMIT_NS), TIME_LIMIT_NS)
-    line_start = base_ns + np.clip(line_ts, -TIME_LIMIT_NS // 2, TIME_LIMIT_NS // 2)
+    line_start = base_ns + np.clip(ev.line_ts, -TIME_LIMIT_NS // 2, TIME_LIMIT_NS // 2)
     start_ns = offset_ps // 1000
     end_ns = duration_ps // 1000  # (offset + duration) // 1000
     del offset_ps, duration_ps
-    event_line_start = line_start[event_line]
+    event_line_start = line_start[ev.line]
     start_ns += event_line_start
     end_ns += event_line_start
     del line_start, event_line_start
+    return start_ns, end_ns
+
+
+def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Events, device_of_line: np.ndarray,
+                 start_ns: np.ndarray, end_ns: np.ndarray) -> _Columns:
+    """Classify the events by their metadata and link them (eager ops, device events,
+    XLA, correlation ids); uses up the events' metadata ids."""
+    stats, event_line, event_plane = ev.stats, ev.line, ev.plane
+    metadata_id = ev.metadata_id
+    ev.metadata_id = None
     kinds = _classify(builder, planes)
     pairs = sorted(kinds)
     row_of_kind = _kind_rows(event_plane, metadata_id, pairs)  # -1: metadata not found
@@ -263,45 +347,54 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
                         start_ns, end_ns)
     _link_by_correlation(stats, category, name_id, type_id, kernel_id, event_line, start_ns, end_ns)
     _device_clock_durations(stats, category, start_ns, end_ns)
-    derived = _derived_lines(planes, line_owner, line_names)
+    derived = _derived_lines(planes, ev.line_owner, ev.line_names)
     if derived.any():
         category[derived[event_line]] = Category.DERIVED
-    keep = known & ~aggregated & (device_of_event >= 0) & (memory_event == MemoryEvent.NONE)
+    return _Columns(known=known, name_id=name_id, type_id=type_id, category=category, memory_event=memory_event,
+                    kernel_id=kernel_id, device=device_of_event, start_ns=start_ns, end_ns=end_ns)
+
+
+def _add_rows(builder: TraceBuilder, planes: list[_Plane], ev: _Events, c: _Columns, lane_of_line: np.ndarray,
+              ops_only: bool) -> None:
+    """Add the op rows (with their steps), then, unless ``ops_only``, their stats, memory
+    and link rows."""
+    stats, event_line, category, start_ns, end_ns = ev.stats, ev.line, c.category, c.start_ns, c.end_ns
+    known, memory_event, device_of_event = c.known, c.memory_event, c.device
+    keep = known & ~ev.aggregated & (device_of_event >= 0) & (memory_event == MemoryEvent.NONE)
 
     first_op = builder.op_count
     rows = np.flatnonzero(keep)
-    every = len(rows) == n_events  # the usual case: no fancy-indexed copies needed
+    every = len(rows) == ev.count  # the usual case: no fancy-indexed copies needed
 
     def kept(column: np.ndarray) -> np.ndarray:
         return column if every else column[rows]
 
     nanos, canonical = int(OpFlag.HAS_NANOS), int(OpFlag.LABEL_CANONICAL)
     flags = np.where(kept(category) == Category.OP, np.uint8(nanos | canonical), np.uint8(nanos))
-    device_column, type_column = kept(device_of_event), kept(type_id)
+    device_column, type_column = kept(device_of_event), kept(c.type_id)
     start_column, end_column = kept(start_ns), kept(end_ns)
     # Steps are known before the rows are added: the step column goes in with them
     # (int32, one per event), not as a later update of 3M rows and their temporaries.
-    step_of_event = add_steps(builder, stats, keep, start_ns, end_ns, name_id, device_of_event,
-                               np.flatnonzero(_step_lines(planes, line_owner, line_names)[event_line]))
-    builder.extend("ops", name=kept(name_id), op_type=type_column, kernel=kept(kernel_id),
+    step_of_event = add_steps(builder, stats, keep, start_ns, end_ns, c.name_id, device_of_event,
+                               np.flatnonzero(_step_lines(planes, ev.line_owner, ev.line_names)[event_line]))
+    builder.extend("ops", name=kept(c.name_id), op_type=type_column, kernel=kept(c.kernel_id),
                    start_ns=start_column, end_ns=end_column, op_start_ns=start_column,
                    op_end_ns=end_column, device=device_column,
                    lane=lane_of_line.astype(np.int32)[event_line if every else event_line[rows]],
                    step=kept(step_of_event), block=device_column, flags=flags,
                    category=kept(category))
     del flags, device_column, type_column, start_column, end_column, step_of_event
-    op_of_event = np.full(n_events, -1, dtype=np.int64)
+    op_of_event = np.full(ev.count, -1, dtype=np.int64)
     op_of_event[rows] = first_op + np.arange(len(rows))
     if ops_only:  # the HLO instruction of XLA rows is kept: a summary groups by it
         _add_event_stats(builder, {k: v for k, v in stats.items() if k in LINK_STATS}, op_of_event)
-        return errors, warnings
+        return
     _add_event_stats(builder, stats, op_of_event)
     memory_events = np.flatnonzero(known & (memory_event != MemoryEvent.NONE) & (device_of_event >= 0))
     _add_memory(builder, memory_events, memory_event[memory_events] == MemoryEvent.DEALLOCATION, stats,
                 start_ns, end_ns,
                 event_line, op_of_event, category)
     _add_links(builder, stats, op_of_event, category)
-    return errors, warnings
 
 
 # --- metadata -----------------------------------------------------------------------------
