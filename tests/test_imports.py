@@ -40,7 +40,9 @@ ROOM_IMPORTS = {
     "protos": set(),
     "tfrecord": set(),
     # the model depends on nothing but itself and the error tree, not even lazily: a
-    # trace's conveniences go through what tracebridge.formats installs
+    # trace's conveniences go through the Consumers (model/trace.py's contract) that
+    # tracebridge.formats installs. Inside it, imports run one way, trace -> slicing ->
+    # accelerator -> parts (Lane, Step, Op); slicing names Trace for annotations only
     "model": {"errors"},
     # readers produce the model, writers consume it, analysis computes on traces it is
     # handed: none imports another, and analysis does no file I/O (a host-by-host analysis

@@ -99,7 +99,7 @@ FORMATS: tuple[Format, ...] = (
            "(`load(logdir, run=...)` for another), all hosts merged",
            sniff=sources.sniff_xspace, find_in_folder=sources.find_profile_run,
            read=_lazy("tracebridge.readers.xspace:read"), read_ops=_lazy("tracebridge.readers.xspace:read_ops"),
-           write=_lazy("tracebridge.writers.tensorboard:write_xspace_file"), suffixes=(".xplane.pb",)),
+           write=_lazy("tracebridge.writers.xspace:write_xspace_file"), suffixes=(".xplane.pb",)),
     Format("events", "TensorBoard event files (`add_run_metadata`, `ProfilerHook`)",
            "`tfevents` in the name, or a folder of them; one step per `tagged_run_metadata`; "
            "a truncated last record is tolerated",

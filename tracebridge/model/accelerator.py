@@ -23,7 +23,7 @@ import numpy as np
 
 from .devices import Device
 from .schema import Category, OpFlag
-from .trace import Step
+from .parts import Step
 
 # Lines of a device plane that xprof derives from the events of its other lines.
 DERIVED_LINES = frozenset({

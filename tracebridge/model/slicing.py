@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import OptionError
 from .accelerator import launches
-from .trace import Trace
+
+if TYPE_CHECKING:  # annotations only: trace.py imports this module (Trace.slice, Trace.filter)
+    from .trace import Trace
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s)\s*$")
@@ -117,17 +120,23 @@ def slice_trace(trace: Trace, *, steps=None, start=None, end=None, min_duration=
     if any(s is None for s in kept_steps):
         sliced = sliced._with(steps=tuple(kept_steps))
     if start is not None or end is not None:
-        counters = sliced.counters
-        window = np.ones(counters.rows, dtype=bool)
-        if low is not None:
-            window &= counters["time_ns"] >= low
-        if high is not None:
-            window &= counters["time_ns"] <= high
-        sliced = sliced._with(tables={**sliced._tables, "counters": counters.take(window)})
+        sliced = with_counters_within(sliced, low, high)
     text = "; ".join(said)
     previous = trace.metadata.get("notes")
     return sliced.with_metadata(slice=text, sliced_from_ops=len(trace),
                                 notes="; ".join([str(previous), text] if previous else [text]))
+
+
+def with_counters_within(trace: Trace, low: int | None, high: int | None) -> Trace:
+    """``trace`` without the counter samples before ``low`` or after ``high`` (absolute
+    nanoseconds, either None for no bound): a time window's counters, as ops are windowed."""
+    counters = trace.counters
+    window = np.ones(counters.rows, dtype=bool)
+    if low is not None:
+        window &= counters["time_ns"] >= low
+    if high is not None:
+        window &= counters["time_ns"] <= high
+    return trace._with(tables={**trace._tables, "counters": counters.take(window)})
 
 
 def _ranges(numbers: list[int]) -> str:

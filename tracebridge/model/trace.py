@@ -17,14 +17,15 @@ import functools
 import re
 import types
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from os import PathLike
 from typing import Any, Protocol
 
 import numpy as np
 
 from .devices import Device
+from .parts import Lane, Op, Step
 from .schema import NO_STEP, TABLE_COLUMNS, is_string_column
+from .slicing import slice_trace, with_counters_within
 from .table import Table, child_take, offsets_of
 
 
@@ -59,49 +60,9 @@ def _installed() -> Consumers:
     return _consumers
 
 
-@dataclass(frozen=True)
-class Lane:
-    """A row of non-overlapping ops on one device: a real thread when the source names
-    one, else a lane derived from timing (TF 2.21 leaves ``thread_id`` at 0)."""
-
-    device: int
-    name: str
-    thread_id: int | None = None
-
-
-@dataclass(frozen=True)
-class Step:
-    """One traced step: a ``session.run`` call, a traced function call or a step marker."""
-
-    number: int
-    start_ns: int
-    end_ns: int
-    name: str = ""
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-
-@dataclass(frozen=True)
-class Op:
-    """One op execution, built on demand from the columns."""
-
-    index: int
-    name: str
-    op_type: str
-    kernel: str
-    device: str
-    lane: int
-    step: int | None
-    start_ns: int
-    end_ns: int
-    inputs: tuple[str, ...]
-    label: str
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
+def _table_property(kind: str) -> property:
+    """A trace's table of ``kind`` as a read-only attribute (``trace.ops``, ...)."""
+    return property(lambda self: self._tables[kind], doc=f"The {kind} table (see :mod:`.schema`).")
 
 
 def empty_table(kind: str) -> Table:
@@ -127,33 +88,8 @@ class Trace:
         self.metadata = types.MappingProxyType(dict(metadata or {}))
 
     # --- tables -----------------------------------------------------------------------
-    @property
-    def ops(self) -> Table:
-        return self._tables["ops"]
-
-    @property
-    def inputs(self) -> Table:
-        return self._tables["inputs"]
-
-    @property
-    def outputs(self) -> Table:
-        return self._tables["outputs"]
-
-    @property
-    def memory(self) -> Table:
-        return self._tables["memory"]
-
-    @property
-    def allocations(self) -> Table:
-        return self._tables["allocations"]
-
-    @property
-    def transfers(self) -> Table:
-        return self._tables["transfers"]
-
-    @property
-    def counters(self) -> Table:
-        return self._tables["counters"]
+    ops, inputs, outputs, memory, allocations, transfers, counters = map(_table_property, (
+        "ops", "inputs", "outputs", "memory", "allocations", "transfers", "counters"))
 
     def table(self, kind: str) -> Table:
         return self._tables[kind]
@@ -280,13 +216,7 @@ class Trace:
         if step is not None:
             kept = kept._with(steps=tuple(s if s.number == step else None for s in self.steps))
         if start_ns is not None or end_ns is not None:
-            counters = self.counters
-            window = np.ones(counters.rows, dtype=bool)
-            if start_ns is not None:
-                window &= counters["time_ns"] >= start_ns
-            if end_ns is not None:
-                window &= counters["time_ns"] <= end_ns
-            kept = kept._with(tables={**kept._tables, "counters": counters.take(window)})
+            kept = with_counters_within(kept, start_ns, end_ns)
         return kept
 
     def slice(self, *, steps=None, start=None, end=None, min_duration=None) -> "Trace":
@@ -295,7 +225,6 @@ class Trace:
         such as ``"10us"``). Ops are kept whole, with the kernels they launched; the
         metadata (``slice``, ``notes``) says what was left out and how many short events
         were dropped. See :mod:`tracebridge.model.slicing`."""
-        from .slicing import slice_trace
         return slice_trace(self, steps=steps, start=start, end=end, min_duration=min_duration)
 
     def _string_match(self, ids: np.ndarray, pattern: str) -> np.ndarray:
