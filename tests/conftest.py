@@ -91,14 +91,13 @@ def op_counts(result) -> dict:
     (``position``), and per rule (``rules``). ``result.coverage`` and ``rule_shares`` weigh
     each op by its live time."""
     out = {"coverage": {}, "position": {}, "rules": {}}
-    matched = [r for r in result.rows if r.control_names and r.test_names]
+    matched = [r for r in result.rows if r.names.control and r.names.test]
     for side in ("control", "test"):
-        names, count = f"{side}_names", f"{side}_count"
-        runs = sum(getattr(r, count) for r in result.rows if getattr(r, names)) or 1
-        out["coverage"][side] = sum(getattr(r, count) for r in matched) / runs
+        runs = sum(getattr(r.count, side) for r in result.rows if getattr(r.names, side)) or 1
+        out["coverage"][side] = sum(getattr(r.count, side) for r in matched) / runs
         for r in matched:
             rule = out["rules"].setdefault(r.rule, {"control": 0.0, "test": 0.0})
-            rule[side] += getattr(r, count) / runs
+            rule[side] += getattr(r.count, side) / runs
         out["position"][side] = out["rules"].get("type+position", {}).get(side, 0.0)
     return out
 
@@ -106,7 +105,7 @@ def op_counts(result) -> dict:
 def unmatched_compute(result) -> list[str]:
     """Rows of one run only that hold a convolution, matmul or batch norm (forward, gradient
     or fused): the ops that carry a model's time, which a comparison must pair."""
-    return [r.key for r in result.rows if not (r.control_names and r.test_names) and COMPUTE_OPS.search(r.op_type)]
+    return [r.key for r in result.rows if not (r.names.control and r.names.test) and COMPUTE_OPS.search(r.op_type)]
 
 
 # `make check` promises no TensorFlow: a test that imports it there fails, naming itself.

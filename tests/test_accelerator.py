@@ -283,11 +283,11 @@ def test_compare_tf1_gpu_run_with_its_tf2_xspace_on_device_time(corpus, tmp_path
     assert comparison.time == "device"
     assert comparison.coverage == PerSide(1.0, 1.0)
     device_by_op = {row["key"]: row["device_ns"] for row in tf1.summary().by_op if row["device_ns"]}
-    assert sum(row.control_total_ns for row in comparison.rows) == sum(device_by_op.values())
+    assert sum(row.total_ns.control for row in comparison.rows) == sum(device_by_op.values())
     for row in comparison.rows:
-        assert row.control_total_ns == row.test_total_ns == row.control_device_ns == row.test_device_ns
+        assert row.total_ns.control == row.total_ns.test == row.device_ns.control == row.device_ns.test
     # The dispatch's host time is shown beside each kernel's op (copies, edge_*, have none).
-    assert all(row.control_host_ns > 0 for row in comparison.rows if row.op_type != "MEMCPYHtoD"
+    assert all(row.host_ns.control > 0 for row in comparison.rows if row.op_type != "MEMCPYHtoD"
                and not row.key.startswith("edge_"))
     host = compare(tf1, tf2, time="host")
     kernels_of_ops = {row.key for row in comparison.rows if not row.key.startswith("edge_")}
@@ -301,8 +301,8 @@ def test_compare_gpu_xspace_with_itself(corpus):
     comparison = compare(trace, trace, time="device")
     assert comparison.coverage == PerSide(1.0, 1.0)
     total = trace.filter(step=trace.steps[0].number).summary().total_ns  # compare counts steps' ops
-    assert sum(row.control_total_ns for row in comparison.rows) == total
-    assert all(row.change == "=" and row.control_device_ns == row.test_device_ns for row in comparison.rows)
+    assert sum(row.total_ns.control for row in comparison.rows) == total
+    assert all(row.change == "=" and row.device_ns.control == row.device_ns.test for row in comparison.rows)
 
 
 def test_compare_device_time_needs_device_activity(corpus):

@@ -81,15 +81,15 @@ def _check_kernels_pair_up(result) -> None:
     kernel the other runs unfused, the row is a fusion group whose key names the kernel."""
     types = {"control": _kernels_by_name(result.control), "test": _kernels_by_name(result.test)}
     for row in result.rows:
-        if not (row.control_names and row.test_names) or row.rule == "optimizer":
+        if not (row.names.control and row.names.test) or row.rule == "optimizer":
             continue
         # constants and shape ops join the row of what they feed (TF1 runs its constants)
-        control = {plain_kernel(types["control"][n]) for n in row.control_names} - ATTACHED
-        test = {plain_kernel(types["test"][n]) for n in row.test_names} - ATTACHED
+        control = {plain_kernel(types["control"][n]) for n in row.names.control} - ATTACHED
+        test = {plain_kernel(types["test"][n]) for n in row.names.test} - ATTACHED
         if row.rule == "fusion":
-            sides = (("control", [n for n in row.control_names if plain_kernel(types["control"][n]) not in ATTACHED],
+            sides = (("control", [n for n in row.names.control if plain_kernel(types["control"][n]) not in ATTACHED],
                       test),
-                     ("test", [n for n in row.test_names if plain_kernel(types["test"][n]) not in ATTACHED], control))
+                     ("test", [n for n in row.names.test if plain_kernel(types["test"][n]) not in ATTACHED], control))
             kernel, parts_run = next((types[side][names[0]], other) for side, names, other in sides
                                      if len(names) == 1 and fusion_parts(types[side][names[0]]))
             assert f"[{kernel} = " in row.key, row

@@ -149,23 +149,23 @@ def test_mlp_tf1_against_tf2(tf):
     # gradients pair by the recorded graphs' structure (names alone: the gradient rule)
     assert {"exact", "optimizer"} <= rules and rules & {"gradient", "structure"}, _report(result)
     relu = next(r for r in result.rows if r.key == "dense/Relu")
-    assert relu.rule == "exact" and relu.control_count == relu.test_count == 3
+    assert relu.rule == "exact" and relu.count.control == relu.count.test == 3
     # Per rule shares add up to the coverage; confidence falls from names to position.
     for side, covered in result.coverage.items():
         assert sum(getattr(share, side) for share in result.rule_shares.values()) == pytest.approx(covered)
     assert "matched by rule" in result.to_text()
     for row in result.rows:
-        if row.control_names and row.test_names:
+        if row.names.control and row.names.test:
             assert 0 < row.confidence <= RULE_CONFIDENCE[row.rule]
             # keys are the real names: one when they agree, both when they differ
-            if len(row.control_names) == len(row.test_names) == 1 and row.rule != "fusion":
-                c, t = row.control_names[0], row.test_names[0]
+            if len(row.names.control) == len(row.names.test) == 1 and row.rule != "fusion":
+                c, t = row.names.control[0], row.names.test[0]
                 assert row.key == (c if c == t else f"{c} ~ {t}")
         else:
-            assert row.confidence == 0 and row.key in row.control_names + row.test_names
+            assert row.confidence == 0 and row.key in row.names.control + row.names.test
     for side, rows in result.unmatched.items():  # every unmatched op is listed with its time
         for row in rows:
-            assert getattr(row, f"{side}_total_ns") >= 0 and row.rule == "unmatched"
+            assert getattr(row.total_ns, side) >= 0 and row.rule == "unmatched"
     print(f"MLP coverage: control {result.coverage.control:.1%}, test {result.coverage.test:.1%}")
 
 
@@ -176,7 +176,7 @@ def test_cnn_tf1_against_tf2(tf):
     tf2 = _run_tf2(tf, _cnn_tf2(tf, 32), values)
     result = compare(tf1, tf2, warmup=1)
     assert not unmatched_compute(result), _report(result)  # (by structure, as above)
-    types = {r.op_type for r in result.rows if r.control_names and r.test_names}
+    types = {r.op_type for r in result.rows if r.names.control and r.names.test}
     assert any("Conv2D" in t for t in types) and any("MaxPool" in t for t in types), _report(result)
     print(f"CNN coverage: control {result.coverage.control:.1%}, test {result.coverage.test:.1%}")
 
@@ -221,9 +221,9 @@ def test_noise_ns_decides_what_is_noise(corpus):
     for noise_ns in (0, 2_000, 20_000):
         result = compare(control, test, noise_ns=noise_ns)
         assert result.noise_ns == noise_ns
-        matched = [r for r in result.rows if r.control_names and r.test_names]
+        matched = [r for r in result.rows if r.names.control and r.names.test]
         for row in matched:  # changed: beyond both the threshold's share and the noise floor
-            beyond = abs(row.delta_ns) > max(result.threshold * row.control_median_ns, noise_ns)
+            beyond = abs(row.delta_ns) > max(result.threshold * row.median_ns.control, noise_ns)
             assert (row.change != "=") == beyond, row
         changed[noise_ns] = sum(r.change != "=" for r in matched)
     assert changed[0] > changed[2_000] > changed[20_000], changed

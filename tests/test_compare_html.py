@@ -32,6 +32,7 @@ import pytest
 from tests.helpers.browser import browser_mark
 from tests.test_html import EVIL, EVIL_TITLE, Opened, _Scripts, _unpack
 from tracebridge import OutputError, Trace, compare
+from tracebridge.analysis.common.types import PerSide
 from tracebridge.model.builder import TraceBuilder
 from tracebridge.model.schema import OpFlag
 from tracebridge.writers.compare_html import compare_document, write_compare_html
@@ -207,7 +208,7 @@ def test_compare_page_both_runs_and_coverage(pages, browser):
         assert bar_box["y"] < opened.page.locator(".tb-trace-head").first.bounding_box()["y"]
         # every row is in the table, unmatched ones too (one side empty, marked)
         assert sorted(_row_positions(opened)) == sorted(r.key for r in comparison.rows)
-        unmatched = [r for r in comparison.rows if not r.control_names or not r.test_names]
+        unmatched = [r for r in comparison.rows if not r.names.control or not r.names.test]
         assert {r.key for r in unmatched} >= {"gradients/AddN", "sequential/dense/Cast"}
         assert opened.page.locator(".tb-diff-table tr.tb-unmatched").count() == len(unmatched)
         cells = opened.js("""() => Array.from(document.querySelectorAll('.tb-diff-table tr.tb-unmatched'),
@@ -263,8 +264,8 @@ def test_table_sorted_largest_regression_first_and_resorts(pages, browser):
             shown = [r["index"] for r in opened.js("() => tracebridge.compare.rows()")]
             if key == "change":
                 order = {"+": 1, "=": 0, "-": -1}  # a row of one run only: new (0.5) or gone (-0.5)
-                values = [order[rows[i].change] if rows[i].control_names and rows[i].test_names
-                          else 0.5 if rows[i].test_names else -0.5 for i in shown]
+                values = [order[rows[i].change] if rows[i].names.control and rows[i].names.test
+                          else 0.5 if rows[i].names.test else -0.5 for i in shown]
                 assert values == sorted(values, reverse=True)
             else:
                 assert shown == _expected_order(comparison, key, descending), key
@@ -278,13 +279,13 @@ def test_table_sorted_largest_regression_first_and_resorts(pages, browser):
         assert None in ratios and all(r is None for r in ratios[ratios.index(None):])
         # filters: text and kind
         assert opened.js("() => tracebridge.compare.filter('relu', '')") == sum(
-            1 for r in rows if "relu" in "\n".join((r.key, r.op_type, r.rule) + r.control_names + r.test_names).lower())
+            1 for r in rows if "relu" in "\n".join((r.key, r.op_type, r.rule) + r.names.control + r.names.test).lower())
         assert opened.js("() => tracebridge.compare.filter('', 'unmatched')") == sum(
-            1 for r in rows if not r.control_names or not r.test_names)
+            1 for r in rows if not r.names.control or not r.names.test)
         # slower: matched rows only; an op of the test run alone is new, not slower (issue 25)
         assert opened.js("() => tracebridge.compare.filter('', '+')") == sum(
-            1 for r in rows if r.change == "+" and r.control_names and r.test_names)
-        assert opened.js("() => tracebridge.compare.filter('', 'new')") == sum(1 for r in rows if not r.control_names)
+            1 for r in rows if r.change == "+" and r.names.control and r.names.test)
+        assert opened.js("() => tracebridge.compare.filter('', 'new')") == sum(1 for r in rows if not r.names.control)
         opened.js("() => tracebridge.compare.filter('', '')")
         assert len(_row_positions(opened)) == len(rows)
 
@@ -300,12 +301,12 @@ def test_row_click_highlights_the_op_in_both_runs(pages, browser):
         row = rows[worst]
         page.wait_for_function("() => tracebridge.compare.selectedRow() >= 0 && tracebridge.highlighted() > 0")
         assert opened.js("() => tracebridge.compare.selectedRow()") == worst
-        expected = [_highlight_expected(comparison.control, row.control_names),
-                    _highlight_expected(comparison.test, row.test_names)]
+        expected = [_highlight_expected(comparison.control, row.names.control),
+                    _highlight_expected(comparison.test, row.names.test)]
         assert expected[0] > 0 and expected[1] > 0
         assert opened.js("() => tracebridge.compare.highlightCounts()") == expected
         # the highlighted ops are exactly the row's names, in each run
-        for index, names in ((0, row.control_names), (1, row.test_names)):
+        for index, names in ((0, row.names.control), (1, row.names.test)):
             shown = opened.js("""(i) => { const t = tracebridge.timelines[i], out = [];
                 for (let p = 0; p < t.data.n; p++) if (tracebridge.isHighlighted(p, i)) out.push(t.data.name(p));
                 return out; }""", index)
@@ -319,18 +320,18 @@ def test_row_click_highlights_the_op_in_both_runs(pages, browser):
             op = opened.js("([p, t]) => tracebridge.op(p, t)", [instance["pos"], instance["trace"]])
             offset = tracebridge_offset(opened, instance["trace"])
             assert start <= op["start_ns"] - offset and op["end_ns"] - offset <= end, (op, start, end)
-            assert op["name"] in (row.control_names if instance["trace"] == 0 else row.test_names)
+            assert op["name"] in (row.names.control if instance["trace"] == 0 else row.names.test)
             drawn = opened.js("(i) => tracebridge.drawnCounts(i)", instance["trace"])
             assert drawn[op["device"]]["highlighted"] >= 1, drawn
-        assert opened.js("() => tracebridge.selected().name") in row.control_names
+        assert opened.js("() => tracebridge.selected().name") in row.names.control
         assert "tb-selected" in page.locator(".tb-diff-table tbody tr").first.get_attribute("class")
         details = page.locator(".tb-compared").inner_text()
         assert row.key in details and row.rule in details
         opened.shot("compare")
         # an op only the control has: highlighted there, nothing in the test run
-        only = next(i for i, r in enumerate(rows) if r.control_names and not r.test_names)
+        only = next(i for i, r in enumerate(rows) if r.names.control and not r.names.test)
         counts = opened.js("(i) => tracebridge.compare.selectRow(i)", only)
-        assert counts == [_highlight_expected(comparison.control, rows[only].control_names), 0]
+        assert counts == [_highlight_expected(comparison.control, rows[only].names.control), 0]
         assert counts[0] > 0
         test_drawn = opened.js("() => tracebridge.drawnCounts(1)")
         assert sum(d["highlighted"] for d in test_drawn.values()) == 0
@@ -412,7 +413,7 @@ def test_hostile_names_stay_text(pages, browser):
     with Opened(browser, path) as opened:
         page = opened.page
         assert len(comparison.rows) >= len(EVIL) + 2
-        assert sum(1 for r in comparison.rows if not r.control_names or not r.test_names) == 2
+        assert sum(1 for r in comparison.rows if not r.names.control or not r.names.test) == 2
         # every rendering path: every row (table, compared-op panel, details), hover, sorting
         for index in range(len(comparison.rows)):
             opened.js("(i) => tracebridge.compare.selectRow(i)", index)
@@ -437,7 +438,7 @@ def test_hostile_names_stay_text(pages, browser):
         # names shown verbatim
         keys = set(opened.js("() => tracebridge.compare.rows().map(r => r.key)"))
         assert keys == {r.key for r in comparison.rows if "<img" in "\n".join(
-            (r.key, r.op_type, r.rule) + r.control_names + r.test_names).lower()} and keys
+            (r.key, r.op_type, r.rule) + r.names.control + r.names.test).lower()} and keys
         page.fill(".tb-diff-filter", "")
         page.wait_for_timeout(300)
         titles = opened.js("() => Array.from(document.querySelectorAll('.tb-diff-table tbody td.tb-fit'), e => e.title)")
@@ -470,8 +471,8 @@ def test_document_blocks_and_escaping():
     fields = data["fields"]
     for values, row in zip(data["rows"], comparison.rows):
         got = dict(zip(fields, values))
-        assert got["key"] == row.key and got["control_names"] == list(row.control_names)
-        assert got["test_names"] == list(row.test_names) and got["change"] == row.change
+        assert got["key"] == row.key and got["control_names"] == list(row.names.control)
+        assert got["test_names"] == list(row.names.test) and got["change"] == row.change
         assert got["delta_ns"] == pytest.approx(row.delta_ns) and got["ratio"] == (
             None if row.ratio is None else pytest.approx(row.ratio))
     assert data["step_pairs"] == [list(p) for p in comparison.step_pairs]
@@ -494,7 +495,7 @@ def test_nan_and_missing_values_become_null():
     control, test = mlp_pair()
     comparison = compare(control, test)
     comparison.rows[0].ratio = float("nan")
-    comparison.rows[1].control_median_ns = float("inf")
+    comparison.rows[1].median_ns = PerSide(float("inf"), comparison.rows[1].median_ns.test)
     parser = _Scripts()
     parser.feed(compare_document(comparison))
     data = json.loads(next(text for attrs, text in parser.scripts if attrs.get("id") == "tb-compare"))
@@ -578,11 +579,11 @@ def test_rows_coloured_by_rule_with_shares_and_confidence(pages, browser):
             row = by_key[key]
             assert rule == row.rule and "tb-rule-" + re.sub(r"[^a-z0-9]+", "-", row.rule) in css.split()
             colour_of_rule.setdefault(rule, set()).add(colour)
-            if row.control_names and row.test_names:
+            if row.names.control and row.names.test:
                 assert title == f"confidence {row.confidence:.2f}", (key, title)
         # one colour per rule, and rules of different certainty look different
         assert all(len(colours) == 1 for colours in colour_of_rule.values()), colour_of_rule
-        matched_rules = {r.rule for r in comparison.rows if r.control_names and r.test_names}
+        matched_rules = {r.rule for r in comparison.rows if r.names.control and r.names.test}
         assert len(matched_rules) >= 3, matched_rules
         assert len({next(iter(colour_of_rule[rule])) for rule in matched_rules}) == len(matched_rules)
         # the bar lists each rule's share of both runs' op time

@@ -53,10 +53,10 @@ def as_ops(names, computed: dict | None) -> list[str]:
 def quality(result, layers, computed: dict | None = None) -> dict[str, float]:
     # The optimizer's row pairs every update of one side with every update of the other: it
     # names all layers or none, so it is neither right nor wrong about one layer.
-    matched = [r for r in result.rows if r.control_names and r.test_names and r.rule != "optimizer"]
-    total = sum(r.control_median_ns + r.test_median_ns for r in matched) or 1.0
-    right = sum(r.control_median_ns + r.test_median_ns for r in matched
-                if layers_of(as_ops(r.control_names, computed), layers) == layers_of(as_ops(r.test_names, computed),
+    matched = [r for r in result.rows if r.names.control and r.names.test and r.rule != "optimizer"]
+    total = sum(r.median_ns.control + r.median_ns.test for r in matched) or 1.0
+    right = sum(r.median_ns.control + r.median_ns.test for r in matched
+                if layers_of(as_ops(r.names.control, computed), layers) == layers_of(as_ops(r.names.test, computed),
                                                                                      layers))
     shares = result.rule_shares.get("type+position", PerSide(0.0, 0.0))
     return {"coverage_control": result.coverage.control, "coverage_test": result.coverage.test,
@@ -64,7 +64,7 @@ def quality(result, layers, computed: dict | None = None) -> dict[str, float]:
 
 
 def matched_pairs(result) -> set:
-    return {(r.control_names, r.test_names) for r in result.rows if r.control_names and r.test_names}
+    return {(r.names.control, r.names.test) for r in result.rows if r.names.control and r.names.test}
 
 
 def two_captures(tf, model_tf1, model_tf2, values):
@@ -98,15 +98,15 @@ def assert_done(result, figures, report, layers, not_run=(), computed: dict | No
     counted = op_counts(result)["position"]
     assert counted["control"] <= 0.1 and counted["test"] <= 0.1, (counted, report)
     assert not any("no graph recorded" in note for note in result.notes)
-    compute_rows = [r for r in result.rows if r.control_names and r.test_names and COMPUTE.search(r.op_type)]
+    compute_rows = [r for r in result.rows if r.names.control and r.names.test and COMPUTE.search(r.op_type)]
     for row in compute_rows:
-        control = layers_of(as_ops(row.control_names, computed), layers)
-        test = layers_of(as_ops(row.test_names, computed), layers)
+        control = layers_of(as_ops(row.names.control, computed), layers)
+        test = layers_of(as_ops(row.names.test, computed), layers)
         assert control and control == test, (row.key, row.rule)
     # Position is the last resort, inside scopes other rules matched only, and said so.
     for row in result.rows:
         if row.rule == "type+position":
-            assert layers_of(row.control_names, layers) == layers_of(row.test_names, layers), (row.key, report)
+            assert layers_of(row.names.control, layers) == layers_of(row.names.test, layers), (row.key, report)
     assert any("only within scopes" in note for note in result.notes), report
     if updates:
         assert_updates_per_variable(result, layers)
@@ -132,7 +132,7 @@ def assert_updates_per_variable(result, layers):
             name = nodes[name][2][0]
         return variables.get(name, [None])[0]
     for variable, row in rows.items():
-        written = [variable_of(nodes[n][2][0]) for n in row.test_names
+        written = [variable_of(nodes[n][2][0]) for n in row.names.test
                    if n in nodes and nodes[n][1] in UPDATES and nodes[n][2] and variable_of(nodes[n][2][0])]
         assert written and set().union(*(layers_of([w], layers) for w in written)) == layers_of([variable], layers), \
             (variable, written)
@@ -150,11 +150,11 @@ def test_resnet_pair_aligns_by_structure(resnet_runs):
     # forward, input and filter gradients of each conv (the stem's input needs no gradient)
     assert len(convs) == 3 * len(RESNET_CONVS) - 1, report
     # The projection shortcut, built first in TF1 and last in Keras, still pairs its own conv.
-    shortcut = [r for r in convs if layers_of(r.control_names, RESNET_LAYERS) == {"b2_short"}]
+    shortcut = [r for r in convs if layers_of(r.names.control, RESNET_LAYERS) == {"b2_short"}]
     assert len(shortcut) == 3 and all(r.rule == "structure" for r in shortcut)
     # Fused batch norm against Keras's unfused one: one group each way, forward and gradient.
     groups = [r for r in result.rows if r.rule == "group" and "FusedBatchNorm" in r.op_type]
-    assert {next(iter(layers_of(r.control_names, RESNET_LAYERS))) for r in groups} == {n for n, _ in RESNET_CONVS}
+    assert {next(iter(layers_of(r.names.control, RESNET_LAYERS))) for r in groups} == {n for n, _ in RESNET_CONVS}
 
 
 def test_resnet_pairs_are_deterministic(resnet_runs):
@@ -187,7 +187,7 @@ def test_transformer_pair_aligns_by_structure(transformer_runs):
     random_groups = [r for r in result.rows if r.rule == "group" and "RandomUniform" in r.op_type]
     assert len(random_groups) == 3 and all("StatelessRandomUniformV2" in r.op_type for r in random_groups), report
     assert len(compute_rows) >= 20, report
-    projections = {layer for r in compute_rows for layer in layers_of(r.control_names, TRANSFORMER_LAYERS)}
+    projections = {layer for r in compute_rows for layer in layers_of(r.names.control, TRANSFORMER_LAYERS)}
     assert {"query", "key", "value", "attention_output", "ffn1", "ffn2", "classifier"} <= projections
 
     again_tf1, again_tf2 = transformer_runs[1]
@@ -203,7 +203,7 @@ def test_lstm_pair_aligns_by_structure(lstm_runs):
     result, figures, report = measured(lstm_runs, LSTM_LAYERS, "LSTM")
     compute_rows = assert_done(result, figures, report, LSTM_LAYERS)
     # each time step's input and recurrent matmul, forward and both gradients, pair
-    lstm_matmuls = [r for r in compute_rows if "MatMul" in r.op_type and layers_of(r.control_names, LSTM_LAYERS) == {"lstm"}]
+    lstm_matmuls = [r for r in compute_rows if "MatMul" in r.op_type and layers_of(r.names.control, LSTM_LAYERS) == {"lstm"}]
     assert len(lstm_matmuls) >= 4 * STEPS, report
     again_tf1, again_tf2 = lstm_runs[1]
     assert matched_pairs(result) == matched_pairs(compare(again_tf1, again_tf2, warmup=1))
@@ -223,9 +223,9 @@ def not_run_rows(result) -> dict[str, list]:
            "test": {graph_node_name(n) for n in result.test.column_strings("ops", "name")}}
     lonely = {}
     for side, other, lookup in (("control", "test", partner), ("test", "control", {t: c for c, t in partner.items()})):
-        rows = [r for r in result.rows if r.rule == "unmatched" and bool(r.control_names) == (side == "control")]
+        rows = [r for r in result.rows if r.rule == "unmatched" and bool(r.names.control) == (side == "control")]
         lonely[side] = [r for r in rows
-                        if lookup.get(graph_node_name((r.control_names or r.test_names)[0])) not in (None, *ran[other])]
+                        if lookup.get(graph_node_name((r.names.control or r.names.test)[0])) not in (None, *ran[other])]
     return lonely
 
 
@@ -233,7 +233,7 @@ def not_run_shares(result, lonely: dict[str, list]) -> dict[str, float]:
     """Per side, the share of op time (totals, as coverage counts it) in those rows."""
     shares = {}
     for side in ("control", "test"):
-        time = (lambda r: r.control_total_ns) if side == "control" else (lambda r: r.test_total_ns)
+        time = (lambda r: r.total_ns.control) if side == "control" else (lambda r: r.total_ns.test)
         shares[side] = sum(time(r) for r in lonely[side]) / (sum(time(r) for r in result.rows) or 1.0)
     return shares
 
@@ -254,15 +254,15 @@ def test_lstm_while_loop_pair_aligns_by_structure(lstm_while_runs):
     compute_rows = assert_done(result, figures, report + f"\nnot run: {not_run}", LSTM_LAYERS,
                                [r.key for rows in lonely.values() for r in rows])
     in_loops = [r for r in compute_rows if "MatMul" in r.op_type
-                and all("/body/_" in n for n in (*r.control_names, *r.test_names))]
+                and all("/body/_" in n for n in (*r.names.control, *r.names.test))]
     # forward input and recurrent matmuls, and their gradients (TF1 also differentiates the
     # input sequence, a matmul TF2's tape never asks for; Grappler prunes it there)
     assert len(in_loops) >= 5 and all(r.rule == "structure" for r in in_loops), report
-    assert {layer for r in in_loops for layer in layers_of(r.control_names, LSTM_LAYERS)} == {"lstm"}
+    assert {layer for r in in_loops for layer in layers_of(r.names.control, LSTM_LAYERS)} == {"lstm"}
     # and the same matmul of the cell: both build inputs x kernel (MatMul) before h x recurrent
     # kernel (MatMul_1), so their names and their gradients' names end alike
     which = re.compile(r"(MatMul(_\d+)?_grad/)?MatMul(_\d+)?$")
-    assert all(which.search(r.control_names[0]).group(0) == which.search(r.test_names[0]).group(0)
+    assert all(which.search(r.names.control[0]).group(0) == which.search(r.names.test[0]).group(0)
                for r in in_loops), report
     # TF1 times the control flow its loops are lowered to, every Switch and Merge each
     # iteration, where TF2 records none: it joins the row of its loop's condition (or, an
@@ -272,8 +272,8 @@ def test_lstm_while_loop_pair_aligns_by_structure(lstm_while_runs):
     conditions = [r for r in result.rows if "LoopCond" in r.op_type.split("/")]
     assert len(conditions) == 2 and all(r.rule == "structure" and "Less" in r.op_type.split("/")
                                         for r in conditions), report
-    unmatched_loop_matmuls = [r for r in result.rows if not r.test_names and "MatMul" in r.op_type
-                              and any("/body/_" in n for n in r.control_names)]
+    unmatched_loop_matmuls = [r for r in result.rows if not r.names.test and "MatMul" in r.op_type
+                              and any("/body/_" in n for n in r.names.control)]
     if unmatched_loop_matmuls:
         assert any("did not run there" in note for note in result.notes), report
     again_tf1, again_tf2 = lstm_while_runs[1]

@@ -131,7 +131,7 @@ def test_eager_ops_are_ops_and_compare_op_for_op(traces):
     assert "type+position" in result.rule_shares
     # Fused kernels of the graph run stand for their eager parts, one after another.
     fused = [r for r in result.rows if r.rule == "fusion"]
-    assert fused and all(all(n.startswith("eager/") for n in r.test_names) for r in fused)
+    assert fused and all(all(n.startswith("eager/") for n in r.names.test) for r in fused)
     finding = found["eager_ops"]
     # (its share, nearly the whole step, is live timing: not asserted)
     assert min(finding.evidence.ops_per_step) >= 20
@@ -279,13 +279,13 @@ def test_op_regression(traces, tf_build):
         for finding in regressions:
             assert finding.evidence.test_median_ns > finding.evidence.control_median_ns
     rows = {r.key: r for r in result.rows}
-    matched = [r for r in result.rows if r.control_names and r.test_names]
+    matched = [r for r in result.rows if r.names.control and r.names.test]
     if tf_build.onednn:
         # oneDNN has no float64 kernels: the port's convolutions and matmuls run other kernels
         # than the TF1 run's oneDNN ones, and a regression of such ops names the change.
         changed = [r for r in matched if COMPUTE_OPS.search(r.op_type)
-                   and any(is_onednn(k) for k in _kernels(result.control, r.control_names))
-                   and not any(is_onednn(k) for k in _kernels(result.test, r.test_names))]
+                   and any(is_onednn(k) for k in _kernels(result.control, r.names.control))
+                   and not any(is_onednn(k) for k in _kernels(result.test, r.names.test))]
         assert changed, "\n" + result.to_text(top=40)
         for finding in regressions:
             control = {k for key in finding.evidence.ops for k in _kernels(result.control, rows[key].control_names)}
@@ -297,7 +297,7 @@ def test_op_regression(traces, tf_build):
     floor = int(max(abs(x) for r in matched for x in (r.delta_ns, r.delta_low_ns or 0, r.delta_high_ns or 0))) + 1
     quiet = compare(traces["tf1"], traces["tf2_float64"], noise_ns=floor)
     assert quiet.thresholds.noise_ns == floor and "op_regression" not in {f.kind for f in quiet.findings}
-    assert all(r.change == "=" for r in quiet.rows if r.control_names and r.test_names)
+    assert all(r.change == "=" for r in quiet.rows if r.names.control and r.names.test)
 
 
 def test_memory_growth(traces):

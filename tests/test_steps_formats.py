@@ -87,5 +87,5 @@ def test_compare_warmup_applies_to_both_sides_and_warns(three_step_tf1, tmp_path
     assert any("control has only 1 step" in note for note in short.notes)
     assert "note: warmup 1: control has only 1 step" in short.to_text()
     # Warm-up changes statistics, never pairings.
-    assert {(r.control_names, r.test_names) for r in both.rows} == \
-        {(r.control_names, r.test_names) for r in tracebridge.compare(trace, trace).rows}
+    assert {(r.names.control, r.names.test) for r in both.rows} == \
+        {(r.names.control, r.names.test) for r in tracebridge.compare(trace, trace).rows}

@@ -254,9 +254,9 @@ def test_fit_without_xla_compares_with_fit_with_xla(fit_run, fit_xla_run):
     ran = {plain_name(name): name for name in result.control.column_strings("ops", "name")}
     rows = [r for r in result.rows if r.rule == "xla"]
     for row in rows:
-        for name in row.test_names:
+        for name in row.names.test:
             if computed.get(name) == (name,) and plain_name(name) in ran:
-                assert ran[plain_name(name)] in row.control_names, (row.key, report)
+                assert ran[plain_name(name)] in row.names.control, (row.key, report)
     assert_fusions_are_groups(result, fit_xla_run, computed)
 
 
@@ -279,7 +279,7 @@ def test_xla_fusion_finding_shows_what_xla_fused(session_run, fit_run, fit_xla_r
     for key, instructions, tf_ops, separate, times in zip(evidence.ops, evidence.instructions, evidence.tf_ops,
                                                           evidence.separate_ops, evidence.separate_ns):
         row = rows[key]
-        assert row.rule == "xla" and len(separate) >= 2 and set(separate) == set(row.control_names)
+        assert row.rule == "xla" and len(separate) >= 2 and set(separate) == set(row.names.control)
         assert set(separate) <= session_ops and len(times) == len(separate) and sum(times) > 0
         # each kernel the XLA run ran is an HLO instruction of the recorded module, and what
         # they compute together is the row's TF ops

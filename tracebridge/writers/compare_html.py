@@ -123,9 +123,9 @@ def _row(row: Any) -> list:
     ratio = getattr(row, "ratio", None)
     return [
         str(row.key), str(row.rule), str(row.op_type),
-        [str(name) for name in row.control_names], [str(name) for name in row.test_names],
-        int(row.control_total_ns), int(row.test_total_ns),
-        _number(row.control_median_ns), _number(row.test_median_ns), _number(row.delta_ns),
+        [str(name) for name in row.names.control], [str(name) for name in row.names.test],
+        int(row.total_ns.control), int(row.total_ns.test),
+        _number(row.median_ns.control), _number(row.median_ns.test), _number(row.delta_ns),
         None if ratio is None else _number(ratio),
         str(row.change), _number(getattr(row, "confidence", 0.0)),
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Iterable, Sequence
 
 
@@ -15,6 +16,16 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return out.getvalue()
+
+
+def ms(ns: float | None, signed: bool = False, unit: str = " ms", digits: int = 3,
+       missing: str | None = None) -> str:
+    """Nanoseconds as milliseconds, ``12.346 ms``: ``signed`` with its sign (``+0.250``),
+    ``unit`` after the number (``"ms"`` for the compare table, ``""`` for none); with
+    ``missing``, what None or a value that is not finite reads as (``"?"``)."""
+    if missing is not None and (ns is None or not math.isfinite(ns)):
+        return missing
+    return f"{ns / 1e6:{'+' if signed else ''}.{digits}f}{unit}"
 
 
 def plural(count: int, word: str) -> str:

@@ -36,14 +36,14 @@ def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alig
     """The rules in the order they run. ``user_rules``: the names were rewritten by the
     caller's rules, so a pair by name is theirs (``user``); with ``alignment`` (the graphs
     are known) the structure runs first, and position pairs only within matched scopes."""
-    by_name = "user" if user_rules else "exact"
+    by_name = UserName if user_rules else SameName
     with_graphs = alignment is not None
     return [XlaInstructions(alignment, TraceNames(control, test)),
             *(structure_rules(control, test, alignment, notes) if with_graphs else ()),
-            SameKey(by_name, _whole_name, same_type=False),
-            SameKey(by_name, plain_name, same_type=False),
-            *(SameKey("normalized", _name_tail(length)) for length in NAME_TAIL_LENGTHS),
-            *(SameKey("gradient", gradient_tail(length)) for length in GRADIENT_TAIL_LENGTHS),
+            by_name(_whole_name, same_type=False),
+            by_name(plain_name, same_type=False),
+            *(SameTail(_name_tail(length)) for length in NAME_TAIL_LENGTHS),
+            *(SameGradient(gradient_tail(length)) for length in GRADIENT_TAIL_LENGTHS),
             Fusions(),
             OptimizerUpdates(alignment),
             *((ShapeOpsJoinNeighbours(),) if with_graphs else ()),
@@ -52,13 +52,13 @@ def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alig
             ByPosition(within_matched_scopes=with_graphs, notes=notes)]
 
 
-class SameKey(Rule):
+class SameKey(Rule, abstract=True):
     """Each unmatched control op pairs with the first unmatched test op whose name gives
     the same key (and, with ``same_type``, whose kernel has the same plain type); a key of
-    None pairs nothing."""
+    None pairs nothing. The name rules below say which rule their rows record."""
 
-    def __init__(self, name: str, key_of: Callable[[str], Hashable | None], same_type: bool = True):
-        self.name, self.key_of, self.same_type = name, key_of, same_type
+    def __init__(self, key_of: Callable[[str], Hashable | None], same_type: bool = True):
+        self.key_of, self.same_type = key_of, same_type
 
     def match(self, matcher: Matcher) -> None:
         control, test = matcher.control, matcher.test
@@ -79,6 +79,34 @@ class SameKey(Rule):
                 matcher.pair([name], [other], pair_key(name, other), self.name)
 
 
+class SameName(SameKey):
+    """The same name (whole, or without function wrappers)."""
+
+    name = "exact"
+    confidence = 1.0
+
+
+class UserName(SameKey):
+    """The same name after the caller's rewrite rules: the pair is theirs."""
+
+    name = "user"
+    confidence = 1.0
+
+
+class SameTail(SameKey):
+    """The same trailing parts of the names (model scopes, then the op)."""
+
+    name = "normalized"
+    confidence = 0.9
+
+
+class SameGradient(SameKey):
+    """Gradients of the same op (the same tail after the gradient scope)."""
+
+    name = "gradient"
+    confidence = 0.85
+
+
 def _whole_name(text: str) -> str:
     return text
 
@@ -95,6 +123,7 @@ class Fusions(Rule):
     (:mod:`.rules.fusion`)."""
 
     name = "fusion"
+    confidence = 0.75
 
     def match(self, matcher: Matcher) -> None:
         group_fusions(matcher.pairs, matcher.control, matcher.test, matcher.unmatched_control,
@@ -106,6 +135,7 @@ class OptimizerUpdates(Rule):
     (:mod:`.rules.optimizer`)."""
 
     name = "optimizer"
+    confidence = 0.6
 
     def __init__(self, alignment: Alignment | None):
         self.alignment = alignment
@@ -123,6 +153,7 @@ class ByPosition(Rule):
     falls with the number of candidates."""
 
     name = "type+position"
+    confidence = 0.5  # divided by the number of candidates
 
     def __init__(self, within_matched_scopes: bool, notes: list[str] | None):
         self.within_matched_scopes, self.notes = within_matched_scopes, notes

@@ -14,12 +14,10 @@ _TF1_GRADIENT = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/(?:gradients/)?(?P<rest
 _TF2_GRADIENT = re.compile(r"^(?:.*/)?gradient_tape/(?P<rest>.+)$")
 
 
-# How sure each rule is that its pair is the same computation: names that agree are sure,
-# names that agree only in their tails less so, groups less again; a type+position pair
-# is a guess whose odds fall with the number of same-typed candidates it chose from.
-RULE_CONFIDENCE = {"user": 1.0, "exact": 1.0, "structure": 0.95, "normalized": 0.9, "gradient": 0.85,
-                   "group": 0.8, "xla": 0.8, "fusion": 0.75,
-                   "optimizer": 0.6, "type+position": 0.5, "unmatched": 0.0}
+# How sure each rule is that its pair is the same computation, by the name its rows record:
+# each alignment rule class declares its ``confidence`` (rules/matcher.py's ``Rule``, which
+# fills this table as the classes are defined; a rule without one fails there).
+RULE_CONFIDENCE: dict[str, float] = {}
 
 
 @dataclass
@@ -28,11 +26,11 @@ class Pair:
     rule: str
     control: tuple[str, ...]
     test: tuple[str, ...]
-    confidence: float = -1.0  # below 0: the rule's own (RULE_CONFIDENCE)
+    confidence: float = -1.0  # below 0: the rule's own (RULE_CONFIDENCE, which must have it)
 
     def __post_init__(self):
         if self.confidence < 0:
-            self.confidence = RULE_CONFIDENCE.get(self.rule, 0.5)
+            self.confidence = RULE_CONFIDENCE[self.rule]
 
 
 def pair_key(control_name: str, test_name: str) -> str:

@@ -14,7 +14,12 @@ from ..common.types import Groups, PerSide, StepStats, TimeBasis
 from ..run.memory import MemoryUse
 from ..common.shift import Shift
 from ..common.thresholds import DEFAULT, Thresholds
-from ..common.tables import csv_text, plural
+from ..common.tables import csv_text, ms, plural
+
+
+# The Row fields that hold one value per run (flattened, control first, as ``control_<name>``
+# and ``test_<name>`` in its JSON and CSV).
+PAIRED = ("names", "count", "total_ns", "self_ns", "median_ns", "p90_ns", "min_ns", "device_ns", "host_ns")
 
 
 @dataclass
@@ -24,20 +29,13 @@ class Row:
     key: str
     rule: str
     op_type: str
-    control_names: tuple[str, ...]
-    test_names: tuple[str, ...]
-    control_count: int = 0
-    test_count: int = 0
-    control_total_ns: int = 0
-    test_total_ns: int = 0
-    control_self_ns: int = 0
-    test_self_ns: int = 0
-    control_median_ns: float = 0.0
-    test_median_ns: float = 0.0
-    control_p90_ns: float = 0.0
-    test_p90_ns: float = 0.0
-    control_min_ns: float = 0.0
-    test_min_ns: float = 0.0
+    names: PerSide[tuple[str, ...]]
+    count: PerSide[int] = PerSide(0, 0)
+    total_ns: PerSide[int] = PerSide(0, 0)
+    self_ns: PerSide[int] = PerSide(0, 0)
+    median_ns: PerSide[float] = PerSide(0.0, 0.0)
+    p90_ns: PerSide[float] = PerSide(0.0, 0.0)
+    min_ns: PerSide[float] = PerSide(0.0, 0.0)
     delta_ns: float = 0.0
     ratio: float | None = None
     # ``+``/``-`` when the interval of the per-step shift (test - control, Hodges-Lehmann
@@ -46,18 +44,35 @@ class Row:
     delta_low_ns: float | None = None
     delta_high_ns: float | None = None
     # Both kinds of time of the row's ops (totals), whichever the comparison aligned on.
-    control_device_ns: int = 0
-    test_device_ns: int = 0
-    control_host_ns: int = 0
-    test_host_ns: int = 0
-    confidence: float = 0.0  # how sure the pairing is, 0..1 (0 for unmatched rows): RULE_CONFIDENCE
+    device_ns: PerSide[int] = PerSide(0, 0)
+    host_ns: PerSide[int] = PerSide(0, 0)
+    confidence: float = 0.0  # how sure the pairing is, 0..1 (0 for unmatched rows): the rule's confidence
+
+    @property
+    def matched(self) -> bool:
+        """The row has ops in both runs."""
+        return bool(self.names.control and self.names.test)
+
+    def to_dict(self) -> dict:
+        """The row flat, as its JSON and CSV have it: each per-run field as ``control_<name>``
+        then ``test_<name>``, in the fields' order."""
+        out: dict = {}
+        for name in Row.__dataclass_fields__:
+            value = getattr(self, name)
+            if name in PAIRED:
+                out[f"control_{name}"], out[f"test_{name}"] = value.control, value.test
+            else:
+                out[name] = value
+        return out
 
 
-ROW_COLUMNS = tuple(Row.__dataclass_fields__)  # compare --csv: a column per Row field
+# compare --csv: a column per flat Row field (Row.to_dict's keys)
+ROW_COLUMNS = tuple(column for name in Row.__dataclass_fields__
+                    for column in ((f"control_{name}", f"test_{name}") if name in PAIRED else (name,)))
 
 
 def row_cells(row: dict) -> list:
-    """A row (as ``asdict(Row)``, or its JSON) as CSV cells: each list of names one cell, ';' between."""
+    """A row (as ``Row.to_dict()``, or its JSON) as CSV cells: each list of names one cell, ';' between."""
     return [";".join(row[column]) if column in ("control_names", "test_names") else row[column]
             for column in ROW_COLUMNS]
 
@@ -120,7 +135,7 @@ class Comparison:
     @property
     def unmatched(self) -> PerSide[list[Row]]:
         """Each run's rows that found no counterpart in the other run."""
-        return PerSide([r for r in self.rows if not r.test_names], [r for r in self.rows if not r.control_names])
+        return PerSide([r for r in self.rows if not r.names.test], [r for r in self.rows if not r.names.control])
 
     @functools.cached_property
     def findings(self):
@@ -138,7 +153,7 @@ class Comparison:
                 "coverage": self.coverage.to_dict(), "steps": self.steps.to_dict(StepStats.to_dict),
                 "step_shift": self.step_shift.to_dict() if self.step_shift else None,
                 "step_pairs": self.step_pairs, "threshold": self.threshold,
-                "thresholds": self.thresholds.to_dict(), "rows": [asdict(r) for r in self.rows],
+                "thresholds": self.thresholds.to_dict(), "rows": [r.to_dict() for r in self.rows],
                 "unmatched": self.unmatched.to_dict(lambda rows: [r.key for r in rows]),
                 "groups": self.groups.to_dict(), "memory": self.memory.to_dict(lambda m: m.peaks),
                 "kernels": self.kernels.to_dict(), "time": self.time.value,
@@ -152,7 +167,7 @@ class Comparison:
         """Every row (no ``top``: a file is for all of them), in alignment order, or ranked
         as the text table ranks them by ``sort``."""
         rows = self.ranked(sort) if sort else self.rows
-        return csv_text(ROW_COLUMNS, (row_cells(asdict(row)) for row in rows))
+        return csv_text(ROW_COLUMNS, (row_cells(row.to_dict()) for row in rows))
 
     def headline(self) -> Headline:
         """The step time of each run, the difference and how much of it the findings explain."""
@@ -174,8 +189,8 @@ class Comparison:
         c, t = self.steps
         lines = [
             self.headline().to_text(),
-            f"control: {self.control.source_format}, {plural(c.count, 'step')}, median step {_ms(c.median_ns)}",
-            f"test:    {self.test.source_format}, {plural(t.count, 'step')}, median step {_ms(t.median_ns)}",
+            f"control: {self.control.source_format}, {plural(c.count, 'step')}, median step {ms(c.median_ns, unit='ms')}",
+            f"test:    {self.test.source_format}, {plural(t.count, 'step')}, median step {ms(t.median_ns, unit='ms')}",
             *self._step_shift_lines(),
             f"coverage: control {self.coverage.control:.1%}, test {self.coverage.test:.1%} "
             f"of {'device' if self.time is TimeBasis.DEVICE else 'op'} time matched",
@@ -197,16 +212,16 @@ class Comparison:
         ranked = self.ranked(sort)
         for row in ranked[:top]:
             ratio = f"{row.ratio:.2f}" if row.ratio is not None else "-"
-            lines.append(f"{row.change:2}{_ms(row.control_median_ns):>11}{_ms(row.test_median_ns):>11}"
-                         f"{_ms(row.delta_ns, signed=True):>11}{ratio:>8}{row.confidence:>6.2f}  "
+            lines.append(f"{row.change:2}{ms(row.median_ns.control, unit='ms'):>11}{ms(row.median_ns.test, unit='ms'):>11}"
+                         f"{ms(row.delta_ns, signed=True, unit='ms'):>11}{ratio:>8}{row.confidence:>6.2f}  "
                          f"{row.rule:13} {row.key}")
         if len(ranked) > top:
             left = ranked[top:]
-            alone = sum(1 for r in left if not (r.control_names and r.test_names))
+            alone = sum(1 for r in left if not (r.names.control and r.names.test))
             lines.append(f"  ... {len(left)} more rows ({alone} in one run only; --top N shows more)")
         for side, rows in self.unmatched.items():
             if rows:
-                shown = ", ".join(f"{r.key} ({_ms(getattr(r, side + '_total_ns'))})" for r in rows[:10])
+                shown = ", ".join(f"{r.key} ({ms(getattr(r.total_ns, side), unit='ms')})" for r in rows[:10])
                 lines.append(f"unmatched in {side}: {shown}{' ...' if len(rows) > 10 else ''}")
         return "\n".join(lines)
 
@@ -215,8 +230,8 @@ class Comparison:
         moved = self.step_shift
         if moved is None or not self.timing_judged:
             return []
-        return [f"step shift: {_ms(moved.estimate_ns, signed=True)} ({100 * moved.level:.4g}% bounds "
-                f"{_ms(moved.low_ns, signed=True)} to {_ms(moved.high_ns, signed=True)} over "
+        return [f"step shift: {ms(moved.estimate_ns, signed=True, unit='ms')} ({100 * moved.level:.4g}% bounds "
+                f"{ms(moved.low_ns, signed=True, unit='ms')} to {ms(moved.high_ns, signed=True, unit='ms')} over "
                 f"{moved.control_steps}/{moved.test_steps} steps)"]
 
     __str__ = to_text
@@ -239,8 +254,8 @@ class Headline:
 
     def to_text(self) -> str:
         change = f" ({self.delta_ns / self.control_ns:+.1%})" if self.control_ns > 0 else ""
-        line = (f"step time: control {_ms(self.control_ns)} -> test {_ms(self.test_ns)}: "
-                f"{_ms(self.delta_ns, signed=True)}{change}")
+        line = (f"step time: control {ms(self.control_ns, unit='ms')} -> test {ms(self.test_ns, unit='ms')}: "
+                f"{ms(self.delta_ns, signed=True, unit='ms')}{change}")
         if self.explained is not None:
             found = (f"{self.findings} finding(s) explain up to {self.explained:.0%} of the difference"
                      if self.findings else "no finding explains the difference")
@@ -252,11 +267,11 @@ class Headline:
 
 
 def _matched(row: Row) -> bool:
-    return bool(row.control_names and row.test_names)
+    return bool(row.names.control and row.names.test)
 
 
 def _longest(row: Row) -> float:
-    return max(row.control_median_ns, row.test_median_ns)
+    return max(row.median_ns.control, row.median_ns.test)
 
 
 # How the text table ranks rows (compare --sort): matched rows by the measure, then the rows
@@ -265,15 +280,11 @@ SORTS: dict[str, Callable[[Row], tuple]] = {
     "change": lambda r: (not _matched(r), -abs(r.delta_ns) if _matched(r) else -_longest(r), r.key),
     "slower": lambda r: (not _matched(r), -r.delta_ns if _matched(r) else -_longest(r), r.key),
     "faster": lambda r: (not _matched(r), r.delta_ns if _matched(r) else -_longest(r), r.key),
-    "control": lambda r: (-r.control_median_ns, r.key),
-    "test": lambda r: (-r.test_median_ns, r.key),
+    "control": lambda r: (-r.median_ns.control, r.key),
+    "test": lambda r: (-r.median_ns.test, r.key),
     "name": lambda r: (r.key,),
 }
 
-
-def _ms(ns: float, signed: bool = False) -> str:
-    text = f"{ns / 1e6:+.3f}" if signed else f"{ns / 1e6:.3f}"
-    return text + "ms"
 
 
 __all__ = ["SORTS", "Comparison", "Headline", "Row"]

@@ -19,12 +19,15 @@ from .sides import Side
 
 def add_both_times(rows: list[Row], control: Trace, test: Trace) -> None:
     """Every row shows its ops' device and host time, whichever was compared."""
-    for side, trace in PerSide(control, test).items():
-        per_name = {row["key"]: row for row in summarize(trace).by_op}
-        for row in rows:
-            names = getattr(row, f"{side}_names")
-            setattr(row, f"{side}_device_ns", sum(per_name[n]["device_ns"] for n in names if n in per_name))
-            setattr(row, f"{side}_host_ns", sum(per_name[n]["host_ns"] for n in names if n in per_name))
+    per_name = PerSide(control, test).map(lambda trace: {op["key"]: op for op in summarize(trace).by_op})
+
+    def total(row: Row, kind: str, side: str) -> int:
+        ops = getattr(per_name, side)
+        return sum(ops[n][kind] for n in getattr(row.names, side) if n in ops)
+
+    for row in rows:
+        row.device_ns = PerSide.of(lambda side: total(row, "device_ns", side))
+        row.host_ns = PerSide.of(lambda side: total(row, "host_ns", side))
 
 
 def rule_shares(pairs: list[Pair], sides: PerSide[Side]) -> dict[str, PerSide[float]]:
@@ -85,12 +88,10 @@ def make_row(pair: Pair, sides: PerSide[Side], limits: Thresholds) -> tuple[Row,
     else:
         change = changed(moved, c["median"], limits)
     row = Row(key=pair.key, rule=pair.rule, op_type="/".join(sorted(types)),
-              control_names=pair.control, test_names=pair.test,
-              control_count=c["count"], test_count=t["count"],
-              control_total_ns=int(c["total"]), test_total_ns=int(t["total"]),
-              control_self_ns=int(c["self"]), test_self_ns=int(t["self"]),
-              control_median_ns=c["median"], test_median_ns=t["median"],
-              control_p90_ns=c["p90"], test_p90_ns=t["p90"], control_min_ns=c["min"], test_min_ns=t["min"],
+              names=PerSide(pair.control, pair.test), count=PerSide(c["count"], t["count"]),
+              total_ns=PerSide(int(c["total"]), int(t["total"])), self_ns=PerSide(int(c["self"]), int(t["self"])),
+              median_ns=PerSide(c["median"], t["median"]), p90_ns=PerSide(c["p90"], t["p90"]),
+              min_ns=PerSide(c["min"], t["min"]),
               delta_ns=delta, ratio=ratio, change=change,
               delta_low_ns=_finite(moved.low_ns), delta_high_ns=_finite(moved.high_ns),
               confidence=round(pair.confidence, 3) if pair.control and pair.test else 0.0)
@@ -121,8 +122,8 @@ def groups(rows: list[Row], sides: PerSide[Side]) -> Groups:
     for key_of in (lambda r: r.op_type, lambda r: r.key.split("/")[0]):
         totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         for row in rows:
-            totals[key_of(row)][0] += row.control_median_ns
-            totals[key_of(row)][1] += row.test_median_ns
+            totals[key_of(row)][0] += row.median_ns.control
+            totals[key_of(row)][1] += row.median_ns.test
         by_key.append(_by_change(totals))
     return Groups(op_type=by_key[0], scope=by_key[1], device=device_groups(sides))
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from ...model.trace import Trace
 from ..common.shift import median_bounds, shift
@@ -129,7 +130,13 @@ class PairDetector(Detector):
 
 class PresenceDetector(RunDetector):
     """A kind a run shows or not (a good port never does); of a pair, the test run shows it
-    and the control run does not."""
+    and the control run does not. ``measure_view``: the run measure (of its step view) that
+    finds the evidence."""
+
+    measure_view: ClassVar[Callable[[Any], Any]]
+
+    def measure_run(self, run: Run):
+        return type(self).measure_view(run.view)
 
     @abstractmethod
     def shows(self, evidence, limits: Thresholds) -> bool: ...

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..common.tables import csv_text
+from ..common.tables import csv_text, ms
 from ..run.memory import MemoryUse
 
 GUIDE = "migration_guide/README.md"
@@ -240,14 +240,10 @@ def interval_text(interval: dict | None) -> str:
     else:
         steps, low, high = f"{interval['steps']} steps", interval["low"], interval["high"]
     if "low_ns" in interval:
-        bounds = f"{_ms(low)} to {_ms(high)} ms"
+        bounds = f"{ms(low, signed=True, unit='', missing='?')} to {ms(high, signed=True, unit='', missing='?')} ms"
     else:
         bounds = f"{_pct(low)} to {_pct(high)}"
     return f"; {100 * interval['confidence']:.4g}% bounds {bounds} over {steps}"
-
-
-def _ms(ns: float | None) -> str:
-    return "?" if ns is None or not np.isfinite(ns) else f"{ns / 1e6:+.3f}"
 
 
 def _pct(share: float | None) -> str:

@@ -36,8 +36,7 @@ class EagerOps(PresenceDetector):
     kind = "eager_ops"
     advice = "ops run eagerly inside the step: wrap the step in tf.function"
 
-    def measure_run(self, run: Run) -> EagerOpsEvidence:
-        return eager_ops(run.view)
+    measure_view = staticmethod(eager_ops)
 
     def shows(self, evidence: EagerOpsEvidence, limits: Thresholds) -> bool:
         per_step = evidence.ops_per_step
@@ -54,8 +53,7 @@ class Retracing(PresenceDetector):
     advice = ("the tf.function is traced again inside the steps: pass tensors, not Python scalars, "
               "or give it an input_signature / reduce_retracing=True")
 
-    def measure_run(self, run: Run) -> RetracingEvidence:
-        return retracing(run.view)
+    measure_view = staticmethod(retracing)
 
     def shows(self, evidence: RetracingEvidence, limits: Thresholds) -> bool:
         return sum(evidence.retracings_per_step) >= limits.retrace_min_tracings
@@ -65,7 +63,7 @@ class Retracing(PresenceDetector):
         versions = ", ".join(f"{fn}: {len(names)} concrete function{'s' if len(names) != 1 else ''}"
                              for fn, names in evidence.functions.items())
         return (f"{sum(counts)} retracing{'s' if sum(counts) != 1 else ''} (tracings beyond a function's first) in "
-                f"{sum(1 for c in counts if c)} of {len(counts)} steps ({versions} in the trace)")
+                f"{_steps_with(counts)} steps ({versions} in the trace)")
 
 
 class XlaCompile(PresenceDetector):
@@ -73,8 +71,7 @@ class XlaCompile(PresenceDetector):
     advice = ("XLA compiles the function again inside the steps, once per new input shape: "
               "pad or bucket inputs to a few shapes (drop_remainder=True, padded_batch)")
 
-    def measure_run(self, run: Run) -> XlaCompileEvidence:
-        return xla_compile(run.view)
+    measure_view = staticmethod(xla_compile)
 
     def shows(self, evidence: XlaCompileEvidence, limits: Thresholds) -> bool:
         return _recompilations(evidence) >= limits.xla_min_recompilations
@@ -84,9 +81,13 @@ class XlaCompile(PresenceDetector):
         functions = ", ".join(dict.fromkeys(evidence.functions))
         shapes = [s for s in evidence.input_shapes if s]
         return (f"{len(evidence.steps)} XLA compilations of {functions} ({_recompilations(evidence)} beyond each "
-                f"function's first) in {sum(1 for c in counts if c)} of "
-                f"{len(counts)} steps, {sum(evidence.compile_ns) / 1e6:.1f} ms"
+                f"function's first) in {_steps_with(counts)} steps, {sum(evidence.compile_ns) / 1e6:.1f} ms"
                 + (f"; inputs {'; '.join(dict.fromkeys(shapes))}" if shapes else ""))
+
+
+def _steps_with(counts: list[int]) -> str:
+    """``N of M``: the steps with any, of all."""
+    return f"{sum(1 for c in counts if c)} of {len(counts)}"
 
 
 class HostGaps(ShareDetector):

@@ -35,9 +35,9 @@ def fusion_rows(comparison: Comparison, lost: bool) -> FusionEvidence | None:
     Parts that ran eagerly are eager_ops' finding (eager execution fuses nothing)."""
     rows = []
     for row in comparison.rows:
-        if row.rule != "fusion" or any(is_eager_name(n) for n in row.control_names + row.test_names):
+        if row.rule != "fusion" or any(is_eager_name(n) for n in row.names.control + row.names.test):
             continue
-        control_fused = len(row.control_names) == 1 and _fuses(comparison.control, row.control_names[0])
+        control_fused = len(row.names.control) == 1 and _fuses(comparison.control, row.names.control[0])
         if control_fused == lost:
             rows.append(row)
     if not rows:
@@ -45,7 +45,7 @@ def fusion_rows(comparison: Comparison, lost: bool) -> FusionEvidence | None:
     delta = sum(r.delta_ns for r in rows)
     share = max(delta if lost else -delta, 0.0) / (comparison.steps.test.median_ns or 1.0)
     return FusionEvidence(share, delta, [r.key for r in rows], [r.delta_ns for r in rows],
-                          [list(r.control_names) for r in rows], [list(r.test_names) for r in rows])
+                          [list(r.names.control) for r in rows], [list(r.names.test) for r in rows])
 
 
 def xla_fusions(comparison: Comparison, views: PerSide[StepView]) -> XlaFusionEvidence | None:
@@ -57,8 +57,8 @@ def xla_fusions(comparison: Comparison, views: PerSide[StepView]) -> XlaFusionEv
     other_side = "control" if xla_side == "test" else "test"
     computed, xla_trace = getattr(found, xla_side), getattr(comparison, xla_side)
     rows = [row for row in comparison.rows if row.rule == "xla"
-            and len(getattr(row, f"{other_side}_names")) >= 2
-            and len({op for name in getattr(row, f"{xla_side}_names") for op in computed.get(name, ())}) >= 2]
+            and len(getattr(row.names, other_side)) >= 2
+            and len({op for name in getattr(row.names, xla_side) for op in computed.get(name, ())}) >= 2]
     if not rows or found.test and found.control:
         return None
     view = getattr(views, other_side)
@@ -67,7 +67,7 @@ def xla_fusions(comparison: Comparison, views: PerSide[StepView]) -> XlaFusionEv
     instructions = xla_instructions(xla_trace)
 
     def median(row: Row, side: str) -> float:
-        return getattr(row, f"{side}_median_ns")
+        return getattr(row.median_ns, side)
     rows.sort(key=lambda row: (-median(row, other_side), row.key))
     saved = sum(median(row, other_side) - median(row, xla_side) for row in rows)
     step = comparison.steps.test.median_ns or 1.0
@@ -76,13 +76,13 @@ def xla_fusions(comparison: Comparison, views: PerSide[StepView]) -> XlaFusionEv
     return XlaFusionEvidence(
         share=max(saved, 0.0) / step, saved_ns=saved, xla_run=xla_side,
         ops=[row.key for row in rows],
-        instructions=[[i for name in getattr(row, f"{xla_side}_names") for i in instructions.get(name, ())]
+        instructions=[[i for name in getattr(row.names, xla_side) for i in instructions.get(name, ())]
                       for row in rows],
-        tf_ops=[list(dict.fromkeys(op for name in getattr(row, f"{xla_side}_names") for op in computed.get(name, ())))
+        tf_ops=[list(dict.fromkeys(op for name in getattr(row.names, xla_side) for op in computed.get(name, ())))
                 for row in rows],
         xla_ns=[median(row, xla_side) for row in rows],
-        separate_ops=[list(getattr(row, f"{other_side}_names")) for row in rows],
-        separate_ns=[[separate.get(name, 0.0) for name in getattr(row, f"{other_side}_names")] for row in rows])
+        separate_ops=[list(getattr(row.names, other_side)) for row in rows],
+        separate_ns=[[separate.get(name, 0.0) for name in getattr(row.names, other_side)] for row in rows])
 
 
 def _fuses(trace: Trace, name: str) -> bool:
@@ -107,8 +107,8 @@ def regressions(comparison: Comparison, views: PerSide[StepView]) -> Regressions
         return None
     by_type: dict[str, list[Row]] = {}
     for row in comparison.rows:
-        if not (row.control_names and row.test_names) or row.rule in ("optimizer", "fusion") \
-                or (row.rule == "xla" and "/" in row.op_type) or any(is_eager_name(n) for n in row.test_names):
+        if not (row.names.control and row.names.test) or row.rule in ("optimizer", "fusion") \
+                or (row.rule == "xla" and "/" in row.op_type) or any(is_eager_name(n) for n in row.names.test):
             # unmatched rows have no baseline; optimizer groups differ by design; a fusion,
             # Grappler's or XLA's (a row of several op types), is fusion's or xla_fusion's
             continue
@@ -116,27 +116,27 @@ def regressions(comparison: Comparison, views: PerSide[StepView]) -> Regressions
     shared = views.map(lambda view: per_step_medians(view.trace, shared_times(view.trace), view.step_positions))
 
     def delta_of(rows: list[Row]) -> float:
-        return sum(sum(shared.test.get(n, 0.0) for n in r.test_names) -
-                   sum(shared.control.get(n, 0.0) for n in r.control_names) for r in rows)
+        return sum(sum(shared.test.get(n, 0.0) for n in r.names.test) -
+                   sum(shared.control.get(n, 0.0) for n in r.names.control) for r in rows)
     # Only an op type whose test time could make its share is tested (its growth in shared
     # time is at most its time), and each of those is a test of its own: their bounds hold
     # together at the confidence asked for (Bonferroni), so a model with many large op types
     # is no likelier to name one from noise.
     least = limits.regression_min_share * t.median_ns
-    by_type = {op_type: rows for op_type, rows in by_type.items() if sum(r.test_median_ns for r in rows) >= least}
+    by_type = {op_type: rows for op_type, rows in by_type.items() if sum(r.median_ns.test for r in rows) >= least}
     level = 1.0 - (1.0 - limits.confidence) / max(len(by_type), 1)
     groups = []
     for op_type, rows in by_type.items():
         per_step = PerSide.of(lambda side: sum(getattr(comparison.row_steps[r.key], side) for r in rows))
         group_shift = shift(per_step.control, per_step.test, level)
-        if not group_shift.above(limits.margin(sum(r.control_median_ns for r in rows))):
+        if not group_shift.above(limits.margin(sum(r.median_ns.control for r in rows))):
             continue
         slower = sorted((r for r in rows if r.delta_ns > 0), key=lambda r: -r.delta_ns)  # the ops that grew
-        groups.append(RegressionEvidence(op_type, ", ".join(dict.fromkeys(_top_scope(r.test_names[0]) for r in slower)),
-                                         [r.key for r in slower], sum(r.control_median_ns for r in rows),
-                                         sum(r.test_median_ns for r in rows), delta_of(rows),
+        groups.append(RegressionEvidence(op_type, ", ".join(dict.fromkeys(_top_scope(r.names.test[0]) for r in slower)),
+                                         [r.key for r in slower], sum(r.median_ns.control for r in rows),
+                                         sum(r.median_ns.test for r in rows), delta_of(rows),
                                          _kernel_change(comparison, slower) or None, group_shift))
-    matched = [r for r in comparison.rows if r.control_names and r.test_names]
+    matched = [r for r in comparison.rows if r.names.control and r.names.test]
     return Regressions(groups, delta_of(matched), t.median_ns - c.median_ns, t.median_ns or 1.0)
 
 
@@ -148,7 +148,7 @@ def _kernel_change(comparison: Comparison, rows: list[Row]) -> str:
     """The likely cause when the trace shows one: other kernels for the same ops."""
     kernels = []
     for trace, side in ((comparison.control, "control"), (comparison.test, "test")):
-        ids = [trace.string_id(n) for n in {n for r in rows for n in getattr(r, f"{side}_names")}]
+        ids = [trace.string_id(n) for n in {n for r in rows for n in getattr(r.names, side)}]
         ops = trace.ops
         found = sorted({trace.strings[k] for k in np.unique(ops["kernel"][np.isin(ops["name"], ids)]).tolist()})
         kernels.append(found)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..common.tables import csv_text
+from ..common.tables import csv_text, ms
 from ..common.thresholds import DEFAULT
 from .summary import HostPart
 
@@ -61,11 +61,11 @@ class HostReport:
                           h["collective_ns"], int(h["host"] in late)) for h in self.hosts))
 
     def to_text(self) -> str:
-        lines = [f"{len(self.hosts)} hosts, median step {_ms(self.median_step_ns)}; "
+        lines = [f"{len(self.hosts)} hosts, median step {ms(self.median_step_ns)}; "
                  f"stragglers: step time over the median by more than {100 * self.threshold:.0f}%", ""]
         header = ("host", "steps", "median step", "max step", "clock offset", "collectives")
-        body = [(h["host"], str(h["steps"]), _ms(h["median_step_ns"]), _ms(h["max_step_ns"]),
-                 "-" if h["clock_offset_ns"] is None else _ms(h["clock_offset_ns"]), _ms(h["collective_ns"]))
+        body = [(h["host"], str(h["steps"]), ms(h["median_step_ns"]), ms(h["max_step_ns"]),
+                 "-" if h["clock_offset_ns"] is None else ms(h["clock_offset_ns"]), ms(h["collective_ns"]))
                 for h in self.hosts]
         widths = [max(len(header[i]), *(len(b[i]) for b in body)) for i in range(len(header))]
         lines.append("  " + "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
@@ -75,16 +75,16 @@ class HostReport:
                                           for i, (v, w) in enumerate(zip(b, widths))))
         lines += ["", "Stragglers" if self.stragglers else "Stragglers: none"]
         for s in self.stragglers:
-            lines.append(f"  {s['host']}: median step {_ms(s['median_step_ns'])}, "
-                         f"{_ms(s['extra_ns'])} ({100 * s['extra_share']:.0f}%) over the median")
+            lines.append(f"  {s['host']}: median step {ms(s['median_step_ns'])}, "
+                         f"{ms(s['extra_ns'])} ({100 * s['extra_share']:.0f}%) over the median")
             for op in s["ops"]:
-                lines.append(f"    op {op['key']}: +{_ms(op['extra_ns'])} a step")
+                lines.append(f"    op {op['key']}: +{ms(op['extra_ns'])} a step")
             for lane in s["lanes"]:
-                lines.append(f"    lane {lane['lane']} ({lane['device']}): +{_ms(lane['extra_ns'])} a step")
-            lines.append(f"    not in any op: {_ms(s['unaccounted_ns'])} a step")
+                lines.append(f"    lane {lane['lane']} ({lane['device']}): +{ms(lane['extra_ns'])} a step")
+            lines.append(f"    not in any op: {ms(s['unaccounted_ns'])} a step")
         if self.skew["steps"]:
-            lines += ["", f"Step skew across hosts: median {_ms(self.skew['median_ns'])}, "
-                          f"max {_ms(self.skew['max_ns'])} (step {self.skew['max_step']}: "
+            lines += ["", f"Step skew across hosts: median {ms(self.skew['median_ns'])}, "
+                          f"max {ms(self.skew['max_ns'])} (step {self.skew['max_step']}: "
                           f"{self.skew['max_first']} first, {self.skew['max_last']} last)"]
         return "\n".join(lines)
 
@@ -171,7 +171,3 @@ def _skew(parts: Sequence[HostPart]) -> dict:
     worst = max(rows, key=lambda r: r["skew_ns"])
     return {"steps": rows, "median_ns": int(np.median([r["skew_ns"] for r in rows])), "max_ns": worst["skew_ns"],
             "max_step": worst["number"], "max_first": worst["first"], "max_last": worst["last"]}
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"

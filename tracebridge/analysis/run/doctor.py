@@ -34,7 +34,7 @@ import numpy as np
 from ...model.hlo import HLO_INSTRUCTION
 from ...model.schema import NO_STEP, Category, OpFlag, is_eager_name, is_framework_eager_op
 from ...model.trace import Trace
-from ..common.tables import csv_text
+from ..common.tables import csv_text, ms
 from ..common.thresholds import Thresholds
 
 CODES = ("layout", "no_trace_level", "empty_window", "profiler_errors", "dropped_events",
@@ -288,7 +288,7 @@ def _clock_skew(trace: Trace):
         if abs(start_gap) > step_ns and (step_gap is None or abs(step_gap) > step_ns):
             gap = step_gap if step_gap is not None else start_gap
             yield Problem("clock_skew", f"{host}'s clock disagrees with {reference}'s",
-                          f"{_ms(gap)} apart over {len(common)} shared steps; a step takes {_ms(step_ns)}",
+                          f"{ms(gap)} apart over {len(common)} shared steps; a step takes {ms(step_ns)}",
                           "synchronize the hosts' clocks (chrony/NTP) before profiling; until then compare "
                           "hosts step by step (tracebridge summary --by-host), not on one time axis")
 
@@ -513,10 +513,6 @@ def _only_transfers(trace: Trace, device: int) -> bool:
     mine = trace.ops["device"] == device
     types = {trace.strings[i] for i in np.unique(trace.ops["op_type"][mine]).tolist()}
     return types <= {"RecvTensor"}
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
 
 
 __all__ = ["CODES", "WARNINGS", "Diagnosis", "Problem", "diagnose", "trace_notes"]

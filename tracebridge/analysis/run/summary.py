@@ -16,7 +16,7 @@ from ...model.graph_outline import graph_outline
 from ...model.hlo import HLO_MODULES
 from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
-from ..common.tables import csv_text, plural
+from ..common.tables import csv_text, ms, plural
 from ..common.xla import hlo_rows
 
 
@@ -62,11 +62,11 @@ class Summary:
     def to_text(self) -> str:
         what = COUNTED_WORDS.get(self.counted, "ops")
         of_what = " device time" if self.time == "device" else ""
-        lines = [f"{self.op_count} {what}, {_ms(self.total_ns)}{of_what} in all"]
+        lines = [f"{self.op_count} {what}, {ms(self.total_ns)}{of_what} in all"]
         if self.steps:
             durations = [s["duration_ns"] for s in self.steps]
-            lines.append(f"{plural(len(self.steps), 'step')}, median {_ms(int(np.median(durations)))} "
-                         f"(min {_ms(min(durations))}, max {_ms(max(durations))})")
+            lines.append(f"{plural(len(self.steps), 'step')}, median {ms(int(np.median(durations)))} "
+                         f"(min {ms(min(durations))}, max {ms(max(durations))})")
         both = self.time == "device"
         tables = [("Top ops by device time" if both else "Top ops by total time", self.by_op), ("By op type", self.by_type),
                   ("By device", self.by_device)]
@@ -362,21 +362,17 @@ def allocator_peaks(trace: Trace) -> dict[str, int]:
             for a in np.unique(counters["allocator"]).tolist()}
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:.3f} ms"
-
-
 def _table(rows: list[dict], device_first: bool = False) -> str:
     if not rows:
         return "  (none)"
     if device_first:  # device time leads; the host's own time beside it
         header = ("device", "share", "count", "mean", "host", "name")
-        body = [(_ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), _ms(r["mean_ns"]),
-                 _ms(r.get("host_ns", 0)), r["key"] + (f"  ({r['op']})" if "op" in r else ""))
+        body = [(ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), ms(r["mean_ns"]),
+                 ms(r.get("host_ns", 0)), r["key"] + (f"  ({r['op']})" if "op" in r else ""))
                 for r in rows]
     else:
         header = ("total", "share", "count", "mean", "name")
-        body = [(_ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), _ms(r["mean_ns"]), r["key"])
+        body = [(ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), ms(r["mean_ns"]), r["key"])
                 for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header[:-1])]
     lines = ["  " + "  ".join(h.rjust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1]]

@@ -21,6 +21,7 @@ class EagerFusions(Rule):
     their parts' types, in order: one ``fusion`` row each."""
 
     name = "fusion"
+    confidence = 0.75
 
     def match(self, matcher: Matcher) -> None:
         for side_name, other_name in (("control", "test"), ("test", "control")):

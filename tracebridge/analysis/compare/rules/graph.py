@@ -43,6 +43,7 @@ class StructurePairs(Rule):
     ran stays unmatched, and ``notes`` say how much time that leaves."""
 
     name = "structure"
+    confidence = 0.95
 
     def __init__(self, alignment: Alignment, names: TraceNames, notes: list[str] | None):
         self.alignment, self.names, self.notes = alignment, names, notes
@@ -71,6 +72,7 @@ class StructureGroups(Rule):
     arithmetic), as far as they ran on both sides."""
 
     name = "group"
+    confidence = 0.8
 
     def __init__(self, alignment: Alignment, names: TraceNames):
         self.alignment, self.names = alignment, names
@@ -103,6 +105,7 @@ class ShapeOpsJoinNeighbours(Rule):
     row, rule and confidence."""
 
     name = "joined to a neighbour"
+    confidence = None  # no rows of its own
 
     def match(self, matcher: Matcher) -> None:
         for side_name in SIDES:

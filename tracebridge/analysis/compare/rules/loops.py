@@ -30,6 +30,7 @@ class LoopControlJoinsCondition(Rule):
     ``LoopCond``: it joins the row of what reads it there. No rows of its own."""
 
     name = "joined to the loop's condition"
+    confidence = None  # no rows of its own
 
     def match(self, matcher: Matcher) -> None:
         for side_name in SIDES:

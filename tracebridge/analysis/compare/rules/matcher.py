@@ -13,16 +13,26 @@ from ...common.types import SIDES
 
 
 class Rule:
-    """One stage of alignment. ``name``: the rule its rows record, a key of
-    :data:`RULE_CONFIDENCE` (a rule that only adds ops to other rules' rows has none);
-    :meth:`match` pairs what it can of a matcher's unmatched ops."""
+    """One stage of alignment. ``name``: the rule its rows record; ``confidence``: how sure
+    a row of this rule is (a rule may scale it per row), None for a rule that only adds ops
+    to other rules' rows. Every rule class declares its own ``confidence`` (no default: a
+    class without one fails where it is defined, unless ``abstract``); the named ones fill
+    :data:`RULE_CONFIDENCE`. :meth:`match` pairs what it can of a matcher's unmatched ops."""
 
-    name: str = ""
+    name: str
+    confidence: float | None
 
-    @property
-    def confidence(self) -> float | None:
-        """How sure a row of this rule is (a rule may scale it per row)."""
-        return RULE_CONFIDENCE.get(self.name)
+    def __init_subclass__(cls, abstract: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if abstract:
+            return
+        if "confidence" not in vars(cls):
+            raise TypeError(f"alignment rule {cls.__name__} declares no confidence")
+        if cls.confidence is not None:
+            known = RULE_CONFIDENCE.setdefault(cls.name, cls.confidence)
+            if known != cls.confidence:
+                raise TypeError(f"alignment rule {cls.__name__}: rule {cls.name!r} has confidence {known}, "
+                                f"not {cls.confidence}")
 
     def match(self, matcher: Matcher) -> None:
         raise NotImplementedError
@@ -70,11 +80,20 @@ class Matcher:
 
     def run(self, rules: Iterable[Rule]) -> list[Pair]:
         """Each rule in turn, then a row of its own for every op no rule took."""
-        for rule in rules:
+        for rule in (*rules, Unmatched()):
             rule.match(self)
-        self.pairs += [Pair(name, "unmatched", (name,), ()) for name in self.unmatched_control]
-        self.pairs += [Pair(name, "unmatched", (), (name,)) for name in self.unmatched_test]
         return self.pairs
 
 
-__all__ = ["SIDES", "Matcher", "Rule"]
+class Unmatched(Rule):
+    """Last, after every rule: a row of its own for every op no rule took."""
+
+    name = "unmatched"
+    confidence = 0.0
+
+    def match(self, matcher: Matcher) -> None:
+        matcher.pairs += [Pair(name, self.name, (name,), ()) for name in matcher.unmatched_control]
+        matcher.pairs += [Pair(name, self.name, (), (name,)) for name in matcher.unmatched_test]
+
+
+__all__ = ["RULE_CONFIDENCE", "SIDES", "Matcher", "Rule", "Unmatched"]

@@ -33,6 +33,7 @@ class XlaInstructions(Rule):
     Where both sides ran XLA their rows carry the same TF op names, for the name rules."""
 
     name = "xla"
+    confidence = 0.8
 
     def __init__(self, alignment: Alignment | None, names: TraceNames):
         self.alignment, self.names = alignment, names
