@@ -81,30 +81,22 @@ class SameKey(Rule, abstract=True):
 
 class SameName(SameKey):
     """The same name (whole, or without function wrappers)."""
-
-    name = "exact"
-    confidence = 1.0
+    name, confidence = "exact", 1.0
 
 
 class UserName(SameKey):
     """The same name after the caller's rewrite rules: the pair is theirs."""
-
-    name = "user"
-    confidence = 1.0
+    name, confidence = "user", 1.0
 
 
 class SameTail(SameKey):
     """The same trailing parts of the names (model scopes, then the op)."""
-
-    name = "normalized"
-    confidence = 0.9
+    name, confidence = "normalized", 0.9
 
 
 class SameGradient(SameKey):
     """Gradients of the same op (the same tail after the gradient scope)."""
-
-    name = "gradient"
-    confidence = 0.85
+    name, confidence = "gradient", 0.85
 
 
 def _whole_name(text: str) -> str:

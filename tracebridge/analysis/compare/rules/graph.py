@@ -12,7 +12,7 @@ from ...graphs.recorded_graph import SHAPE_ONLY_OPS, graph_node_name
 from ...graphs.structure import Alignment
 from ..names import op_scope, pair_key, plain_name, same_scope
 from ..sides import Side
-from .matcher import SIDES, Matcher, Rule
+from .matcher import JoinRule, Matcher, Rule
 
 
 class TraceNames:
@@ -97,7 +97,7 @@ def structure_rules(control: Side, test: Side, alignment: Alignment, notes: list
 _JOINS_A_NEIGHBOUR = SHAPE_ONLY_OPS | {"Const", "Shape"}
 
 
-class ShapeOpsJoinNeighbours(Rule):
+class ShapeOpsJoinNeighbours(JoinRule):
     """Constants and shape-only ops left over join the row of a graph neighbour that has
     one: in their own scope first, then in their layer, what they feed before what feeds
     them; never another layer's row (the LSTM's last time step, sliced out for the
@@ -106,18 +106,15 @@ class ShapeOpsJoinNeighbours(Rule):
 
     name = "joined to a neighbour"
     confidence = None  # no rows of its own
+    chains = True
 
-    def match(self, matcher: Matcher) -> None:
-        for side_name in SIDES:
-            side, pool = matcher.side(side_name), matcher.unmatched(side_name)
-            row_of = {name: index for index, pair in enumerate(matcher.pairs) for name in getattr(pair, side_name)}
-            for name in [n for n in pool if side.graph.types.get(n) in _JOINS_A_NEIGHBOUR]:
-                near = [n for n in (*side.graph.consumers.get(name, ()), *side.graph.producers.get(name, ()))
-                        if n in row_of and _farness(name, side, n) is not None]
-                near.sort(key=lambda n: _farness(name, side, n))
-                if near:
-                    row_of[name] = row_of[near[0]]
-                    matcher.join(side_name, name, row_of[name])
+    def joining(self, side: Side, pool: dict[str, str]) -> list[str]:
+        return [n for n in pool if side.graph.types.get(n) in _JOINS_A_NEIGHBOUR]
+
+    def joins(self, side: Side, name: str, row_of: dict[str, int]) -> str | None:
+        near = [n for n in (*side.graph.consumers.get(name, ()), *side.graph.producers.get(name, ()))
+                if n in row_of and _farness(name, side, n) is not None]
+        return min(near, key=lambda n: _farness(name, side, n), default=None)
 
 
 def _farness(name: str, side: Side, neighbour: str) -> int | None:

@@ -17,13 +17,13 @@ They are the loop's own work, which its condition drives (every ``Switch`` reads
 from __future__ import annotations
 
 from ..sides import Side
-from .matcher import SIDES, Matcher, Rule
+from .matcher import JoinRule
 
 LOOP_CONTROL_OPS = frozenset({"Enter", "RefEnter", "Merge", "RefMerge", "Switch", "RefSwitch", "NextIteration",
                               "RefNextIteration", "LoopCond", "Exit", "RefExit"})
 
 
-class LoopControlJoinsCondition(Rule):
+class LoopControlJoinsCondition(JoinRule):
     """Each unmatched loop control-flow op joins the row of its loop's condition: found
     along the trace's dataflow through control-flow ops, the nearest ``LoopCond``'s input.
     An ``Enter`` that passes a loop invariant (a variable) into the frame reaches no
@@ -32,17 +32,14 @@ class LoopControlJoinsCondition(Rule):
     name = "joined to the loop's condition"
     confidence = None  # no rows of its own
 
-    def match(self, matcher: Matcher) -> None:
-        for side_name in SIDES:
-            side, pool = matcher.side(side_name), matcher.unmatched(side_name)
-            row_of = {name: index for index, pair in enumerate(matcher.pairs) for name in getattr(pair, side_name)}
-            # by name: the graph does not have them, so their place in the pool is by timing
-            for name in sorted(n for n in pool if side.plain_type[n] in LOOP_CONTROL_OPS):
-                condition = _loop_condition(side, name)
-                readers = sorted(n for n in side.consumers.get(name, ()) if n in row_of)
-                joins = condition if condition in row_of else readers[0] if readers else None
-                if joins is not None:
-                    matcher.join(side_name, name, row_of[joins])
+    def joining(self, side: Side, pool: dict[str, str]) -> list[str]:
+        # by name: the graph does not have them, so their place in the pool is by timing
+        return sorted(n for n in pool if side.plain_type[n] in LOOP_CONTROL_OPS)
+
+    def joins(self, side: Side, name: str, row_of: dict[str, int]) -> str | None:
+        condition = _loop_condition(side, name)
+        readers = sorted(n for n in side.consumers.get(name, ()) if n in row_of)
+        return condition if condition in row_of else readers[0] if readers else None
 
 
 def _loop_condition(side: Side, start: str, depth: int = 4) -> str | None:

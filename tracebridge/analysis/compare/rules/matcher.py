@@ -41,6 +41,32 @@ class Rule:
         return f"{type(self).__name__}({self.name!r})"
 
 
+class JoinRule(Rule, abstract=True):
+    """A rule that makes no rows: each unmatched op it takes (``joining``) joins the row of
+    another op (``joins``, among the ops with a row: ``row_of``), on each side."""
+
+    confidence = None  # no rows of its own
+    # whether an op that joined a row can itself be joined (a constant feeding a constant)
+    chains: bool = False
+
+    def joining(self, side: Side, pool: dict[str, str]) -> list[str]:
+        raise NotImplementedError
+
+    def joins(self, side: Side, name: str, row_of: dict[str, int]) -> str | None:
+        raise NotImplementedError
+
+    def match(self, matcher: Matcher) -> None:
+        for side_name in SIDES:
+            side, pool = matcher.side(side_name), matcher.unmatched(side_name)
+            row_of = {name: index for index, pair in enumerate(matcher.pairs) for name in getattr(pair, side_name)}
+            for name in self.joining(side, pool):
+                target = self.joins(side, name, row_of)
+                if target is not None:
+                    if self.chains:
+                        row_of[name] = row_of[target]
+                    matcher.join(side_name, name, row_of[target])
+
+
 class Matcher:
     """Pairs the ops of two sides. ``unmatched_control``/``unmatched_test``: each side's ops
     no rule has taken yet (name -> the name the rules read, after the caller's rewrites), in
