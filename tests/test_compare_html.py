@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -141,8 +142,9 @@ def pages(tmp_path_factory):
 
 
 def _expected_order(comparison, key="delta_ns", descending=True) -> list[int]:
-    """Row indices in the order the table sorts them: missing values last, ties by index."""
-    rows = comparison.rows
+    """Row indices in the order the table sorts them: missing values last, ties by index
+    (the table's columns are the rows' JSON keys: ``control_median_ns``, ...)."""
+    rows = [SimpleNamespace(**row.to_dict()) for row in comparison.rows]
     present = [i for i, r in enumerate(rows) if getattr(r, key) is not None]
     missing = [i for i, r in enumerate(rows) if getattr(r, key) is None]
     sign = -1 if descending else 1

@@ -288,8 +288,8 @@ def test_op_regression(traces, tf_build):
                    and not any(is_onednn(k) for k in _kernels(result.test, r.names.test))]
         assert changed, "\n" + result.to_text(top=40)
         for finding in regressions:
-            control = {k for key in finding.evidence.ops for k in _kernels(result.control, rows[key].control_names)}
-            test = {k for key in finding.evidence.ops for k in _kernels(result.test, rows[key].test_names)}
+            control = {k for key in finding.evidence.ops for k in _kernels(result.control, rows[key].names.control)}
+            test = {k for key in finding.evidence.ops for k in _kernels(result.test, rows[key].names.test)}
             if control != test:
                 assert "different kernel" in (finding.evidence.cause or ""), finding.to_text()
     # compare(noise_ns=...) is the noise floor of both the rows' changes and the regressions:

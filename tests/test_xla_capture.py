@@ -207,8 +207,8 @@ def assert_fusions_are_groups(result, xla_run, computed):
     or, where it updates variables only, in the optimizer's row of all updates."""
     fused = {name for name, ops in computed.items() if len(ops) > 1 and name in set(xla_run.column_strings("ops", "name"))}
     assert fused
-    side = "test_names" if xla_run is result.test else "control_names"
-    rows = [r for r in result.rows if fused & set(getattr(r, side))]
+    side = "test" if xla_run is result.test else "control"
+    rows = [r for r in result.rows if fused & set(getattr(r.names, side))]
     assert rows
     for row in rows:
         if row.rule not in ("unmatched", "optimizer"):
