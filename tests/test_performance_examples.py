@@ -112,9 +112,11 @@ def test_before_shows_the_finding_and_after_fixes_it_by_a_wide_margin(python, ki
         found = [f for f in tracebridge.compare(control, before).findings if f.kind == kind]
         assert not found or {f.evidence.op_type for f in found} & FLOAT_COMPUTE, [f.to_text() for f in found]
     else:
-        # the numpy work in the step and the unprefetched map measured most of the step
+        # the numpy work in the step and the unprefetched map measured most of the step; judged
+        # on the median step (confidence 0.5), since one step a loaded machine stalls elsewhere
+        # would otherwise veto it (the intervals are tested on exact data, test_detectors.py)
         third = Thresholds(host_gap_min_share=0.1, host_gap_min_extra=0.05, input_min_share=0.033,
-                           input_min_extra=0.017)
+                           input_min_extra=0.017, confidence=0.5)
         assert kind in {f.kind for f in advise(before, thresholds=third)}, reported
     reported, after, control = _judged(python, EXAMPLES / kind / "after.py", tmp_path / "after")
     fixed = tracebridge.compare(control, after, thresholds=gross_thresholds()).findings if control else \
