@@ -22,6 +22,7 @@ class Graph:
     producers: dict[str, tuple[str, ...]]
     consumers: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     variables: list[tuple[str, tuple, str]] = field(default_factory=list)  # (node, shape, role) in graph order
+    variable_names: dict[str, str] = field(default_factory=dict)  # variable node -> the variable's own name
 
 
 def decode_graph(metadata) -> Graph | None:
@@ -54,6 +55,7 @@ def decode_graph(metadata) -> Graph | None:
             graph.consumers[producer].append(name)
     graph.variables = sorted(((name, tuple(shape or ()), _role(variable)) for name, (variable, shape)
                               in variables.items() if name in graph.order), key=lambda item: graph.order[item[0]])
+    graph.variable_names = {name: str(variable) for name, (variable, _) in variables.items() if name in graph.order}
     return graph
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ..names import RULE_CONFIDENCE, Pair
 from ..sides import Side
-from ...common.types import SIDES
+from ...common.types import SIDES, PerSide
 
 
 
@@ -73,10 +73,13 @@ class Matcher:
     graph order where the graphs are known (the same graphs give the same pairs), else in
     order of first occurrence; ``pairs``: the rows made so far."""
 
-    def __init__(self, control: Side, test: Side, in_graph_order: bool):
+    def __init__(self, control: Side, test: Side, in_graph_order: bool, zones: PerSide[dict] | None = None):
         def ordered(side: Side) -> list[str]:
             return sorted(side.names, key=side.order.__getitem__) if in_graph_order else side.names
         self.control, self.test = control, test
+        # each op's layer and phase (compare.layers), where both graphs were recorded: no row
+        # pairs ops of different layers or phases
+        self.zones = zones
         self.unmatched_control = {name: control.rewritten[name] for name in ordered(control)}
         self.unmatched_test = {name: test.rewritten[name] for name in ordered(test)}
         self.pairs: list[Pair] = []
@@ -87,16 +90,29 @@ class Matcher:
     def unmatched(self, side_name: str) -> dict[str, str]:
         return self.unmatched_control if side_name == "control" else self.unmatched_test
 
+    def compatible(self, control_names: Iterable[str], test_names: Iterable[str]) -> bool:
+        """Whether these ops may form a row: the zones known on both sides share one (an op
+        outside both graphs, an XLA instruction say, constrains nothing)."""
+        if self.zones is None:
+            return True
+        zones_c = {self.zones.control[n] for n in control_names if n in self.zones.control}
+        zones_t = {self.zones.test[n] for n in test_names if n in self.zones.test}
+        return not zones_c or not zones_t or bool(zones_c & zones_t)
+
     def pair(self, control_names: Iterable[str], test_names: Iterable[str], key: str, rule: str,
-             confidence: float = -1.0) -> None:
+             confidence: float = -1.0) -> bool:
         """A row of ``rule`` pairing these ops, which leave the unmatched pools;
-        ``confidence`` below 0: the rule's own."""
+        ``confidence`` below 0: the rule's own. Refused (False, nothing paired) where the ops
+        are in different layers or phases."""
         control_names, test_names = tuple(control_names), tuple(test_names)
+        if not self.compatible(control_names, test_names):
+            return False
         for name in control_names:
             self.unmatched_control.pop(name, None)
         for name in test_names:
             self.unmatched_test.pop(name, None)
         self.pairs.append(Pair(key, rule, control_names, test_names, confidence))
+        return True
 
     def join(self, side_name: str, name: str, row: int) -> None:
         """Unmatched op ``name`` of ``side_name`` joins the row at index ``row``."""
