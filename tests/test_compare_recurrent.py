@@ -31,7 +31,8 @@ MODELS = sorted(RECORDED["first_loss"])
 PORTS = ("function", "fit")
 CASES = [(model, world) for model in MODELS for world in PORTS]
 COMPUTE = re.compile(r"MatMul|BatchMatMul|Conv2D|Einsum|FusedBatchNorm")
-ISSUE_32 = pytest.mark.xfail(strict=False, reason="issue 32: layer attribution")
+ISSUE_32 = pytest.mark.xfail(strict=False, reason="issue 32: right 89%, bar 90%; a row whose ops the judge places "
+                              "alike but for a reshape joined to it counts as wrong")
 
 
 @functools.lru_cache(maxsize=None)
@@ -109,7 +110,6 @@ def test_matched_time_is_the_same_computation(model, world):
     assert figures["wrong_control"] <= 0.05 and figures["wrong_test"] <= 0.05, (figures, report)
 
 
-@ISSUE_32
 @pytest.mark.parametrize("model,world", CASES)
 def test_layer_rows_hold_the_time_by_the_same_layer(model, world):
     """The layer table: its rows hold >= 90% of each side's op time, and >= 90% of that is

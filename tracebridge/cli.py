@@ -395,6 +395,11 @@ def _info(args) -> int:
     for device in info["devices"]:
         print(f"  {device['name']}  ({device['kind']}, {plural(device['ops'], 'event')}, "
               f"{plural(device['lanes'], 'lane')})")
+    if info["layers"]:  # the recorded graph's parameters, as compare pairs them
+        print(f"{plural(len(info['layers']), 'layer')} ({sum(x['parameters'] for x in info['layers']):,} parameters):")
+        for layer in info["layers"]:
+            shapes = ", ".join("[" + ", ".join(map(str, shape)) + "]" for shape in layer["shapes"])
+            print(f"  {layer['name']}  ({layer['parameters']:,} parameters: {shapes})")
     if info["transfers"]["count"]:
         print(f"{info['transfers']['count']} transfers, {info['transfers']['bytes']} bytes")
     if info["memory"]["allocators"]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Hashable
 from ..graphs.structure import Alignment
 from .layers import UNATTRIBUTED, LayerMap
 from ..graphs.layers import Phase
+from ..graphs.recorded_graph import op_kind
 from .names import GRADIENT_TAIL_LENGTHS, Pair, gradient_tail, op_scope, pair_key, plain_name
 from .rules.eager import EagerFusions
 from .rules.fusion import group_fusions
@@ -210,6 +211,8 @@ class SameLayerKernel(Rule):
         for (zone, kernel), names_c in groups_c.items():
             names_t = groups_t.get((zone, kernel))
             if names_t and _grouped(zone) and (self.zones is None or zone in self.zones):
+                kernel = " + ".join(sorted({matcher.control.plain_type[n] for n in names_c}
+                                           | {matcher.test.plain_type[n] for n in names_t}))
                 matcher.pair(names_c, names_t, f"{self.layer_map.label(*zone)}: {kernel} "
                              f"[{len(names_c)} ~ {len(names_t)} ops]", self.name)
 
@@ -243,16 +246,17 @@ def looped_against_unrolled(control: Side, test: Side, layer_map: LayerMap) -> s
     """The zones that one run computes in a loop (its ops there mostly run several times a
     step) and the other unrolled (its ops there run once a step)."""
     def repeated_share(side: Side, zones: dict) -> dict:
-        time, repeated = Counter(), Counter()
+        # by op count, not time: the same graphs give the same rows, however each run was timed
+        ops, repeated = Counter(), Counter()
         for name in side.names:
             zone = zones.get(name)
             if zone is None:
                 continue
-            time[zone] += side.total[name]
+            ops[zone] += 1
             steps = max(len(side.per_step[name]), 1)
             if side.count[name] > 1.5 * steps:
-                repeated[zone] += side.total[name]
-        return {zone: repeated[zone] / time[zone] for zone in time if time[zone]}
+                repeated[zone] += 1
+        return {zone: repeated[zone] / ops[zone] for zone in ops}
     shares_c = repeated_share(control, layer_map.zones.control)
     shares_t = repeated_share(test, layer_map.zones.test)
     return {zone for zone in shares_c.keys() & shares_t.keys()
@@ -265,7 +269,7 @@ def _by_zone(matcher: Matcher, side_name: str, by_kernel: bool) -> dict[tuple, l
     out: dict[tuple, list[str]] = defaultdict(list)
     for name in matcher.unmatched(side_name):
         if name in zones:
-            out[zones[name], side.plain_type[name] if by_kernel else ""].append(name)
+            out[zones[name], op_kind(side.plain_type[name]) if by_kernel else ""].append(name)
     return out
 
 

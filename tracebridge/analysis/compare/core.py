@@ -109,7 +109,7 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
         missing = " and ".join(name for name, side in sides.items() if not side.graph)
         notes.append(f"no graph recorded in {missing}: aligned by names and position only "
                      "(captures record the graph that ran; old files have none)")
-    layer_map = map_layers(sides.control, sides.test)
+    layer_map = map_layers(sides.control, sides.test, alignment)
     pairs = align_ops(sides.control, sides.test, bool(compiled), alignment, notes, layer_map)
     made = [make_row(pair, sides, limits) for pair in pairs]
     rows = [row for row, _ in made]

@@ -18,6 +18,7 @@ import numpy as np
 from ..common.types import SIDES, PerSide
 from ..graphs.layers import Attribution, Layer, Phase, attribute, pair_layers
 from ..graphs.recorded_graph import graph_node_name
+from ..graphs.structure import Alignment
 from .sides import Side
 
 # An op's zone: (the key of its layer pair, or None outside the layers; its phase).
@@ -52,21 +53,34 @@ class LayerMap:
         return [{"key": key, "control": side(pair.control), "test": side(pair.test)} for key, pair in self.keys.items()]
 
 
-def map_layers(control: Side, test: Side) -> LayerMap | None:
-    """The layer map of two runs whose graphs were recorded, else None."""
+def map_layers(control: Side, test: Side, alignment: Alignment | None = None) -> LayerMap | None:
+    """The layer map of two runs whose graphs were recorded, else None. ``alignment``: the
+    graphs' structural alignment, whose variable pairs anchor the layer pairs."""
     if not (control.graph and test.graph):
         return None
     attributions = PerSide(attribute(control.graph), attribute(test.graph))
+    anchors = set()
+    shapes_c = {node: shape for node, shape, _ in control.graph.variables}
+    shapes_t = {node: shape for node, shape, _ in test.graph.variables}
+    for node_c, node_t in alignment.pairs if alignment is not None else ():
+        layer_c, layer_t = attributions.control.layer_of.get(node_c), attributions.test.layer_of.get(node_t)
+        # matrices only: vectors of one size (biases, a norm's gamma) pair weakly
+        if layer_c is not None and layer_t is not None and len(shapes_c.get(node_c) or ()) > 1 \
+                and len(shapes_t.get(node_t) or ()) > 1:
+            anchors.add((layer_c, layer_t))
     keys: dict[str, PerSide[tuple[Layer, ...]]] = {}
     key_of: PerSide[dict[int, str]] = PerSide({}, {})
-    for number, pair in enumerate(pair_layers(attributions.control.layers, attributions.test.layers)):
+    rank: PerSide[dict[int, int]] = PerSide({}, {})
+    for number, pair in enumerate(pair_layers(attributions.control.layers, attributions.test.layers, anchors)):
         key = f"L{number}"
         keys[key] = PerSide(tuple(attributions.control.layers[i] for i in pair.control),
                             tuple(attributions.test.layers[i] for i in pair.test))
         for i in pair.control:
-            key_of.control[i] = key
+            key_of.control[i], rank.control[i] = key, number
         for i in pair.test:
-            key_of.test[i] = key
+            key_of.test[i], rank.test[i] = key, number
+    # again, with both runs' layers in one order (which layer is "the latest" alike on both)
+    attributions = PerSide(attribute(control.graph, rank.control), attribute(test.graph, rank.test))
     zones = PerSide(*(_zones(side, attribution, keys_of)
                       for side, attribution, keys_of in zip((control, test), attributions, key_of)))
     return LayerMap(layers=attributions.map(lambda a: a.layers), keys=keys, zones=zones)
@@ -100,8 +114,8 @@ def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> dict
             parts = node.split("/")
             for end in range(len(parts) - 1, 0, -1):
                 votes = by_scope.get("/".join(parts[:end]))
-                if votes:
-                    zone = votes.most_common(1)[0][0]
+                if votes:  # the most of the scope's nodes; a tie by name, never by order
+                    zone = max(votes.items(), key=lambda item: (item[1], str(item[0])))[0]
                     break
         if zone is not None:
             zones[name] = zone

@@ -79,7 +79,10 @@ _IN_FUNCTION = re.compile(r"^.*/(?:body|cond)/")  # a loop body's node: its name
 _LOSS_OPS = frozenset({"SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits"})
 
 
-def attribute(graph: Graph) -> Attribution:
+def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
+    """``rank``: the layers' order where another run decides it (compare pairs two runs'
+    layers, and an attention's query, key and value must be ordered alike on both sides for
+    "the latest layer" to mean one layer); else the order of first use."""
     variables = {node for node, _, _ in graph.variables}
     names = graph.variable_names
     order = _topological(graph)
@@ -99,13 +102,16 @@ def attribute(graph: Graph) -> Attribution:
 
     layer_of: dict[str, int | None] = {}
     phase_of: dict[str, str] = {}
+
+    def ranked(layer: int) -> tuple:
+        return (rank.get(layer, len(layers) + layer), layer) if rank else (layer,)
     # forward: the latest layer each op's values depend on
     for node in forward:
         own = [layer_of_variable[p] for p in graph.producers.get(node, ()) if p in layer_of_variable and p in parameters]
         inherited = [layer_of[p] for p in graph.producers.get(node, ()) if p in forward_set and layer_of.get(p) is not None]
         found = own + inherited
-        layer_of[node] = max(found) if found else None
-    last = len(layers) - 1
+        layer_of[node] = max(found, key=ranked) if found else None
+    last = max(range(len(layers)), key=ranked, default=-1)
     raw = {n for n in forward if layer_of[n] is None}  # computed from the data alone
     for node in forward:
         phase_of[node] = Phase.FORWARD if layer_of[node] is not None else Phase.OTHER
@@ -121,7 +127,7 @@ def attribute(graph: Graph) -> Attribution:
 
     _attribute_backward(graph, backward, forward, layer_of, phase_of)
     _attribute_updates(graph, writes, update_region, backward, layer_of_variable, layer_of, phase_of)
-    for node in variables:
+    for node in sorted(variables, key=graph.order.__getitem__):
         layer_of[node], phase_of[node] = layer_of_variable.get(node), Phase.UPDATE if node in trained else Phase.OTHER
     # An Identity only forwards a tensor, and the graph's edges pass through it
     # (recorded_graph.decode_graph): it is where its source is.
@@ -219,10 +225,10 @@ def _apart(graph: Graph, members: list[str], forward: set[str], reach: int = 3) 
 
 
 def _join_normalizations(graph: Graph, groups: dict[str, list[str]], first_use: dict, forward: set[str],
-                         reach: int = 8) -> None:
+                         reach: int = 12) -> None:
     """A group of vectors only (a batch or layer norm's gamma and beta, a root-level bias)
-    joins the group whose op computes what it normalizes or offsets: the nearest one up the
-    dataflow from where it is first read. TF1 code keeps a conv and its batch norm under one
+    joins the group whose op computes what it normalizes or offsets: of the groups up the
+    dataflow from where it is read (``reach`` ops), the one the forward pass computes last. TF1 code keeps a conv and its batch norm under one
     scope, Keras in two layers; joined, both read as one layer."""
     group_of = {v: name for name, members in groups.items() for v in members}
     for name in sorted(groups, key=lambda n: min(first_use[v] for v in groups[n])):
@@ -230,7 +236,7 @@ def _join_normalizations(graph: Graph, groups: dict[str, list[str]], first_use: 
         if not members or any(len(shape) > 1 for node, shape, _ in graph.variables if node in members):
             continue
         readers = [c for v in members for c in _reads(graph, v) if c in forward]
-        seen, frontier, found = set(readers), list(readers), None
+        seen, frontier, near = set(readers), list(readers), set()
         for _ in range(reach):
             following = []
             for node in frontier:
@@ -238,17 +244,16 @@ def _join_normalizations(graph: Graph, groups: dict[str, list[str]], first_use: 
                     if producer in seen:
                         continue
                     seen.add(producer)
+                    if graph.types.get(producer) == "ReadVariableOp":
+                        producer = (graph.producers.get(producer) or ("",))[0]
                     if producer in group_of and group_of[producer] != name:
-                        found = group_of[producer]
+                        near.add(group_of[producer])
                     elif producer in forward:
                         following.append(producer)
-                    elif graph.types.get(producer) == "ReadVariableOp":
-                        source = graph.producers.get(producer, ())
-                        if source and source[0] in group_of and group_of[source[0]] != name:
-                            found = group_of[source[0]]
-            if found:
-                break
             frontier = following
+        # the group computed last among those it reads from (a residual add reads this
+        # block's output and, nearer, the block before's)
+        found = max(near, key=lambda g: min(first_use[v] for v in groups[g])) if near else None
         if found and min(first_use[v] for v in groups[found]) <= min(first_use[v] for v in members):
             groups[found].extend(members)
             for v in members:
@@ -290,17 +295,19 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
             layer_of[node] = layer_of[source]
             phase_of[node] = Phase.BACKWARD if phase_of[source] == Phase.FORWARD else Phase.LOSS
     # what the names do not tell: from the neighbours, a few rounds
-    unknown = [n for n in backward if n not in phase_of]
+    unknown = sorted((n for n in backward if n not in phase_of), key=graph.order.__getitem__)
     for _ in range(4):
-        left = []
-        for node in unknown:
+        left, decided = [], {}
+        for node in unknown:  # each round from the last one's answers: no order dependence
             votes = Counter((layer_of[n], phase_of[n]) for n in (*graph.producers.get(node, ()),
                                                                  *graph.consumers.get(node, ()))
                             if n in backward and n in phase_of)
             if votes:
-                (layer_of[node], phase_of[node]), _ = votes.most_common(1)[0]
+                decided[node] = max(votes.items(), key=lambda item: (item[1], str(item[0])))[0]
             else:
                 left.append(node)
+        for node, (layer, phase) in decided.items():
+            layer_of[node], phase_of[node] = layer, phase
         unknown = left
     for node in unknown:
         layer_of[node], phase_of[node] = None, Phase.BACKWARD
@@ -350,7 +357,7 @@ def _attribute_updates(graph: Graph, writes: dict[str, str], region: set[str], b
     for node, layer in layer_of_write.items():
         for ancestor in _ancestors(graph, [node], stop=set(graph.order) - region) | {node}:
             fed[ancestor].add(layer)
-    for node in region:
+    for node in sorted(region, key=graph.order.__getitem__):
         layers = fed.get(node, set())
         if len(layers) == 1 and None not in layers:
             layer_of[node], phase_of[node] = next(iter(layers)), Phase.UPDATE
@@ -456,9 +463,20 @@ _MERGES = ((1, 1), (1, 2), (2, 1), (1, 3), (3, 1))
 _TOLERANCE = 0.05
 
 
-def pair_layers(control: list[Layer], test: list[Layer]) -> list[LayerPair]:
+def pair_layers(control: list[Layer], test: list[Layer], anchors: set[tuple[int, int]] = frozenset()) -> list[LayerPair]:
     """Both sides' layers in order, paired where their parameter counts agree: an alignment
-    of the two sequences that pairs the most parameters (one-to-one preferred)."""
+    of the two sequences that pairs the most parameters (one-to-one preferred). ``anchors``:
+    (control layer, test layer) whose variables the graphs' structure paired
+    (:mod:`.structure`): where layers repeat a size (attention's query, key and value), the
+    dataflow says which is which; a pair the anchors contradict is not made."""
+    anchored_c: dict[int, set[int]] = defaultdict(set)
+    for c, t in anchors:
+        anchored_c[c].add(t)
+    anchored_t = {t for _, t in anchors}
+
+    def contradicted(block_c: range, block_t: range) -> bool:
+        return any(anchored_c[c] and not anchored_c[c] & set(block_t) for c in block_c) or \
+            any(t in anchored_t and not any(t in anchored_c[c] for c in block_c) for t in block_t)
     n, m = len(control), len(test)
     best = [[(-1.0, 0)] * (m + 1) for _ in range(n + 1)]  # (parameters paired, -merges)
     move: dict[tuple[int, int], tuple[int, int, bool]] = {}
@@ -475,7 +493,8 @@ def pair_layers(control: list[Layer], test: list[Layer]) -> list[LayerPair]:
                 if paired:
                     left = sum(layer.parameters for layer in control[i:i + a])
                     right = sum(layer.parameters for layer in test[j:j + b])
-                    if abs(left - right) > _TOLERANCE * max(left, right):
+                    if abs(left - right) > _TOLERANCE * max(left, right) or \
+                            contradicted(range(i, i + a), range(j, j + b)):
                         continue
                     gain = min(left, right)
                 score = (here[0] + gain, here[1] - (a + b - 2 if paired else 0))
@@ -514,8 +533,21 @@ def _crossing_pairs(control: list[Layer], test: list[Layer], pairs: list[LayerPa
     for layer in control:
         if layer.index not in paired_c:
             left_c[signature(layer)].append(layer.index)
-    return [LayerPair((found_c[0],), (left_t[key][0],)) for key, found_c in left_c.items()
-            if len(found_c) == 1 and len(left_t.get(key, ())) == 1]
+    found = [LayerPair((found_c[0],), (left_t[key][0],)) for key, found_c in left_c.items()
+             if len(found_c) == 1 and len(left_t.get(key, ())) == 1]
+    # then one of a kind by parameter count alone (a [64, 64] kernel against Keras's [4, 16, 64])
+    taken_c = paired_c | {p.control[0] for p in found}
+    taken_t = paired_t | {p.test[0] for p in found}
+    by_count_c: dict[int, list[int]] = defaultdict(list)
+    by_count_t: dict[int, list[int]] = defaultdict(list)
+    for layer in control:
+        if layer.index not in taken_c:
+            by_count_c[layer.parameters].append(layer.index)
+    for layer in test:
+        if layer.index not in taken_t:
+            by_count_t[layer.parameters].append(layer.index)
+    return found + [LayerPair((c[0],), (by_count_t[count][0],)) for count, c in by_count_c.items()
+                    if len(c) == 1 and len(by_count_t.get(count, ())) == 1]
 
 
 def _place(index: int, layers: list[Layer], other: list[Layer]) -> float:

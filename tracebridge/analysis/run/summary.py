@@ -13,6 +13,8 @@ import numpy as np
 
 from ...model.accelerator import busy_ns, device_rows, self_times
 from ...model.graph_outline import graph_outline
+from ..graphs.layers import attribute
+from ..graphs.recorded_graph import decode_graph
 from ...model.hlo import HLO_MODULES
 from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
@@ -284,7 +286,18 @@ def describe(trace: Trace) -> dict:
         "transfers": {"count": trace.transfers.rows, "bytes": int(trace.transfers["bytes"].sum())},
         "memory": {"allocators": peaks, "allocation_records": trace.allocations.rows},
         "outputs": trace.outputs.rows,
+        "layers": model_layers(trace),
     }
+
+
+def model_layers(trace: Trace) -> list[dict]:
+    """The model's layers as the recorded graph shows them (analysis/graphs/layers.py: its
+    parameters grouped, in forward order), or [] without a graph."""
+    graph = decode_graph(trace.metadata)
+    if graph is None:
+        return []
+    return [{"name": layer.name, "variables": list(layer.variables), "shapes": [list(s) for s in layer.shapes],
+             "parameters": layer.parameters} for layer in attribute(graph).layers]
 
 
 def shown_metadata(info: dict) -> list[tuple[str, str]]:
