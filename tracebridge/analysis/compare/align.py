@@ -270,7 +270,9 @@ def _by_zone(matcher: Matcher, side_name: str, by_kernel: bool) -> dict[tuple, l
     for name in matcher.unmatched(side_name):
         if name in zones:
             out[zones[name], op_kind(side.plain_type[name]) if by_kernel else ""].append(name)
-    return out
+    # by name: a group's ops are a set, and ops outside the graph sit in the order they first
+    # ran, which the timing may change
+    return {key: sorted(names) for key, names in out.items()}
 
 
 __all__ = ["GRADIENT_TAIL_LENGTHS", "NAME_TAIL_LENGTHS", "Matcher", "Rule", "align_ops", "alignment_rules"]
