@@ -57,7 +57,8 @@ def trace(target=None, **options):
       see :class:`tracebridge.capture.profiler.ProfileTrace`.
 
     Options common to all: ``warmup``, ``every``, ``steps``. ``t.trace`` is the result
-    (of a TF2 capture once it has stopped: reading it stops nothing).
+    (of a TF2 capture once it has stopped: reading it stops nothing). A Keras model raises
+    ``TypeError``: trace its ``fit`` with :class:`tracebridge.keras.TraceCallback`.
     """
     from .capture import trace as _trace
     return _trace(target, **options)
