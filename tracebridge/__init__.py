@@ -23,9 +23,10 @@ holds the table of which room imports which and fails on any import outside it.
 * ``formats`` is the table above readers and writers: it picks the reader or writer for a
   path, and names writers and analyses as ``"module:function"``, imported on first use.
 * The rooms that face TensorFlow import it, by design: ``capture/`` (TF1 sessions, the
-  TF2 profiler, and the hooks by which ``tracebridge run`` catches a script's steps), ``compat/`` (drop-in replacements of TF1-era APIs; they import TF inside
-  the functions that run sessions, and ``compat.timeline`` not at all), ``keras`` (the
-  callback) and ``demo``. No other room imports them.
+  TF2 profiler, and the hooks by which ``tracebridge run`` catches a script's steps),
+  ``compat/`` (drop-in replacements of TF1-era APIs; they import TF inside the functions
+  that run sessions, and ``compat.timeline`` not at all), ``keras`` (the callback) and
+  ``demo``. No other room imports them.
 * This module and ``cli`` are the front doors: they import any room, the TensorFlow-facing
   ones only inside the functions that capture.
 """
