@@ -368,3 +368,16 @@ def test_remote_capture_dead_port_is_one_clear_error():
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and f"localhost:{port}" in lines[0]
+
+
+def test_trace_refuses_a_keras_model_and_names_the_callback(tf):
+    """``trace(model)`` used to give a ProfileTrace whose ``.fit`` then failed with an
+    AttributeError: a Keras model is refused at once, with the way to trace its fit."""
+    import keras
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with pytest.raises(TypeError, match=r"tracebridge\.keras\.TraceCallback") as refused:
+        tracebridge.trace(model, warmup=2, steps=3)
+    assert "callbacks=[TraceCallback(" in str(refused.value) and "tracebridge run" in str(refused.value)
+    traced = tracebridge.trace(lambda: model(tf.ones((1, 4))), steps=1)  # a function calling it is a step
+    traced()
+    assert len(traced.trace.steps) == 1

@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tracebridge {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_info, _add_convert, _add_summary, _add_compare, _add_advise, _add_doctor, _add_html,
-                _add_tensorboard, _add_view, _add_capture, _add_migrate, _add_guide, _add_demo):
+                _add_tensorboard, _add_view, _add_run_script, _add_capture, _add_migrate, _add_guide, _add_demo):
         add(commands)
     return parser
 
@@ -99,6 +99,11 @@ _DESCRIPTIONS = {
                "notebooks. Prints a diff unless --write or --check.",
     "guide": "Print the migration guide's section on KIND: each finding's 'fix' names its kind (eager_ops, "
              "retracing, host_gaps, ...). The guide ships inside the package.",
+    "run": "Runs the script (or -m module) unmodified, as Python would: its __main__, sys.argv, sys.path[0] and "
+           "exit status. The steps it makes with a TF1 session.run or MonitoredSession, Keras fit or "
+           "train_on_batch, a tf.function called in a loop, or eager code marked with "
+           "tf.profiler.experimental.Trace(name, step_num=N) are caught, the steps asked for traced, and OUT "
+           "written, also when the script fails or Ctrl-C stops it.",
     "demo": "Trains the same two-layer MLP as TF1 code (a tf.compat.v1.Session) and as a TF2 tf.function step, "
             "traces a few steps of each, and writes per run a Chrome trace, the HTML timeline, RunMetadata per "
             "step and a summary, then the comparison of the two (comparison.txt, comparison.html).",
@@ -227,6 +232,20 @@ def _add_view(commands) -> None:
                       help="--perfetto: the local port (default 9001, the one the Perfetto UI fetches from)")
     show.add_argument("--out", metavar="FILE", help="keep the converted file here (default: a temporary file)")
     _add_filters(show)
+
+
+def _add_run_script(commands) -> None:
+    from .capture.script import DEFAULT_STEPS
+    run = _command(commands, "run", _run_script, "run a TF1 or TF2 script unmodified and trace a few of its steps")
+    run.usage = "tracebridge run [--steps A-B] [-o OUT] [--] script.py [args ...]  |  ... -m module [args ...]"
+    run.add_argument("--steps", default=DEFAULT_STEPS, metavar="A-B",
+                     help=f"the steps to trace, counted from 0 in the order the script reaches them "
+                          f"(default {DEFAULT_STEPS}: after the first steps, which trace and compile)")
+    run.add_argument("-o", "--output", metavar="OUT", help="the trace to write; its suffix names the format "
+                     "(.json, .json.gz, .pftrace, .html, .pb, .xplane.pb; default SCRIPT.trace.json)")
+    run.add_argument("-m", dest="module", action="store_true", help="run a module, as python -m does")
+    run.add_argument("script", nargs=argparse.REMAINDER, metavar="script.py [args ...]",
+                     help="the script (or with -m the module) and its arguments")
 
 
 def _add_capture(commands) -> None:
@@ -665,6 +684,14 @@ def _tensorboard(args) -> int:
     print(f"wrote {paths['events']}")
     print(f"wrote {paths['xspace']}")
     return 0
+
+
+def _run_script(args) -> int:
+    from .capture.script import ScriptRun
+    target = args.script[1:] if args.script[:1] == ["--"] else args.script
+    if not target:
+        raise _UsageError("run: name the script to run (or -m MODULE)")
+    return ScriptRun(target[0], target[1:], module=args.module, steps=args.steps, output=args.output).run()
 
 
 def _capture(args) -> int:
