@@ -19,7 +19,9 @@ from .options import WORKERS_VARIABLE
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # `info x.json --bogus`: the usage of info, not the top-level one
+        _command_parser(parser, getattr(args, "command", None)).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
@@ -75,15 +77,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (the top-level one without a subcommand)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return action.choices[name]
+    return parser
+
+
 def _command(commands, name: str, handler, help: str) -> argparse.ArgumentParser:
-    """The parser of subcommand ``name`` (its ``help`` is its line in ``tracebridge --help``, its
-    description, where it has one, in _DESCRIPTIONS) that runs ``handler``."""
-    command = commands.add_parser(name, help=help, description=_DESCRIPTIONS.get(name))
+    """The parser of subcommand ``name`` that runs ``handler``. ``help`` is its line in
+    ``tracebridge --help`` and the first sentence of ``tracebridge NAME --help``, before the
+    longer text of _DESCRIPTIONS where it has one."""
+    description = f"{help[0].upper()}{help[1:]}." + (f" {_DESCRIPTIONS[name]}" if name in _DESCRIPTIONS else "")
+    command = commands.add_parser(name, help=help, description=description)
     command.set_defaults(handler=handler)
     return command
 
 
-# The longer text of ``tracebridge COMMAND --help``, above its options, for the commands that have one.
+# The longer text of ``tracebridge COMMAND --help``, after its one line, for the commands that have one.
 _DESCRIPTIONS = {
     "summary": "A profile logdir with several hosts (or several XSpace files) is summarized host by host and "
                "merged: in this process, on a local Dask cluster (--workers N) or on an existing one "
@@ -91,17 +103,16 @@ _DESCRIPTIONS = {
     "doctor": "One line per problem, most serious first: code, what is missing, the evidence, the fix. Exit "
               "status 0: nothing wrong, or warnings only (few_steps, no_memory_records); 1: problems found; "
               "2: bad input.",
-    "view": "Open TRACE in the HTML timeline view, or with --perfetto in the Perfetto UI: the trace (converted "
-            "to .pftrace unless it is one) is served once on 127.0.0.1 and https://ui.perfetto.dev is opened on "
-            "it; the URL is printed when no browser can be started.",
-    "migrate": "Rewrite RunOptions/RunMetadata, traced session.run, timeline.Timeline, add_run_metadata, "
-               "ProfilerHook and tfvis into tracebridge calls that run under TF 2, in .py files and .ipynb "
-               "notebooks. Prints a diff unless --write or --check.",
-    "guide": "Print the migration guide's section on KIND: each finding's 'fix' names its kind (eager_ops, "
-             "retracing, host_gaps, ...). The guide ships inside the package.",
-    "demo": "Trains the same two-layer MLP as TF1 code (a tf.compat.v1.Session) and as a TF2 tf.function step, "
-            "traces a few steps of each, and writes per run a Chrome trace, the HTML timeline, RunMetadata per "
-            "step and a summary, then the comparison of the two (comparison.txt, comparison.html).",
+    "view": "With --perfetto the trace (converted to .pftrace unless it is one) is served once on 127.0.0.1 and "
+            "https://ui.perfetto.dev is opened on it; the URL is printed when no browser can be started.",
+    "migrate": "RunOptions/RunMetadata, traced session.run, timeline.Timeline, add_run_metadata, ProfilerHook and "
+               "tfvis become tracebridge calls that run under TF 2, in .py files and .ipynb notebooks. Prints a "
+               "diff unless --write or --check.",
+    "guide": "KIND is a finding's kind, as its 'fix' names it (eager_ops, retracing, host_gaps, ...). The guide "
+             "ships inside the package.",
+    "demo": "The model is a two-layer MLP, as TF1 code (a tf.compat.v1.Session) and as a TF2 tf.function step; "
+            "per run it writes a Chrome trace, the HTML timeline, RunMetadata per step and a summary, then the "
+            "comparison of the two (comparison.txt, comparison.html).",
 }
 
 
