@@ -433,16 +433,17 @@ def _convert(args) -> int:
     if target.name == "perfetto" and _streams_hosts(args):
         from .formats import save_hosts_perfetto
         hosts = save_hosts_perfetto(args.input, args.output, dataflow=not args.no_dataflow, workers=args.workers)
-        print(f"wrote {args.output} (perfetto, host by host, {hosts} hosts)")
+        print(f"wrote {args.output} (perfetto, host by host, {_plural(hosts, 'host')})")
         return 0
     trace = _load(args)
     written = save(trace, args.output, to=target.name, **options)
     if progress:
         print(file=sys.stderr)
     if len(written) > 1:
-        print(f"wrote {len(written)} files, one per step: {', '.join(written)} ({target.name}, {len(trace)} ops)")
+        print(f"wrote {len(written)} files, one per step: {', '.join(written)} ({target.name}, "
+              f"{_plural(len(trace), 'event')})")
     else:
-        print(f"wrote {args.output} ({target.name}, {len(trace)} ops, {len(trace.steps)} steps)")
+        print(f"wrote {args.output} ({target.name}, {_plural(len(trace), 'event')}, {_plural(len(trace.steps), 'step')})")
     return 0
 
 
@@ -635,8 +636,15 @@ def _html(args) -> int:
         except re.error as error:
             raise _UsageError(f"--device-pattern: bad regular expression ({error})")
     trace.to_html(args.output, device_pattern=args.device_pattern, title=args.title or _file_title(args.input))
-    print(f"wrote {args.output} ({len(trace)} ops)")
+    print(f"wrote {args.output} ({_plural(len(trace), 'event')})")
     return 0
+
+
+def _plural(count: int, word: str) -> str:
+    """``1 event``, ``3 events``: what the "wrote ..." lines count (every row: events, as a
+    trace's repr and info's "(N events in all)" say)."""
+    from .analysis.common.tables import plural
+    return plural(count, word)
 
 
 def _file_title(path: str) -> str:
@@ -659,7 +667,7 @@ def _view(args) -> int:
                                       os.path.basename(args.input).split(".")[0] + suffix)
     trace = _load(args)
     trace.save(target, to="perfetto" if args.perfetto else "html")
-    print(f"wrote {target} ({len(trace)} ops)", file=sys.stderr)
+    print(f"wrote {target} ({_plural(len(trace), 'event')})", file=sys.stderr)
     if args.perfetto:
         return 0 if serve_for_perfetto(target, port=args.port) else 1
     open_html(target)
@@ -682,7 +690,7 @@ def _capture(args) -> int:
                            device_tracer_level=args.device_tracer_level)
     save(trace, args.output, to=target.name)
     hosts = sorted({d.host for d in trace.devices if d.host})
-    print(f"wrote {args.output} ({len(trace)} events from {len(hosts)} hosts: {', '.join(hosts)})")
+    print(f"wrote {args.output} ({_plural(len(trace), 'event')} from {_plural(len(hosts), 'host')}: {', '.join(hosts)})")
     return 0
 
 
@@ -745,7 +753,7 @@ def _progress(label: str):
         now = time.monotonic()
         if now - last[0] > 0.2 or done == total:
             last[0] = now
-            print(f"\r{label}: {done}/{total} ops ({100 * done // max(total, 1)}%)", end="",
+            print(f"\r{label}: {done}/{total} events ({100 * done // max(total, 1)}%)", end="",
                   file=sys.stderr, flush=True)
     return report
 

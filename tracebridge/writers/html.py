@@ -109,7 +109,7 @@ def notebook_html(trace: Trace, *, height: int = 640, max_ops: int = 300_000, **
     scripts run in an opaque origin, apart from the notebook). Traces above ``max_ops``
     ops get a one-line hint instead, as the notebook would hold the whole page."""
     if len(trace) > max_ops:
-        return (f"<p>{html.escape(repr(trace))}: {len(trace):,} ops; open it with "
+        return (f"<p>{html.escape(repr(trace))}: more than {max_ops:,} events for a notebook; open it with "
                 "<code>tracebridge.writers.html.write_html(trace, 'timeline.html')</code>.</p>")
     document = html_document(trace, **options)
     return (f'<iframe sandbox="allow-scripts" style="width:100%;height:{int(height)}px;border:1px solid #ccc" '
@@ -230,7 +230,7 @@ class TimelineData:
         self.trace = trace
         self.device_ids = page_order(trace, kept)
         self.title = title if title is not None else (
-            f"{trace.source_format} trace, {len(trace):,} ops" + (f" ({device_pattern})" if device_pattern else ""))
+            f"{trace.source_format} trace, {len(trace):,} events" + (f" ({device_pattern})" if device_pattern else ""))
         self.columns: dict[str, tuple[str, np.ndarray]] = {}
         self._layout()
 
@@ -457,7 +457,8 @@ class TimelineData:
             # share the op's name: the TF op that launched each kernel or copy).
             "linked_names": self._linked_names(),
             # On accelerator traces the top ops rank by device time (a TF op's kernels, once).
-            "summary": {"counted": summary.counted, "time": summary.time, "total_ns": summary.total_ns,
+            "summary": {"counted": summary.counted, "counted_as": summary.counted_as, "time": summary.time,
+                        "total_ns": summary.total_ns,
                         "op_count": summary.op_count,
                         "by_op": rows(summary.by_op), "by_type": rows(summary.by_type)},
         }

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...model.accelerator import busy_ns, device_rows, self_times
 from ...model.graph_outline import graph_outline
-from ...model.hlo import HLO_MODULES
+from ...model.hlo import HLO_MODULES, framework_ops
 from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms, plural
@@ -41,6 +41,7 @@ class Summary:
     by_hlo: list[dict] = field(default_factory=list)  # XLA: per HLO instruction (common/xla.py)
     time: str = "host"      # "device" when the trace has device activity
     total_span_ns: int = 0
+    counted_as: str = ""    # what the counted rows are called ("TF ops", "kernels", ...: counted_words)
 
     def to_dict(self) -> dict:
         return {"total_ns": self.total_ns, "op_count": self.op_count, "counted": self.counted,
@@ -60,7 +61,7 @@ class Summary:
                          for group, rows in tables for row in rows))
 
     def to_text(self) -> str:
-        what = COUNTED_WORDS.get(self.counted, "ops")
+        what = self.counted_as or COUNTED_WORDS.get(self.counted, "events")
         of_what = " device time" if self.time == "device" else ""
         lines = [f"{self.op_count} {what}, {ms(self.total_ns)}{of_what} in all"]
         if self.steps:
@@ -114,17 +115,24 @@ def _counted_mask(trace: Trace, mode: str, device: np.ndarray, host: np.ndarray)
 
 
 def counted_ops(trace: Trace) -> tuple[int, str]:
-    """How many rows ``summary`` counts as ops, and what they are (``"ops"``, ``"device
-    events"``, ``"events"``): ``info`` says the same number. Profiler bookkeeping on the
-    host (``ThreadpoolListener::Record``, ``EagerExecute``) is not an op."""
+    """How many rows ``summary`` counts, and what they are (:func:`counted_words`): ``info``
+    says the same number. Profiler bookkeeping on the host (``ThreadpoolListener::Record``,
+    ``EagerExecute``) is not an op."""
     mode = summary_mode(trace)
     ops = trace.ops
     mask = _counted_mask(trace, mode, device_rows(ops["category"], ops["flags"]), ops["category"] == Category.OP)
-    return int(mask.sum()), COUNTED_WORDS[mode]
+    return int(mask.sum()), counted_words(trace, mode)
 
 
-# What the rows a summary counts are called, by mode.
-COUNTED_WORDS = {"op": "ops", "device+memcpy": "device events", "all": "events"}
+# What the rows a summary counts are called, by mode: one vocabulary in every output (info,
+# summary, the HTML page; a trace's repr and the writers' "wrote ..." lines count events).
+# Kernels are what runs on a device (GPU kernels and copies, a TPU's XLA ops).
+COUNTED_WORDS = {"op": "TF ops", "device+memcpy": "kernels", "all": "events"}
+
+
+def counted_words(trace: Trace, mode: str) -> str:
+    """:data:`COUNTED_WORDS` for ``trace``: the op rows of a JAX run are JAX ops."""
+    return framework_ops(trace) if mode == "op" else COUNTED_WORDS[mode]
 
 
 def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> Summary:
@@ -175,6 +183,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         row["idle_ns"] = span - row["busy_ns"]
     return Summary(
         total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
+        counted_as=counted_words(trace, counted),
         steps=[{"number": s.number, "name": s.name, "start_ns": s.start_ns,
                 "duration_ns": s.duration_ns} for s in trace.steps],
         by_op=group(ops["name"], trace.strings),
