@@ -382,7 +382,7 @@ class _UsageError(TracebridgeError):
 
 def _info(args) -> int:
     from .analysis.run.summary import describe_csv, shown_metadata
-    from .analysis.common.tables import plural
+    from .analysis.common.tables import human_bytes, plural
     trace = _load(args)
     info = {**trace.info(), "notes": _notes(trace)}
     if args.json:
@@ -407,9 +407,9 @@ def _info(args) -> int:
         print(f"  {device['name']}  ({device['kind']}, {plural(device['ops'], 'event')}, "
               f"{plural(device['lanes'], 'lane')})")
     if info["transfers"]["count"]:
-        print(f"{info['transfers']['count']} transfers, {info['transfers']['bytes']} bytes")
+        print(f"{plural(info['transfers']['count'], 'transfer')}, {human_bytes(info['transfers']['bytes'])}")
     if info["memory"]["allocators"]:
-        peaks = ", ".join(f"{k} {v} B" for k, v in info["memory"]["allocators"].items())
+        peaks = ", ".join(f"{k} {human_bytes(v)}" for k, v in info["memory"]["allocators"].items())
         print(f"memory peaks: {peaks}")
     for note in info["notes"]:
         print(f"note: {note}")

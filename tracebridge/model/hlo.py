@@ -52,6 +52,12 @@ def framework_ops(trace) -> str:
     return "JAX ops" if xla_framework(trace) == "jax" else "TF ops"
 
 
+# An op type as TF and JAX write them: ``MatMul``, ``conv_general_dilated``, ``scatter-add``.
+_OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+ASYNC_COPY = "async copy"  # the op type of XLA's copy-start/copy-done pairs
+_ASYNC_COPIES = frozenset({"copy-start", "copy-done"})
+
+
 @dataclass(frozen=True)
 class HloOp:
     """One HLO instruction. ``op_name``/``op_type``: its own metadata (the framework op XLA
@@ -77,11 +83,17 @@ class HloOp:
 
     @property
     def row_type(self) -> str:
-        """The row's op type: the metadata's, else the op_name's last part (JAX writes no
-        op_type: ``.../conv1/conv_general_dilated``), else ``Unknown`` as xprof says."""
+        """The row's op type: the metadata's, else the op_name's last part where it names
+        an op (JAX writes no op_type: ``.../conv1/conv_general_dilated``; not a JAX
+        argument's path, ``p['block6']['conv2']['kernel']``, nor ``jit(train_step)``), else
+        for XLA's asynchronous copies (``copy-start``/``copy-done``, a TPU's transfers
+        between memories) :data:`ASYNC_COPY`, else ``Unknown`` as xprof says."""
         if self.op_type:
             return self.op_type
-        return self.op_name.rsplit("/", 1)[-1] if self.op_name else "Unknown"
+        last = self.op_name.rsplit("/", 1)[-1]
+        if _OP_TYPE.fullmatch(last):
+            return last
+        return ASYNC_COPY if self.opcode in _ASYNC_COPIES else "Unknown"
 
     @property
     def fused(self) -> bool:

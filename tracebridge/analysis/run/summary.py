@@ -13,7 +13,7 @@ import numpy as np
 
 from ...model.accelerator import busy_ns, device_rows, self_times
 from ...model.graph_outline import graph_outline
-from ...model.hlo import HLO_MODULES, framework_ops
+from ...model.hlo import ASYNC_COPY, HLO_MODULES, framework_ops
 from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms, plural
@@ -79,6 +79,9 @@ class Summary:
                            [dict(row, op=", ".join(row["tf_ops"])) for row in self.by_hlo]))
         for title, rows in tables:
             lines += ["", title, _table(rows, both)]
+            if rows is self.by_type and any(row["key"] == ASYNC_COPY for row in rows):
+                lines.append(f"  ({ASYNC_COPY}: XLA's copy-start/copy-done pairs, copies between memories that run "
+                             "beside the compute; a copy-done's time is the wait for its copy)")
         return "\n".join(lines)
 
     __str__ = to_text
@@ -374,10 +377,12 @@ def allocator_peaks(trace: Trace) -> dict[str, int]:
 def _table(rows: list[dict], device_first: bool = False) -> str:
     if not rows:
         return "  (none)"
-    if device_first:  # device time leads; the host's own time beside it
-        header = ("device", "share", "count", "mean", "host", "name")
-        body = [(ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), ms(r["mean_ns"]),
-                 ms(r.get("host_ns", 0)), r["key"] + (f"  ({r['op']})" if "op" in r else ""))
+    if device_first:  # device time leads; the host's own time beside it, where there is any
+        host = any(r.get("host_ns", 0) for r in rows)
+        header = ("device", "share", "count", "mean") + (("host",) if host else ()) + ("name",)
+        body = [(ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), ms(r["mean_ns"]))
+                + ((ms(r.get("host_ns", 0)),) if host else ())
+                + (r["key"] + (f"  ({r['op']})" if "op" in r else ""),)
                 for r in rows]
     else:
         header = ("total", "share", "count", "mean", "name")
