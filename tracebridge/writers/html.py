@@ -427,7 +427,7 @@ class TimelineData:
             metadata["graph"] = graph_outline(metadata["graph"])
         modules = trace.metadata.get(HLO_MODULES)
         if isinstance(modules, list):  # names, not the protos' base64
-            names = [str(m.get("name")) for m in modules if isinstance(m, dict)]
+            names = list(dict.fromkeys(str(m.get("name")) for m in modules if isinstance(m, dict)))  # each once
             metadata[HLO_MODULES] = f"{len(modules)} XLA module(s): " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
 
         def rows(grouped: list[dict]) -> list[dict]:

@@ -338,10 +338,16 @@ def _step_inputs_outline(value) -> str:
 
 
 def _hlo_outline(modules: list) -> str:
-    """``3 HLO modules (41,200 bytes): jit_train_step, ...`` for ``metadata["hlo_modules"]``."""
+    """``3 HLO modules (41,200 bytes): jit_train_step (2 programs), ...`` for
+    ``metadata["hlo_modules"]``: each name once (a function compiled for two input types is
+    one name with two program ids)."""
     names = [str(m.get("name", "?")) if isinstance(m, dict) else "?" for m in modules]
     size = sum(len(m.get("proto") or "") * 3 // 4 for m in modules if isinstance(m, dict))  # base64 -> bytes
-    listed = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    shown = [f"{name} ({count} programs)" if count > 1 else name for name, count in counts.items()]
+    listed = ", ".join(shown[:5]) + (f", ... ({len(shown) - 5} more)" if len(shown) > 5 else "")
     return f"{len(names)} HLO module{'s' * (len(names) != 1)} ({size:,} bytes): {listed}"
 
 
