@@ -31,7 +31,8 @@ float64); ids use the narrowest unsigned type that holds them.
 Page order of ops: devices in trace order (only those ``device_pattern`` matches), then
 each device's compute lanes (the trace's lanes; overlapping ops of one lane are split
 into sub-rows), then its network lanes, each lane by start time. A lane of XLA kernels or
-thunks (events readers/xspace_xla.py linked to their HLO) has a "TF ops" lane above it: one
+thunks (events readers/xspace_xla.py linked to their HLO) has a "TF ops" lane ("JAX ops" in a
+JAX run) above it: one
 span per run of its events of one TF op, a page op of its own (flags bit 2), so that a
 click on the op or on one of its events highlights both. ``window.tracebridge``
 exposes a small API (see ``html_assets/start.js``; the page shell is :mod:`.html_page`).
@@ -56,7 +57,7 @@ import numpy as np
 
 from .._files import atomic_output
 from ..model.graph_outline import graph_outline
-from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, framework_ops
 from ..model.lanes import first_fit, op_spans
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
@@ -250,6 +251,7 @@ class TimelineData:
         network[trace.transfers["op"]] = True
         network = network[rows]
         xla = XlaLinks(trace)
+        framework = framework_ops(trace) if xla.any else "TF ops"  # the lane of spans above XLA events
         device = page_device[ops["device"][rows]]
         start = ops["start_ns"][rows]
         end = np.maximum(ops["end_ns"][rows], start)  # a negative duration is drawn as zero
@@ -283,7 +285,7 @@ class TimelineData:
                     span_sub = first_fit(span_start, span_end)
                     span_count = int(span_sub.max()) + 1
                     for k in range(span_count):
-                        lanes.append({"device": int(device[a]), "name": "TF ops" + (f" / {k + 1}" if k else ""),
+                        lanes.append({"device": int(device[a]), "name": framework + (f" / {k + 1}" if k else ""),
                                       "network": False, "tf_ops": True})
                     spans.append((span_rows, span_start, span_end, len(lanes) - span_count + span_sub))
                     resorted = True
