@@ -146,6 +146,15 @@ def test_doctor_speaks_jax_to_a_jax_profile(tmp_path):
         assert "TF_CPU_ALLOCATOR_USE_BFC" not in run_cli("doctor", path).stdout
 
 
+def test_notes_on_a_jax_profile_speak_jax(corpus):
+    """summary reads a JAX run's op rows only: its notes claimed no step markers (3 steps,
+    "train 0" to "train 2", are there) taken "from tf.function calls", and no memory; the TPU
+    run's doctor counted "0 TF ops"."""
+    text = run_cli("summary", corpus / JAX_GPU).stdout
+    assert "note:" not in text and "tf.function" not in text, text
+    assert "TF ops" not in run_cli("doctor", corpus / TPU).stdout
+
+
 def test_info_lists_each_hlo_module_once(corpus):
     line = next(line for line in run_cli("info", corpus / JAX_GPU_GRAPHS).stdout.splitlines()
                 if line.startswith("  hlo_modules:"))
