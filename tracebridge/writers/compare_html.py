@@ -86,7 +86,7 @@ def _document_parts(comparison: Any, *, title: str | None, device_pattern: str |
     title = title if title is not None else default_title(comparison)
     payloads = [
         TimelineData(trace, device_pattern=device_pattern,
-                 title=f"{role}: {trace.source_format} trace, {len(trace):,} ops")
+                 title=f"{role}: {trace.source_format} trace, {len(trace):,} events")
         for role, trace in (("control", comparison.control), ("test", comparison.test))
     ]
     yield page_head(script, title, "comparison")
