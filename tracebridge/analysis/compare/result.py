@@ -235,7 +235,7 @@ class Comparison:
 
     def _layer_lines(self) -> list[str]:
         """The layer table: time per step in each layer and phase, the model's order."""
-        lines = [f"by layer (time per step):", f"{'control':>11}{'test':>11}{'delta':>11}  layer and phase"]
+        lines = ["by layer (time per step):", f"{'control':>11}{'test':>11}{'delta':>11}  layer and phase"]
         for layer in self.layers:
             lines.append(f"{ms(layer.control_total_ns, unit='ms'):>11}{ms(layer.test_total_ns, unit='ms'):>11}"
                          f"{ms(layer.delta_ns, signed=True, unit='ms'):>11}  {layer.label}")
