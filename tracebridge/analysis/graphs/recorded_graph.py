@@ -32,9 +32,12 @@ def decode_graph(metadata) -> Graph | None:
         return None
     try:
         record = json.loads(text)
-        nodes, variables = record["nodes"], record["variables"]
-    except (ValueError, KeyError, TypeError):
+        return _graph(record["nodes"], record["variables"])
+    except (ValueError, KeyError, TypeError, AttributeError):  # not a graph record: no graph
         return None
+
+
+def _graph(nodes: list, variables: dict) -> Graph:
     graph = Graph(order={}, types={}, producers={})
     for index, (name, op_type, inputs, _shape) in enumerate(nodes):
         graph.order[name] = index
