@@ -5,8 +5,7 @@ tests/helpers/recurrent_judges.py from the scopes the model code controls, not b
 tracebridge; tests/helpers/layer_quality.py measures the comparison against that judge.
 
 The recorded captures make the shares of op time fixed numbers, so the issue's bar is
-asserted on them. The assertions today's comparison fails are marked xfail (issue 32).
-Figures print with ``pytest -s``.
+asserted on them. Figures print with ``pytest -s``.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ MODELS = sorted(RECORDED["first_loss"])
 PORTS = ("function", "fit")
 CASES = [(model, world) for model in MODELS for world in PORTS]
 COMPUTE = re.compile(r"MatMul|BatchMatMul|Conv2D|Einsum|FusedBatchNorm")
-ISSUE_32 = pytest.mark.xfail(strict=False, reason="issue 32: right 89%, bar 90%; a row whose ops the judge places "
-                              "alike but for a reshape joined to it counts as wrong")
 
 
 @functools.lru_cache(maxsize=None)
@@ -90,7 +87,6 @@ def test_the_judge_places_every_op(model, world):
             assert wanted <= placed, (side, layer, wanted - placed)
 
 
-@ISSUE_32
 @pytest.mark.parametrize("model,world", CASES)
 def test_compute_rows_pair_one_layer_and_direction(model, world):
     result, judges, _ = measured(model, world)
@@ -98,7 +94,6 @@ def test_compute_rows_pair_one_layer_and_direction(model, world):
     assert not crossing(result, judges)
 
 
-@ISSUE_32
 @pytest.mark.parametrize("model,world", CASES)
 def test_matched_time_is_the_same_computation(model, world):
     """The issue's bar: >= 90% of op time matched on both sides, >= 90% of matched time
@@ -140,7 +135,6 @@ def test_live_lm_ports_compute_the_model(live_lm):
 
 
 @pytest.mark.slow
-@ISSUE_32
 @pytest.mark.parametrize("world", PORTS)
 def test_live_lm_compute_rows_pair_one_layer_and_direction(live_lm, world):
     result = compare(live_lm["tf1"], live_lm[world], warmup=1)

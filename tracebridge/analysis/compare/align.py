@@ -149,7 +149,11 @@ class OptimizerUpdates(Rule):
     def match(self, matcher: Matcher) -> None:
         for names_c, names_t, key in optimizer_groups(matcher.control, matcher.test, self.alignment,
                                                       matcher.unmatched_control, matcher.unmatched_test):
-            matcher.pair(names_c, names_t, key, self.name)
+            if matcher.zones is not None:  # an optimizer's scope may hold a gradient clip: it is not the update
+                names_c = [n for n in names_c if matcher.zones.control.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
+                names_t = [n for n in names_t if matcher.zones.test.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
+            if names_c and names_t:
+                matcher.pair(names_c, names_t, key, self.name)
 
 
 class ByPosition(Rule):

@@ -75,6 +75,8 @@ _WRITES = re.compile(r"^(Resource)?(Sparse)?(Apply\w+|Assign(Add|Sub)?(VariableO
 _GRADIENT_SCOPE = re.compile(r"(?:^|/)(?:gradients(?:_\d+)?|gradient_tape)/")
 _GRAD_PART = re.compile(r"^(?P<op>.+)_grad$")
 _IN_FUNCTION = re.compile(r"^.*/(?:body|cond)/")  # a loop body's node: its name inside the body
+# Ops that cut a sequence into the time steps a recurrent layer reads
+_SLICES = frozenset({"StridedSlice", "Slice", "Unpack", "TensorListFromTensor", "TensorArrayScatterV3"})
 # TF ops whose output is the loss of labels against logits
 _LOSS_OPS = frozenset({"SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits"})
 
@@ -111,6 +113,16 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
         inherited = [layer_of[p] for p in graph.producers.get(node, ()) if p in forward_set and layer_of.get(p) is not None]
         found = own + inherited
         layer_of[node] = max(found, key=ranked) if found else None
+    # What only cuts a later layer's input into time steps (the step a cell reads, sliced from
+    # the embedding's output) is that layer's: it takes the layer of the ops it feeds.
+    for node in reversed(forward):
+        if graph.types[node] not in _SLICES:
+            continue
+        fed = {layer_of.get(c) for c in graph.consumers.get(node, ()) if c in forward_set}
+        if len(fed) == 1 and None not in fed:
+            later = fed.pop()
+            if layer_of[node] is None or ranked(later) > ranked(layer_of[node]):
+                layer_of[node] = later
     last = max(range(len(layers)), key=ranked, default=-1)
     raw = {n for n in forward if layer_of[n] is None}  # computed from the data alone
     for node in forward:

@@ -61,10 +61,8 @@ class JoinRule(Rule, abstract=True):
             row_of = {name: index for index, pair in enumerate(matcher.pairs) for name in getattr(pair, side_name)}
             for name in self.joining(side, pool):
                 target = self.joins(side, name, row_of)
-                if target is not None:
-                    if self.chains:
-                        row_of[name] = row_of[target]
-                    matcher.join(side_name, name, row_of[target])
+                if target is not None and matcher.join(side_name, name, row_of[target]) and self.chains:
+                    row_of[name] = row_of[target]
 
 
 class Matcher:
@@ -114,11 +112,18 @@ class Matcher:
         self.pairs.append(Pair(key, rule, control_names, test_names, confidence))
         return True
 
-    def join(self, side_name: str, name: str, row: int) -> None:
-        """Unmatched op ``name`` of ``side_name`` joins the row at index ``row``."""
+    def join(self, side_name: str, name: str, row: int) -> bool:
+        """Unmatched op ``name`` of ``side_name`` joins the row at index ``row``; refused
+        (False) where the op is in another layer or phase than the row's ops of its side."""
         pair = self.pairs[row]
+        if self.zones is not None:
+            zones = getattr(self.zones, side_name)
+            own = {zones[n] for n in getattr(pair, side_name) if n in zones}
+            if name in zones and own and zones[name] not in own:
+                return False
         setattr(pair, side_name, (*getattr(pair, side_name), name))
         self.unmatched(side_name).pop(name)
+        return True
 
     def run(self, rules: Iterable[Rule]) -> list[Pair]:
         """Each rule in turn, then a row of its own for every op no rule took."""
