@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..common.types import SIDES, PerSide
+from ..common.xla import xla_ops
 from ..graphs.layers import Attribution, Layer, Phase, attribute, pair_layers
 from ..graphs.recorded_graph import graph_node_name
 from ..graphs.structure import Alignment
@@ -24,6 +25,9 @@ from .sides import Side
 # An op's zone: (the key of its layer pair, or None outside the layers; its phase).
 Zone = tuple[str | None, str]
 
+# A TF1 loop's control flow as the runtime lowers it: in no recorded graph, and in no layer
+# (it joins its loop condition's row, rules/loops.py)
+_LOWERED_LOOP = frozenset({"Enter", "Merge", "Switch", "NextIteration", "LoopCond", "Exit"})
 _GRAPPLER = re.compile(r"/ArithmeticOptimizer/\w+?_(?P<node>[^/]+)$")
 
 
@@ -88,8 +92,8 @@ def map_layers(control: Side, test: Side, alignment: Alignment | None = None) ->
 
 def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> dict[str, Zone]:
     """Each of a run's ops in its zone: its graph node's (inside a loop, without the loop's
-    runtime ids; an op Grappler renamed, the node it replaced), else the zone most of its
-    scope's nodes are in."""
+    runtime ids; an op Grappler renamed, the node it replaced; an XLA row, the first TF op
+    its instructions compute), else the zone most of its scope's nodes are in."""
     def zone_of_node(node: str) -> Zone | None:
         found = attribution.zone(node)
         if found is None:
@@ -104,13 +108,14 @@ def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> dict
         for end in range(1, len(parts)):
             by_scope["/".join(parts[:end])][zone] += 1
     zones: dict[str, Zone] = {}
+    computed = xla_ops(side.trace, among=set(side.names))  # an XLA row: the TF ops it computes
     for name in side.names:
-        node = graph_node_name(name)
+        node = graph_node_name(computed[name][0] if computed.get(name) else name)
         renamed = _GRAPPLER.search(node)
         if node not in attribution.phase_of and renamed:
             node = node[:renamed.start()] + "/" + renamed.group("node")
         zone = zone_of_node(node)
-        if zone is None:
+        if zone is None and side.plain_type.get(name) not in _LOWERED_LOOP:
             parts = node.split("/")
             for end in range(len(parts) - 1, 0, -1):
                 votes = by_scope.get("/".join(parts[:end]))

@@ -138,7 +138,7 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
                 phase_of[node] = Phase.METRICS
 
     _attribute_backward(graph, backward, forward, layer_of, phase_of)
-    _attribute_updates(graph, writes, update_region, backward, layer_of_variable, layer_of, phase_of)
+    _attribute_updates(graph, order, writes, update_region, backward, layer_of_variable, layer_of, phase_of)
     for node in sorted(variables, key=graph.order.__getitem__):
         layer_of[node], phase_of[node] = layer_of_variable.get(node), Phase.UPDATE if node in trained else Phase.OTHER
     # An Identity only forwards a tensor, and the graph's edges pass through it
@@ -350,8 +350,8 @@ def _forward_of(node: str, by_name: dict[str, str]) -> str | None:
     return None
 
 
-def _attribute_updates(graph: Graph, writes: dict[str, str], region: set[str], backward: set[str],
-                       layer_of_variable: dict[str, int], layer_of, phase_of) -> None:
+def _attribute_updates(graph: Graph, order: list[str], writes: dict[str, str], region: set[str],
+                       backward: set[str], layer_of_variable: dict[str, int], layer_of, phase_of) -> None:
     """An update takes the layer of the variable it writes; a slot's update (Adam's moments),
     the layer of the nearest gradient feeding it. The arithmetic before the updates takes the
     layer of the updates it feeds where that is one layer; what feeds several layers' updates
@@ -365,18 +365,23 @@ def _attribute_updates(graph: Graph, writes: dict[str, str], region: set[str], b
             layers = {layer_of.get(n) for n in near} - {None}
             layer = layers.pop() if len(layers) == 1 else None
         layer_of_write[node] = layer
+    outside = set(graph.order) - region
     fed: dict[str, set] = defaultdict(set)  # region op -> the layers of the updates it feeds
     for node, layer in layer_of_write.items():
-        for ancestor in _ancestors(graph, [node], stop=set(graph.order) - region) | {node}:
+        for ancestor in _ancestors(graph, [node], stop=outside) | {node}:
             fed[ancestor].add(layer)
+    # which region ops a gradient feeds, in one pass in dataflow order
+    from_gradients: set[str] = set()
+    for node in order:
+        if node in region and any(p in backward or p in from_gradients for p in graph.producers.get(node, ())):
+            from_gradients.add(node)
     for node in sorted(region, key=graph.order.__getitem__):
         layers = fed.get(node, set())
         if len(layers) == 1 and None not in layers:
             layer_of[node], phase_of[node] = next(iter(layers)), Phase.UPDATE
             continue
-        from_gradients = _ancestors(graph, [node], stop=set(graph.order) - region - backward) & backward
         layer_of[node] = None
-        phase_of[node] = Phase.CLIP if from_gradients else Phase.UPDATE
+        phase_of[node] = Phase.CLIP if node in from_gradients else Phase.UPDATE
 
 
 # --- graph walks ------------------------------------------------------------------------------
