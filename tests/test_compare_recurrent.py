@@ -32,6 +32,10 @@ PORTS = ("function", "fit")
 CASES = [(model, world) for model in MODELS for world in PORTS]
 COMPUTE = re.compile(r"MatMul|BatchMatMul|Conv2D|Einsum|FusedBatchNorm")
 ISSUE_32 = pytest.mark.xfail(strict=False, reason="issue 32: layer attribution")
+# The pairs where today's comparison pairs a compute op with another layer's (or another
+# direction's): the LM's softmax gradient with the LSTM loop's, a GRU's with the classifier's,
+# the tagger's first cell with Keras's second LSTM.
+CROSSING_TODAY = {"lm", "gru", "tagger"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -83,18 +87,19 @@ def test_the_judge_places_every_op(model, world):
     for side in ("control", "test"):
         trace = getattr(result, side)
         placed = {judges[side](name).place for name in trace.column_strings("ops", "name")}
-        for layer in MODEL_LAYERS[model].keras:
-            wanted = {(layer, "forward"), (layer, "update")} | \
-                (set() if layer.startswith("embedding") else {(layer, "backward")})
+        layers = MODEL_LAYERS[model]
+        for layer in layers.keras:
+            wanted = {(layer, "forward")} | (set() if layer in layers.stateless else {(layer, "update")}) | \
+                (set() if "embedding" in layer else {(layer, "backward")})
             assert wanted <= placed, (side, layer, wanted - placed)
 
 
-@ISSUE_32
-@pytest.mark.parametrize("model,world", CASES)
+@pytest.mark.parametrize("model,world", [pytest.param(model, world, marks=ISSUE_32) if model in CROSSING_TODAY
+                                         else (model, world) for model, world in CASES])
 def test_compute_rows_pair_one_layer_and_direction(model, world):
     result, judges, _ = measured(model, world)
     assert compute_rows(result)
-    assert not crossing(result, judges)
+    assert not crossing(result, judges), "\n".join(crossing(result, judges))
 
 
 @ISSUE_32
