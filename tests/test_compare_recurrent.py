@@ -151,3 +151,35 @@ def test_live_lm_compute_rows_pair_one_layer_and_direction(live_lm, world):
     result = compare(live_lm["tf1"], live_lm[world], warmup=1)
     judges = {"control": judge("lm", "tf1", live_lm["tf1"]), "test": judge("lm", world, live_lm[world])}
     assert not crossing(result, judges)
+
+
+def test_the_layer_figures_read_a_layer_table():
+    """layer_quality reads the layer table the issue asks for (``result.layers``,
+    ``result.op_layers``) where a comparison has one: a table made from the judge itself
+    holds all op time, nearly all of it the same layer; one that pairs the GRU's ops with
+    the classifier's has none the same."""
+    from types import SimpleNamespace
+
+    from tracebridge.analysis.compare import PerSide
+    result, judges, _ = measured("gru", "function")
+    result = SimpleNamespace(**vars(result))  # the cached comparison stays as it is
+    names = {side: set(getattr(result, side).column_strings("ops", "name")) for side in ("control", "test")}
+    by_place: dict = {}
+    for side in ("control", "test"):
+        for name in names[side]:
+            by_place.setdefault(judges[side](name).place, {"control": [], "test": []})[side].append(name)
+    result.layers = [SimpleNamespace(label=str(place), phase=place[1], control_names=found["control"],
+                                     test_names=found["test"], control_total_ns=0, test_total_ns=0)
+                     for place, found in by_place.items()]
+    result.op_layers = PerSide(*({name: (judges[side](name).place[0], "phase") for name in names[side]}
+                                 for side in ("control", "test")))
+    figures = quality(result, judges)
+    assert figures["in_layers_control"] == pytest.approx(1) and figures["in_layers_test"] == pytest.approx(1)
+    # all but what one side runs and the other lacks (TF1's _SOURCE, its feeds)
+    assert figures["same_layer_control"] > 0.99 and figures["same_layer_test"] > 0.99, figures
+    assert figures["label_agrees_control"] == pytest.approx(1) and figures["labels_same"] == 1.0
+    result.layers = [SimpleNamespace(label="gru", phase="forward", control_total_ns=0, test_total_ns=0,
+                                     control_names=[n for n in names["control"] if judges["control"](n).layer == "gru"],
+                                     test_names=[n for n in names["test"] if judges["test"](n).layer == "classifier"])]
+    figures = quality(result, judges)
+    assert figures["in_layers_control"] > 0.5 and figures["same_layer_control"] == 0 == figures["same_layer_test"]
