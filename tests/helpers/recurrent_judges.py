@@ -70,6 +70,12 @@ class ModelLayers:
 
     keras: tuple[str, ...]
     tf1: tuple[tuple[str, str], ...]
+    stateless: tuple[str, ...] = ()  # layers without variables (nothing to update)
+    # TF1 names the recorded graph cannot place (the control flow a loop is lowered to),
+    # as ``tf1``: one dynamic_rnn loop runs both cells of a MultiRNNCell, and its control
+    # is counted to the first
+    loose: tuple[tuple[str, str], ...] = ()
+    sparse: str | None = None  # the layer whose gradient is IndexedSlices (Keras updates it in a tf.cond)
 
 
 # --- the models' layers ------------------------------------------------------------------
@@ -81,12 +87,39 @@ MODEL_LAYERS = {
               "lstm1"),
              (r"embedding", "embedding"), (r"softmax_[wb]|xw_plus_b|^Model/Reshape_1$|Model/Reshape_1_grad/",
                                            "softmax"))),
+    "gru": ModelLayers(
+        keras=("embedding", "gru", "classifier"),
+        tf1=((r"(^|/)rnn/", "gru"), (r"(^|/)embedding/", "embedding"), (r"(^|/)classifier/", "classifier"))),
+    "tagger": ModelLayers(  # the loop's own ops (one loop runs both cells) are judged by their data flow
+        keras=("embedding", "lstm0", "lstm1", "tagger"),
+        tf1=((r"cell_0/", "lstm0"), (r"cell_1/", "lstm1"), (r"(^|/)embedding/", "embedding"),
+             (r"(^|/)tagger/", "tagger")),
+        loose=((r"(^|/)rnn/", "lstm0"),)),
+    "static": ModelLayers(
+        keras=("lstm", "classifier"),
+        tf1=((r"(^|/)rnn/|^unstack$", "lstm"), (r"(^|/)classifier/", "classifier"))),
+    "bilstm": ModelLayers(
+        keras=("embedding", "forward_lstm", "backward_lstm", "classifier"),
+        tf1=((r"bidirectional_rnn/fw/", "forward_lstm"), (r"bidirectional_rnn/bw/", "backward_lstm"),
+             (r"(^|/)embedding/", "embedding"), (r"(^|/)classifier/", "classifier"))),
+    "seq2seq": ModelLayers(
+        keras=("source_embedding", "target_embedding", "encoder", "decoder", "attention", "attention_output",
+               "projection"),
+        tf1=((r"(^|/)encoder/embedding", "source_embedding"), (r"(^|/)decoder/embedding", "target_embedding"),
+             (r"(^|/)encoder/", "encoder"), (r"(^|/)decoder/", "decoder"), (r"(^|/)attention/", "attention"),
+             (r"(^|/)attention_output/", "attention_output"), (r"(^|/)projection/", "projection")),
+        stateless=("attention",)),
+    "sparse": ModelLayers(
+        keras=("embedding", "pooling", "hidden", "classifier"),
+        tf1=((r"(^|/)embedding/", "embedding"), (r"(^|/)pooling/", "pooling"), (r"(^|/)hidden/", "hidden"),
+             (r"(^|/)classifier/", "classifier")),
+        stateless=("pooling",), sparse="embedding"),
 }
 
 
 # --- names -------------------------------------------------------------------------------
 CALL_PREFIX = re.compile(r"^((StatefulPartitionedCall|PartitionedCall)(_\d+)?/)+")
-LOOP_ID = re.compile(r"/(body|cond)/_\d+/")
+LOOP_ID = re.compile(r"/(body|cond|then|else)/_\d+/")
 
 
 def graph_name(name: str) -> str:
@@ -145,12 +178,17 @@ def keras_name(name: str, layers: ModelLayers) -> Partial:
     return Partial(None, None, direction if direction == "backward" else None)
 
 
-def keras_variable_place(path: str, layers: ModelLayers) -> Judgement:
-    """Where a Keras variable's writes belong, by its path (``sequential/lstm0/lstm_cell/kernel``)."""
+def keras_variable_place(path: str, layers: ModelLayers, paths=()) -> Judgement:
+    """Where a Keras variable's writes belong, by its path (``sequential/lstm0/lstm_cell/kernel``);
+    an optimizer's slot (``adam/sequential_lstm0_lstm_cell_kernel_momentum``) belongs to the
+    variable of ``paths`` it is made for."""
     parts = path.split("/")
     for part in reversed(parts[:-1]):
         if part in layers.keras:
             return Judgement(part, "update", "update")
+    owners = [p for p in paths if p != path and parts[-1].startswith(p.replace("/", "_") + "_")]
+    if owners:
+        return keras_variable_place(max(owners, key=len), layers)
     if parts[0] in ("loss", "metrics") or parts[-1] in ("total", "count"):
         return Judgement(None, "metrics", "update")
     return Judgement(None, "optimizer", "update")
@@ -217,6 +255,8 @@ class Judge:
         if self.keras:
             self._keras_state_reads()
             self._keras_optimizer()
+        else:
+            self._tf1_variable_handles()
         self._variable_writes()
 
     def _name(self, name: str) -> Partial:
@@ -230,28 +270,45 @@ class Judge:
             if path is None:
                 continue
             if self.keras:
-                self.decided[node] = keras_variable_place(path, self.layers)
+                self.decided[node] = keras_variable_place(path, self.layers, self.graph.variables.values())
             else:
                 layer = tf1_layer(path, self.layers)
                 self.decided[node] = Judgement(layer, "update", "update") if layer else \
                     Judgement(None, "optimizer", "update")
 
     def _keras_state_reads(self) -> None:
-        """Reads of the optimizer's and the metrics' own variables (the learning rate, the
-        step counter, the loss tracker's total) belong to them, whoever uses the value."""
+        """Reads of the metrics' own variables (the loss tracker's total and count) belong
+        to them. (A read of the learning rate or the step counter is judged by what uses
+        it: each variable's update reads them, as TF1's fused update ops do inside.)"""
         for node, op_type in self.graph.types.items():
             inputs = self.graph.inputs.get(node)
             if op_type == "ReadVariableOp" and inputs and inputs[0] in self.graph.variables:
-                place = keras_variable_place(self.graph.variables[inputs[0]], self.layers)
-                if place.role in ("optimizer", "metrics"):
+                place = keras_variable_place(self.graph.variables[inputs[0]], self.layers,
+                                             self.graph.variables.values())
+                if place.role == "metrics":
                     self.decided[node] = place
+
+    def _tf1_variable_handles(self) -> None:
+        """TF1 runs each variable's ``VarHandleOp`` (and its optimizer slots', ``kernel/Adam``)
+        in every step: the variable's state, counted with its update."""
+        for node, op_type in self.graph.types.items():
+            if op_type in ("VarHandleOp", "VariableV2"):
+                layer = tf1_layer(node, self.layers)
+                self.decided[node] = Judgement(layer, "update", "update") if layer else \
+                    Judgement(None, "optimizer", "update")
 
     def _keras_optimizer(self) -> None:
         """A Keras optimizer's clip (``global_clipnorm``): the global norm (a ``Sqrt`` in the
         optimizer's scope), what computes it, the scale made from it, and what applies the
         scale to the gradients with the inputs made for that (a sparse gradient made dense)."""
         scoped = {n for n in self.graph.types if KERAS_OPTIMIZERS.match(bare(n).split("/")[0])}
-        norms = [n for n in scoped if self.graph.types[n] == "Sqrt"]
+
+        def is_norm(node):  # sqrt(sum(stack(squared norms))), not an Adam's sqrt(v)
+            inputs = self.graph.inputs.get(node, ())
+            return self.graph.types[node] == "Sqrt" and any(
+                self.graph.types.get(i) == "Sum" and any(self.graph.types.get(j) == "Pack"
+                                                         for j in self.graph.inputs.get(i, ())) for i in inputs)
+        norms = [n for n in scoped if is_norm(n)]
         if not norms:
             return
         in_scope = scoped.__contains__
@@ -270,6 +327,9 @@ class Judge:
 
     def __call__(self, name: str) -> Judgement:
         node = graph_name(name)
+        if node not in self.graph.types:  # Grappler's folded constants: ConstantFolding/<node>-folded-N
+            folded = re.sub(r"-folded-\d+$", "", bare(node))
+            node = folded if folded in self.graph.types else node
         if node in self.decided:
             return self.decided[node]
         partial = self.names.get(node) or self._name(node)
@@ -293,7 +353,17 @@ class Judge:
             if found:
                 layer, role, direction = Counter(found).most_common(1)[0][0]
                 return Judgement(partial.layer or layer, partial.role or role, partial.direction or direction)
-        return Judgement(partial.layer, partial.role or "unknown", partial.direction or "forward")
+        if self.keras and partial.direction == "update" and re.search(r"/cond/(then|else)/", node) \
+                and self.layers.sparse:
+            # a branch of the optimizer's tf.cond (the graph records no branches): Keras's
+            # path for an IndexedSlices gradient, which only the embedding has
+            return Judgement(self.layers.sparse, "update", "update")
+        if not self.keras and partial.layer is None:
+            layer = tf1_layer(bare(node).split("gradients/", 1)[-1], ModelLayers((), self.layers.loose))
+            if layer:  # TF1's lowered loop control, which the graph does not record
+                return Judgement(layer, "layer", partial.direction or "forward")
+        fallback = "optimizer" if partial.direction == "update" else "unknown"  # TF1's final NoOp: "Adam"
+        return Judgement(partial.layer, partial.role or fallback, partial.direction or "forward")
 
     def _nearest(self, node: str, edges: dict, depth: int = 8) -> list[tuple]:
         seen, frontier = {node}, [node]
