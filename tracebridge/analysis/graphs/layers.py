@@ -98,7 +98,10 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
 
     # Parameters: read by the forward pass, and (where the graph trains) updated from a gradient.
     trained = _trained(graph, writes, variables, backward, feeds_backward - backward)
-    read_forward = {v for v in variables if any(c in forward_set for c in _reads(graph, v))}
+    # read where the forward pass computes what the gradients differentiate (an optimizer's
+    # slot may be read outside the updates, by what only a control edge orders)
+    used = forward_set & feeds_backward if backward else forward_set
+    read_forward = {v for v in variables if any(c in used for c in _reads(graph, v))}
     parameters = {v for v in read_forward if not backward or v in trained}
     layers, layer_of_variable = _layers(graph, parameters, variables, names, forward_set)
 

@@ -89,13 +89,13 @@ class Matcher:
         return self.unmatched_control if side_name == "control" else self.unmatched_test
 
     def compatible(self, control_names: Iterable[str], test_names: Iterable[str]) -> bool:
-        """Whether these ops may form a row: the zones known on both sides share one (an op
-        outside both graphs, an XLA instruction say, constrains nothing)."""
+        """Whether these ops may form a row: both sides' ops are in the same layers and
+        phases (an op outside both graphs, an XLA instruction say, constrains nothing)."""
         if self.zones is None:
             return True
         zones_c = {self.zones.control[n] for n in control_names if n in self.zones.control}
         zones_t = {self.zones.test[n] for n in test_names if n in self.zones.test}
-        return not zones_c or not zones_t or bool(zones_c & zones_t)
+        return not zones_c or not zones_t or zones_c == zones_t
 
     def pair(self, control_names: Iterable[str], test_names: Iterable[str], key: str, rule: str,
              confidence: float = -1.0) -> bool:
