@@ -532,6 +532,41 @@ def test_comments_strings_and_formatting_are_kept():
     compile(code, "<migrated>", "exec")
 
 
+def test_a_traced_run_reads_as_a_user_would_write_it():
+    """Issue 34: continuation lines align under the first argument after the new call's
+    parenthesis (not 6 columns past it, under the argument that was first before); one
+    import of tracebridge.compat, not a second ``import tracebridge.compat`` after ``from
+    tracebridge.compat import timeline``; and ``tf.data.Dataset``, which TF 2 has and runs
+    in graph mode too, is left as TF2 code."""
+    before = _code("""
+        import tensorflow as tf
+        from tensorflow.python.client import timeline
+
+        dataset = tf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0]).batch(1)
+        value = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+        train_op = value * 2.0
+        sess = tf.Session()
+        run_options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+        run_metadata = tf.RunMetadata()
+        sess.run(train_op,
+                 options=run_options,
+                 run_metadata=run_metadata)
+        tl = timeline.Timeline(run_metadata.step_stats)
+        """)
+    code = migrate_source(before).code
+    lines = code.splitlines()
+    call = next(i for i, line in enumerate(lines) if "run_traced(sess, train_op," in line)
+    column = lines[call].index("(") + 1
+    assert lines[call + 1] == " " * column + "options=run_options,", code
+    assert lines[call + 2] == " " * column + "run_metadata=run_metadata)", code
+    assert [line for line in lines if "tracebridge" in line and "import" in line] == \
+        ["from tracebridge.compat import timeline, run_traced"], code
+    assert "dataset = tf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0]).batch(1)" in code
+    assert "compat.v1.data.Dataset" not in code
+    compile(code, "<migrated>", "exec")
+    assert not migrate_source(code).changed  # stable
+
+
 def _notebook(*cells: tuple[str, str]) -> str:
     return json.dumps({"cells": [
         {"cell_type": kind, "metadata": {}, "source": textwrap.dedent(src).lstrip("\n").splitlines(keepends=True),

@@ -31,7 +31,8 @@ float64); ids use the narrowest unsigned type that holds them.
 Page order of ops: devices in trace order (only those ``device_pattern`` matches), then
 each device's compute lanes (the trace's lanes; overlapping ops of one lane are split
 into sub-rows), then its network lanes, each lane by start time. A lane of XLA kernels or
-thunks (events readers/xspace_xla.py linked to their HLO) has a "TF ops" lane above it: one
+thunks (events readers/xspace_xla.py linked to their HLO) has a "TF ops" lane ("JAX ops" in a
+JAX run) above it: one
 span per run of its events of one TF op, a page op of its own (flags bit 2), so that a
 click on the op or on one of its events highlights both. ``window.tracebridge``
 exposes a small API (see ``html_assets/start.js``; the page shell is :mod:`.html_page`).
@@ -56,7 +57,7 @@ import numpy as np
 
 from .._files import atomic_output
 from ..model.graph_outline import graph_outline
-from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, framework_ops
 from ..model.lanes import first_fit, op_spans
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
@@ -109,7 +110,7 @@ def notebook_html(trace: Trace, *, height: int = 640, max_ops: int = 300_000, **
     scripts run in an opaque origin, apart from the notebook). Traces above ``max_ops``
     ops get a one-line hint instead, as the notebook would hold the whole page."""
     if len(trace) > max_ops:
-        return (f"<p>{html.escape(repr(trace))}: {len(trace):,} ops; open it with "
+        return (f"<p>{html.escape(repr(trace))}: more than {max_ops:,} events for a notebook; open it with "
                 "<code>tracebridge.writers.html.write_html(trace, 'timeline.html')</code>.</p>")
     document = html_document(trace, **options)
     return (f'<iframe sandbox="allow-scripts" style="width:100%;height:{int(height)}px;border:1px solid #ccc" '
@@ -230,7 +231,7 @@ class TimelineData:
         self.trace = trace
         self.device_ids = page_order(trace, kept)
         self.title = title if title is not None else (
-            f"{trace.source_format} trace, {len(trace):,} ops" + (f" ({device_pattern})" if device_pattern else ""))
+            f"{trace.source_format} trace, {len(trace):,} events" + (f" ({device_pattern})" if device_pattern else ""))
         self.columns: dict[str, tuple[str, np.ndarray]] = {}
         self._layout()
 
@@ -250,6 +251,7 @@ class TimelineData:
         network[trace.transfers["op"]] = True
         network = network[rows]
         xla = XlaLinks(trace)
+        framework = framework_ops(trace) if xla.any else "TF ops"  # the lane of spans above XLA events
         device = page_device[ops["device"][rows]]
         start = ops["start_ns"][rows]
         end = np.maximum(ops["end_ns"][rows], start)  # a negative duration is drawn as zero
@@ -283,7 +285,7 @@ class TimelineData:
                     span_sub = first_fit(span_start, span_end)
                     span_count = int(span_sub.max()) + 1
                     for k in range(span_count):
-                        lanes.append({"device": int(device[a]), "name": "TF ops" + (f" / {k + 1}" if k else ""),
+                        lanes.append({"device": int(device[a]), "name": framework + (f" / {k + 1}" if k else ""),
                                       "network": False, "tf_ops": True})
                     spans.append((span_rows, span_start, span_end, len(lanes) - span_count + span_sub))
                     resorted = True
@@ -427,7 +429,7 @@ class TimelineData:
             metadata["graph"] = graph_outline(metadata["graph"])
         modules = trace.metadata.get(HLO_MODULES)
         if isinstance(modules, list):  # names, not the protos' base64
-            names = [str(m.get("name")) for m in modules if isinstance(m, dict)]
+            names = list(dict.fromkeys(str(m.get("name")) for m in modules if isinstance(m, dict)))  # each once
             metadata[HLO_MODULES] = f"{len(modules)} XLA module(s): " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
 
         def rows(grouped: list[dict]) -> list[dict]:
@@ -457,7 +459,8 @@ class TimelineData:
             # share the op's name: the TF op that launched each kernel or copy).
             "linked_names": self._linked_names(),
             # On accelerator traces the top ops rank by device time (a TF op's kernels, once).
-            "summary": {"counted": summary.counted, "time": summary.time, "total_ns": summary.total_ns,
+            "summary": {"counted": summary.counted, "counted_as": summary.counted_as, "time": summary.time,
+                        "total_ns": summary.total_ns,
                         "op_count": summary.op_count,
                         "by_op": rows(summary.by_op), "by_type": rows(summary.by_type)},
         }

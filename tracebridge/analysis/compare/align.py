@@ -5,10 +5,13 @@ records joins the rows made (shape-only ops, a TF1 loop's control flow); positio
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 
 from ..graphs.structure import Alignment
+from .layers import UNATTRIBUTED, LayerMap
+from ..graphs.layers import Phase
+from ..graphs.recorded_graph import op_kind
 from .names import GRADIENT_TAIL_LENGTHS, Pair, gradient_tail, op_scope, pair_key, plain_name
 from .rules.eager import EagerFusions
 from .rules.fusion import group_fusions
@@ -25,10 +28,19 @@ NAME_TAIL_LENGTHS = (4, 3, 2)
 
 
 def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment | None = None,
-              notes: list[str] | None = None) -> list[Pair]:
-    """Every op of both sides in one row: paired by the first rule that pairs it, or alone."""
-    matcher = Matcher(control, test, in_graph_order=alignment is not None)
-    return matcher.run(alignment_rules(control, test, user_rules, alignment, notes))
+              notes: list[str] | None = None, layer_map: LayerMap | None = None) -> list[Pair]:
+    """Every op of both sides in one row: paired by the first rule that pairs it, or alone;
+    with ``layer_map``, only ops of the same layer and phase pair."""
+    matcher = Matcher(control, test, in_graph_order=alignment is not None,
+                      zones=layer_map.zones if layer_map is not None else None)
+    rules = alignment_rules(control, test, user_rules, alignment, notes)
+    if layer_map is not None:
+        # Where one run loops over what the other unrolled, names within the layer coincide
+        # (an unrolled copy's ``MatMul_1`` is the loop's second matmul): group those first.
+        first_name_rule = next(i for i, rule in enumerate(rules) if isinstance(rule, SameKey))
+        rules.insert(first_name_rule, SameLayerKernel(layer_map, looped_against_unrolled(control, test, layer_map)))
+        rules += [SameLayerKernel(layer_map), SameLayerRest(layer_map)]
+    return matcher.run(rules)
 
 
 def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alignment | None,
@@ -74,8 +86,10 @@ class SameKey(Rule, abstract=True):
             candidates = index.get((key, control.plain_type[name] if self.same_type else ""))
             while candidates and candidates[0] not in matcher.unmatched_test:
                 candidates.pop(0)
-            if candidates:
-                other = candidates.pop(0)
+            other = next((n for n in candidates or () if n in matcher.unmatched_test
+                          and matcher.compatible([name], [n])), None)
+            if other is not None:
+                candidates.remove(other)
                 matcher.pair([name], [other], pair_key(name, other), self.name)
 
 
@@ -135,7 +149,11 @@ class OptimizerUpdates(Rule):
     def match(self, matcher: Matcher) -> None:
         for names_c, names_t, key in optimizer_groups(matcher.control, matcher.test, self.alignment,
                                                       matcher.unmatched_control, matcher.unmatched_test):
-            matcher.pair(names_c, names_t, key, self.name)
+            if matcher.zones is not None:  # an optimizer's scope may hold a gradient clip: it is not the update
+                names_c = [n for n in names_c if matcher.zones.control.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
+                names_t = [n for n in names_t if matcher.zones.test.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
+            if names_c and names_t:
+                matcher.pair(names_c, names_t, key, self.name)
 
 
 class ByPosition(Rule):
@@ -174,11 +192,91 @@ class ByPosition(Rule):
             if allowed is None:
                 continue
             candidates = [n for n in by_type_t.get(control.plain_type[name], ())
-                          if not allowed or op_scope(test.rewritten[n]) in allowed]
+                          if (not allowed or op_scope(test.rewritten[n]) in allowed) and matcher.compatible([name], [n])]
             if candidates:
                 other = candidates[0]
                 by_type_t[control.plain_type[name]].remove(other)
                 matcher.pair([name], [other], pair_key(name, other), self.name, self.confidence / len(candidates))
+
+
+class SameLayerKernel(Rule):
+    """What is left of one layer and phase, by kernel type: every op of a type on one side
+    with every op of that type on the other, as one row. A TF1 model's 20 unrolled copies of
+    a cell's ``MatMul`` and the Keras loop body's ``MatMul`` (run 20 times) are one row."""
+
+    name = "layer+type"
+    confidence = 0.7
+
+    def __init__(self, layer_map: LayerMap, zones: set | None = None):
+        self.layer_map, self.zones = layer_map, zones  # zones: only these (None: all)
+
+    def match(self, matcher: Matcher) -> None:
+        groups_c, groups_t = _by_zone(matcher, "control", True), _by_zone(matcher, "test", True)
+        for (zone, kernel), names_c in groups_c.items():
+            names_t = groups_t.get((zone, kernel))
+            if names_t and _grouped(zone) and (self.zones is None or zone in self.zones):
+                kernel = " + ".join(sorted({matcher.control.plain_type[n] for n in names_c}
+                                           | {matcher.test.plain_type[n] for n in names_t}))
+                matcher.pair(names_c, names_t, f"{self.layer_map.label(*zone)}: {kernel} "
+                             f"[{len(names_c)} ~ {len(names_t)} ops]", self.name)
+
+
+class SameLayerRest(Rule):
+    """Last, what is left of a layer and phase on both sides, computed with other kernels on
+    each (TF1's ``ConcatV2`` of input and state against Keras's two ``MatMul`` inputs): one row."""
+
+    name = "layer"
+    confidence = 0.5
+
+    def __init__(self, layer_map: LayerMap):
+        self.layer_map = layer_map
+
+    def match(self, matcher: Matcher) -> None:
+        groups_c, groups_t = _by_zone(matcher, "control", False), _by_zone(matcher, "test", False)
+        for (zone, _), names_c in groups_c.items():
+            names_t = groups_t.get((zone, ""))
+            if names_t and _grouped(zone):
+                matcher.pair(names_c, names_t, f"{self.layer_map.label(*zone)}: the rest "
+                             f"[{len(names_c)} ~ {len(names_t)} ops]", self.name)
+
+
+def _grouped(zone) -> bool:
+    """Whether a zone's ops may pair as groups: a layer's, or the loss, clip, input, ...;
+    not what no phase describes."""
+    return zone[0] is not None or zone[1] not in (Phase.OTHER, UNATTRIBUTED)
+
+
+def looped_against_unrolled(control: Side, test: Side, layer_map: LayerMap) -> set:
+    """The zones that one run computes in a loop (its ops there mostly run several times a
+    step) and the other unrolled (its ops there run once a step)."""
+    def repeated_share(side: Side, zones: dict) -> dict:
+        # by op count, not time: the same graphs give the same rows, however each run was timed
+        ops, repeated = Counter(), Counter()
+        for name in side.names:
+            zone = zones.get(name)
+            if zone is None:
+                continue
+            ops[zone] += 1
+            steps = max(len(side.per_step[name]), 1)
+            if side.count[name] > 1.5 * steps:
+                repeated[zone] += 1
+        return {zone: repeated[zone] / ops[zone] for zone in ops}
+    shares_c = repeated_share(control, layer_map.zones.control)
+    shares_t = repeated_share(test, layer_map.zones.test)
+    return {zone for zone in shares_c.keys() & shares_t.keys()
+            if max(shares_c[zone], shares_t[zone]) >= 0.5 and min(shares_c[zone], shares_t[zone]) <= 0.1}
+
+
+def _by_zone(matcher: Matcher, side_name: str, by_kernel: bool) -> dict[tuple, list[str]]:
+    """A side's unmatched ops by zone (and kernel type), in the matcher's order."""
+    side, zones = matcher.side(side_name), getattr(matcher.zones, side_name)
+    out: dict[tuple, list[str]] = defaultdict(list)
+    for name in matcher.unmatched(side_name):
+        if name in zones:
+            out[zones[name], op_kind(side.plain_type[name]) if by_kernel else ""].append(name)
+    # by name: a group's ops are a set, and ops outside the graph sit in the order they first
+    # ran, which the timing may change
+    return {key: sorted(names) for key, names in out.items()}
 
 
 __all__ = ["GRADIENT_TAIL_LENGTHS", "NAME_TAIL_LENGTHS", "Matcher", "Rule", "align_ops", "alignment_rules"]

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ...model.hlo import HLO_INSTRUCTION
+from ...model.hlo import HLO_INSTRUCTION, LINK_STATS, framework_ops, xla_framework
 from ...model.schema import NO_STEP, Category, OpFlag, is_eager_name, is_framework_eager_op
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms
@@ -156,6 +156,7 @@ def trace_notes(trace: Trace, codes: Iterable[str] | None = None) -> list[str]:
 def _empty_window(trace: Trace):
     meta = trace.metadata
     work = _work_rows(trace)
+    jax = xla_framework(trace) == "jax"
     if meta.get("runs_seen") and not meta.get("runs_traced") and not len(trace):
         yield Problem("empty_window", "no session.run was traced",
                       f"{meta['runs_seen']} runs seen, 0 traced",
@@ -168,10 +169,13 @@ def _empty_window(trace: Trace):
                       "lower warmup or run more steps")
     elif len(trace) and not work.any() and _stats_read(trace):
         yield Problem("empty_window", "the profiling window covers no traced steps",
-                      f"{len(trace)} events, none of them a TF op, kernel or copy; {len(trace.steps)} steps",
-                      "start the profiler before the training steps and stop it after them "
-                      "(tf.profiler.experimental.start/stop around the loop; Keras: "
-                      "TensorBoard(profile_batch=(first, last)) within the batches of one epoch)")
+                      f"{len(trace)} events, none of them a {'JAX' if jax else 'TF'} op, kernel or copy; "
+                      f"{len(trace.steps)} steps",
+                      "start the profiler before the training steps and stop it after them " + (
+                          "(jax.profiler.start_trace(logdir)/stop_trace() around the loop, or with "
+                          "jax.profiler.trace(logdir):)" if jax else
+                          "(tf.profiler.experimental.start/stop around the loop; Keras: "
+                          "TensorBoard(profile_batch=(first, last)) within the batches of one epoch)"))
 
 
 def _no_trace_level(trace: Trace):
@@ -314,21 +318,24 @@ def _no_steps(trace: Trace):
         if trace.source_format == "chrome" and not _timeline_py(trace) and not _tracebridge_json(trace):
             yield "no_steps: a Chrome trace from another writer has no step markers to look for"
         return
-    if not trace.table("event_stats").rows:
+    if not _stats_read(trace):
         yield "no_steps: read without event stats (ops only), the step markers cannot be seen"
         return
     if _step_markers(trace) or any(lane.name == "Steps" for lane in trace.lanes):
         return
     ops = int((trace.ops["category"] == Category.OP).sum())
+    jax = xla_framework(trace) == "jax"
     where = (f"{len(trace.steps)} steps taken from tf.function calls instead" if trace.steps
              else "no tf.function calls either")
-    if ops:
+    evidence = f"0 events with a step_num stat among {len(trace):,} events"
+    if not jax:  # JAX has no tf.function calls to take steps from, and its op rows are thunks
+        evidence += f" ({ops:,} TF ops); {where}"
+    if ops and not jax:
         fix = (f"mark each training step: {_STEP_MARKER}; Keras 3 fit writes no markers: enter that Trace in a "
                "callback's on_train_batch_begin and exit it in on_train_batch_end")
     else:  # no TF ops: an XLA program (JAX, a TPU runtime)
         fix = 'mark each step: with jax.profiler.StepTraceAnnotation("train", step_num=step): <one step>'
-    yield Problem("no_steps", "no step markers: xprof reports \"No step marker observed\"",
-                  f"0 events with a step_num stat among {len(trace):,} events ({ops:,} TF ops); {where}", fix)
+    yield Problem("no_steps", "no step markers: xprof reports \"No step marker observed\"", evidence, fix)
 
 
 def _ops_without_time(trace: Trace):
@@ -398,9 +405,12 @@ def _no_memory_records(trace: Trace):
         return
     if fmt not in _XSPACE_FORMATS:
         return
+    if not _stats_read(trace):
+        yield "no_memory_records: read without memory events (ops only), the allocators cannot be seen"
+        return
     allocators = set(trace.column_strings("counters", "allocator")) if trace.counters.rows else set()
-    if not (trace.ops["category"] == Category.OP).any():
-        return  # no TF ops (JAX, a TPU runtime): TF's allocators are not the ones that ran
+    if not (trace.ops["category"] == Category.OP).any() or xla_framework(trace) == "jax":
+        return  # no TF ops (JAX's thunks are op rows, a TPU runtime's none): TF's allocators did not run
     missing = []
     # With accelerators, TF's allocations that matter are theirs; the host's CPU allocator
     # records none unless asked, and no one profiles it there.
@@ -469,13 +479,22 @@ def _in_steps(trace: Trace) -> np.ndarray:
 
 def _stats_read(trace: Trace) -> bool:
     """False for an XSpace read for its op rows only (``load(..., ops_only=True)``, as a
-    summary reads): without event stats, eager ops and step markers cannot be told."""
-    return trace.source_format not in _XSPACE_FORMATS or trace.table("event_stats").rows > 0
+    summary reads): without event stats, eager ops and step markers cannot be told. Such a
+    read keeps only the stats that link XLA events to their HLO (a JAX run's has hundreds)."""
+    if trace.source_format not in _XSPACE_FORMATS:
+        return True
+    stats = trace.table("event_stats")
+    links = [trace.string_id(key) for key in LINK_STATS]
+    return bool(stats.rows) and not np.isin(stats["key"], links).all()
 
 
 def _work_rows(trace: Trace) -> np.ndarray:
+    """TF ops, kernels and copies, and XLA's thunks even where their HLO is missing (a host
+    event with an ``hlo_op`` stat: ops_without_time says what they lack)."""
     category = trace.ops["category"]
-    return (category == Category.OP) | (category == Category.DEVICE) | (category == Category.MEMCPY)
+    work = (category == Category.OP) | (category == Category.DEVICE) | (category == Category.MEMCPY)
+    work[trace.event_stat("hlo_op")[0]] = True
+    return work
 
 
 def _stat_rows(trace: Trace, key: str) -> tuple[np.ndarray, list[str]]:
@@ -495,12 +514,18 @@ def _unlinked_xla_ops(trace: Trace):
     unlinked = xla - len(np.unique(_stat_rows(trace, HLO_INSTRUCTION)[0]))  # the reader linked the others
     if unlinked > 0:
         modules = len(trace.metadata.get("hlo_modules") or ())
-        yield Problem("ops_without_time", f"{unlinked} XLA ops cannot be tied to TF ops: their HLO is not in the trace",
+        what = framework_ops(trace)
+        if xla_framework(trace) == "jax":
+            fix = ("the time stays on XLA instructions (fusions): to name their JAX ops, keep the profile's "
+                   "/host:metadata plane (jax.profiler writes each module's HLO there), or dump the HLO with "
+                   "jax.jit(f).lower(*args).compile().as_text() or XLA_FLAGS=--xla_dump_to=DIR")
+        else:
+            fix = ("the time stays on XLA instructions (fusions): to name their TF ops, dump the HLO with "
+                   "f.experimental_get_compiler_ir(*args)(stage='optimized_hlo') or "
+                   "XLA_FLAGS=--xla_dump_to=DIR, or profile without jit_compile to see TF ops")
+        yield Problem("ops_without_time", f"{unlinked} XLA ops cannot be tied to {what}: their HLO is not in the trace",
                       f"{unlinked} of {xla} events carry hlo_op that no instruction of the trace's {modules} "
-                      "HLO modules has",
-                      "the time stays on XLA instructions (fusions): to name their TF ops, dump the HLO with "
-                      "f.experimental_get_compiler_ir(*args)(stage='optimized_hlo') or "
-                      "XLA_FLAGS=--xla_dump_to=DIR, or profile without jit_compile to see TF ops")
+                      "HLO modules has", fix)
 
 
 def _xla_ops(trace: Trace) -> int:

@@ -75,9 +75,9 @@ function opFields(op, full, device) {
   }
   if (op.hlo && op.hlo.instruction) {
     out.push(['HLO', `${op.hlo.instruction}` + (op.hlo.module ? ` (${op.hlo.module})` : '')]);
-    if (op.hlo.tf_ops) out.push(['TF ops', op.hlo.tf_ops]);
+    if (op.hlo.tf_ops) out.push(['Ops computed', op.hlo.tf_ops]);
   }
-  if (op.xla_span) out.push(['XLA', 'the TF op over its XLA kernels or thunks in the lane below; click to highlight them']);
+  if (op.xla_span) out.push(['XLA', 'the op over its XLA kernels or thunks in the lane below; click to highlight them']);
   out.push(['Device', device]);
   if (full) {
     out.push(['Lane', op.lane + (op.network ? ' (network)' : '')]);
