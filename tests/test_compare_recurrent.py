@@ -5,8 +5,8 @@ tests/helpers/recurrent_judges.py from the scopes the model code controls, not b
 tracebridge; tests/helpers/layer_quality.py measures the comparison against that judge.
 
 The recorded captures make the shares of op time fixed numbers, so the issue's bar is
-asserted on them. The assertions today's comparison fails are marked xfail (issue 32).
-Figures print with ``pytest -s``.
+asserted on them. The cases today's comparison fails are marked xfail (FAILING_TODAY,
+issue 32). Figures print with ``pytest -s``.
 """
 
 from __future__ import annotations
@@ -32,10 +32,22 @@ PORTS = ("function", "fit")
 CASES = [(model, world) for model in MODELS for world in PORTS]
 COMPUTE = re.compile(r"MatMul|BatchMatMul|Conv2D|Einsum|FusedBatchNorm")
 ISSUE_32 = pytest.mark.xfail(strict=False, reason="issue 32: layer attribution")
-# The pairs where today's comparison pairs a compute op with another layer's (or another
-# direction's): the LM's softmax gradient with the LSTM loop's, a GRU's with the classifier's,
-# the tagger's first cell with Keras's second LSTM.
-CROSSING_TODAY = {"lm", "gru", "tagger"}
+# The cases today's comparison fails, per test (main at 20b63b7; the lead flips them as the
+# layer attribution improves). Compute rows: Keras's encoder gradient paired with TF1's
+# decoder (seq2seq), the forward and backward LSTM of a bidirectional encoder, the tagger's
+# first cell with Keras's second LSTM.
+FAILING_TODAY = {
+    "compute_rows": {"bilstm", "seq2seq", "tagger"},
+    "matched_time": {"bilstm", "seq2seq", "sparse", "tagger", ("gru", "fit"), ("static", "fit")},
+    "layer_rows": {"bilstm", "gru", "seq2seq", ("sparse", "function")},
+}
+
+
+def cases(test: str) -> list:
+    """CASES, those FAILING_TODAY[test] names (a model, or a (model, world)) marked xfail."""
+    failing = FAILING_TODAY[test]
+    return [pytest.param(model, world, marks=ISSUE_32) if model in failing or (model, world) in failing
+            else (model, world) for model, world in CASES]
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,16 +106,14 @@ def test_the_judge_places_every_op(model, world):
             assert wanted <= placed, (side, layer, wanted - placed)
 
 
-@pytest.mark.parametrize("model,world", [pytest.param(model, world, marks=ISSUE_32) if model in CROSSING_TODAY
-                                         else (model, world) for model, world in CASES])
+@pytest.mark.parametrize("model,world", cases("compute_rows"))
 def test_compute_rows_pair_one_layer_and_direction(model, world):
     result, judges, _ = measured(model, world)
     assert compute_rows(result)
     assert not crossing(result, judges), "\n".join(crossing(result, judges))
 
 
-@ISSUE_32
-@pytest.mark.parametrize("model,world", CASES)
+@pytest.mark.parametrize("model,world", cases("matched_time"))
 def test_matched_time_is_the_same_computation(model, world):
     """The issue's bar: >= 90% of op time matched on both sides, >= 90% of matched time
     paired with the same computation and <= 5% paired wrong."""
@@ -114,8 +124,7 @@ def test_matched_time_is_the_same_computation(model, world):
     assert figures["wrong_control"] <= 0.05 and figures["wrong_test"] <= 0.05, (figures, report)
 
 
-@ISSUE_32
-@pytest.mark.parametrize("model,world", CASES)
+@pytest.mark.parametrize("model,world", cases("layer_rows"))
 def test_layer_rows_hold_the_time_by_the_same_layer(model, world):
     """The layer table: its rows hold >= 90% of each side's op time, and >= 90% of that is
     the same layer on both sides."""
@@ -145,7 +154,6 @@ def test_live_lm_ports_compute_the_model(live_lm):
 
 
 @pytest.mark.slow
-@ISSUE_32
 @pytest.mark.parametrize("world", PORTS)
 def test_live_lm_compute_rows_pair_one_layer_and_direction(live_lm, world):
     result = compare(live_lm["tf1"], live_lm[world], warmup=1)
