@@ -37,8 +37,11 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
     if layer_map is not None:
         # Where one run loops over what the other unrolled, names within the layer coincide
         # (an unrolled copy's ``MatMul_1`` is the loop's second matmul): group those first.
+        # So do loops whose cells differ (TF1's LSTMCell multiplies one concatenated matrix,
+        # Keras's LSTM two): a loop body's ops of one kind, counted differently on each side.
         first_name_rule = next(i for i, rule in enumerate(rules) if isinstance(rule, SameKey))
-        rules.insert(first_name_rule, SameLayerKernel(layer_map, looped_against_unrolled(control, test, layer_map)))
+        rules.insert(first_name_rule, SameLayerKernel(layer_map, looped_against_unrolled(control, test, layer_map),
+                                                      loops_that_differ=True))
         rules += [SameLayerKernel(layer_map), SameLayerRest(layer_map)]
     return matcher.run(rules)
 
@@ -207,14 +210,22 @@ class SameLayerKernel(Rule):
     name = "layer+type"
     confidence = 0.7
 
-    def __init__(self, layer_map: LayerMap, zones: set | None = None):
-        self.layer_map, self.zones = layer_map, zones  # zones: only these (None: all)
+    def __init__(self, layer_map: LayerMap, zones: set | None = None, loops_that_differ: bool = False):
+        # zones: only these (None: all); loops_that_differ: also where both sides loop and
+        # count a kind's ops differently
+        self.layer_map, self.zones, self.loops_that_differ = layer_map, zones, loops_that_differ
+
+    def _applies(self, matcher: Matcher, zone, names_c: list[str], names_t: list[str]) -> bool:
+        if self.zones is None or zone in self.zones:
+            return True
+        return self.loops_that_differ and zone[0] is not None and len(names_c) != len(names_t) and \
+            _in_loops(matcher.control, names_c) and _in_loops(matcher.test, names_t)
 
     def match(self, matcher: Matcher) -> None:
         groups_c, groups_t = _by_zone(matcher, "control", True), _by_zone(matcher, "test", True)
         for (zone, kernel), names_c in groups_c.items():
             names_t = groups_t.get((zone, kernel))
-            if names_t and _grouped(zone) and (self.zones is None or zone in self.zones):
+            if names_t and _grouped(zone) and self._applies(matcher, zone, names_c, names_t):
                 kernel = " + ".join(sorted({matcher.control.plain_type[n] for n in names_c}
                                            | {matcher.test.plain_type[n] for n in names_t}))
                 matcher.pair(names_c, names_t, f"{self.layer_map.label(*zone)}: {kernel} "
@@ -244,6 +255,11 @@ def _grouped(zone) -> bool:
     """Whether a zone's ops may pair as groups: a layer's, or the loss, clip, input, ...;
     not what no phase describes."""
     return zone[0] is not None or zone[1] not in (Phase.OTHER, UNATTRIBUTED)
+
+
+def _in_loops(side: Side, names: list[str]) -> bool:
+    """Whether these ops all run several times a step (in a loop's body)."""
+    return all(side.count[n] > 1.5 * max(len(side.per_step[n]), 1) for n in names)
 
 
 def looped_against_unrolled(control: Side, test: Side, layer_map: LayerMap) -> set:

@@ -75,8 +75,12 @@ _WRITES = re.compile(r"^(Resource)?(Sparse)?(Apply\w+|Assign(Add|Sub)?(VariableO
 _GRADIENT_SCOPE = re.compile(r"(?:^|/)(?:gradients(?:_\d+)?|gradient_tape)/")
 _GRAD_PART = re.compile(r"^(?P<op>.+)_grad$")
 _IN_FUNCTION = re.compile(r"^.*/(?:body|cond)/")  # a loop body's node: its name inside the body
-# Ops that cut a sequence into the time steps a recurrent layer reads
-_SLICES = frozenset({"StridedSlice", "Slice", "Unpack", "TensorListFromTensor", "TensorArrayScatterV3"})
+# Ops that prepare a recurrent layer's input: cut a sequence into its time steps, or join a
+# time step to the state (a TF1 cell's concat of its input and its previous output)
+_SLICES = frozenset({"StridedSlice", "Slice", "Unpack", "TensorListFromTensor", "TensorArrayScatterV3",
+                     "TensorListGetItem", "TensorArrayReadV3", "ConcatV2", "Concat"})
+# What a loop keeps of each iteration for its gradient: no use of the value by the model
+_ACCUMULATORS = frozenset({"TensorListPushBack", "StackPushV2", "TensorArrayWriteV3"})
 # TF ops whose output is the loss of labels against logits
 _LOSS_OPS = frozenset({"SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits"})
 
@@ -116,12 +120,14 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
         inherited = [layer_of[p] for p in graph.producers.get(node, ()) if p in forward_set and layer_of.get(p) is not None]
         found = own + inherited
         layer_of[node] = max(found, key=ranked) if found else None
-    # What only cuts a later layer's input into time steps (the step a cell reads, sliced from
-    # the embedding's output) is that layer's: it takes the layer of the ops it feeds.
+    # What only prepares a later layer's input (the time step a cell reads, sliced from the
+    # embedding's output; its concat with the cell's state) is that layer's: it takes the
+    # layer of the ops it feeds.
     for node in reversed(forward):
-        if graph.types[node] not in _SLICES:
+        if graph.types[node] not in _SLICES or any(p in parameters for p in graph.producers.get(node, ())):
             continue
-        fed = {layer_of.get(c) for c in graph.consumers.get(node, ()) if c in forward_set}
+        fed = {layer_of.get(c) for c in graph.consumers.get(node, ())
+               if c in forward_set and graph.types[c] not in _ACCUMULATORS}
         if len(fed) == 1 and None not in fed:
             later = fed.pop()
             if layer_of[node] is None or ranked(later) > ranked(layer_of[node]):
@@ -304,8 +310,12 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
         by_name[node] = node
         inner = _IN_FUNCTION.sub("", node)
         by_name.setdefault(inner, node)
+    # A loop's gradient runs in a loop of its own (``<loop>_grad``), whose ops are named for
+    # the body's ops: two loops (a bidirectional RNN's) have bodies that name theirs alike.
+    loops = sorted((n for n in forward if graph.types[n] in ("While", "StatelessWhile")), key=len, reverse=True)
     for node in sorted(backward, key=graph.order.__getitem__):
-        source = _forward_of(node, by_name)
+        loop = next((n for n in loops if _grad_of_loop(node, n)), None)
+        source = _forward_of(node, by_name, f"{loop}/body/" if loop else "")
         if source is not None and phase_of.get(source) in (Phase.FORWARD, Phase.LOSS):
             layer_of[node] = layer_of[source]
             phase_of[node] = Phase.BACKWARD if phase_of[source] == Phase.FORWARD else Phase.LOSS
@@ -314,9 +324,13 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
     for _ in range(4):
         left, decided = [], {}
         for node in unknown:  # each round from the last one's answers: no order dependence
-            votes = Counter((layer_of[n], phase_of[n]) for n in (*graph.producers.get(node, ()),
-                                                                 *graph.consumers.get(node, ()))
-                            if n in backward and n in phase_of)
+            # a gradient is of the layer whose gradient ops read it (a sum of the contributions
+            # to one output's gradient, AddN, is that output's layer's): consumers count twice
+            votes = Counter()
+            for weight, near in ((1, graph.producers.get(node, ())), (2, graph.consumers.get(node, ()))):
+                for n in near:
+                    if n in backward and n in phase_of:
+                        votes[layer_of[n], phase_of[n]] += weight
             if votes:
                 decided[node] = max(votes.items(), key=lambda item: (item[1], str(item[0])))[0]
             else:
@@ -328,9 +342,16 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
         layer_of[node], phase_of[node] = None, Phase.BACKWARD
 
 
-def _forward_of(node: str, by_name: dict[str, str]) -> str | None:
+def _grad_of_loop(node: str, loop: str) -> bool:
+    """Whether gradient op ``node`` runs in the gradient of loop ``loop``."""
+    tail = loop.split("/", 1)[1] if "/" in loop else loop  # without a call's prefix
+    return f"{loop}_grad/" in node or f"/{tail}_grad/" in node
+
+
+def _forward_of(node: str, by_name: dict[str, str], body: str = "") -> str | None:
     """The forward op a gradient op is named for: after the last gradient scope, the part
-    ending ``_grad`` (TF1, and a loop's gradient body), else the longest prefix that names one."""
+    ending ``_grad`` (TF1, and a loop's gradient body), else the longest prefix that names one;
+    ``body``: the prefix of the forward loop's body, for an op of that loop's gradient."""
     scopes = list(_GRADIENT_SCOPE.finditer(node))
     tail = node[scopes[-1].end():] if scopes else node
     # the gradient of a called function's op sits under the call, as the op does
@@ -339,7 +360,8 @@ def _forward_of(node: str, by_name: dict[str, str]) -> str | None:
     parts = tail.split("/")
 
     def known(candidate: str) -> str | None:
-        return by_name.get(candidate) or (by_name.get(call + candidate) if call else None)
+        return (by_name.get(body + candidate) if body else None) or by_name.get(candidate) or \
+            (by_name.get(call + candidate) if call else None)
     for index in range(len(parts) - 1, -1, -1):
         match = _GRAD_PART.match(parts[index])
         if match:
