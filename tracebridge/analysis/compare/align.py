@@ -33,7 +33,7 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
     with ``layer_map``, only ops of the same layer and phase pair."""
     matcher = Matcher(control, test, in_graph_order=alignment is not None,
                       zones=layer_map.zones if layer_map is not None else None)
-    rules = alignment_rules(control, test, user_rules, alignment, notes)
+    rules = alignment_rules(control, test, user_rules, alignment, notes, layer_map)
     if layer_map is not None:
         # Where one run loops over what the other unrolled, names within the layer coincide
         # (an unrolled copy's ``MatMul_1`` is the loop's second matmul): group those first.
@@ -47,7 +47,7 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
 
 
 def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alignment | None,
-                    notes: list[str] | None) -> list[Rule]:
+                    notes: list[str] | None, layer_map: LayerMap | None = None) -> list[Rule]:
     """The rules in the order they run. ``user_rules``: the names were rewritten by the
     caller's rules, so a pair by name is theirs (``user``); with ``alignment`` (the graphs
     are known) the structure runs first, and position pairs only within matched scopes."""
@@ -60,7 +60,7 @@ def alignment_rules(control: Side, test: Side, user_rules: bool, alignment: Alig
             *(SameTail(_name_tail(length)) for length in NAME_TAIL_LENGTHS),
             *(SameGradient(gradient_tail(length)) for length in GRADIENT_TAIL_LENGTHS),
             Fusions(),
-            OptimizerUpdates(alignment),
+            OptimizerUpdates(alignment, layer_map),
             *((ShapeOpsJoinNeighbours(),) if with_graphs else ()),
             LoopControlJoinsCondition(),
             EagerFusions(),  # eager ops: no scopes, no inputs
@@ -146,17 +146,23 @@ class OptimizerUpdates(Rule):
     name = "optimizer"
     confidence = 0.6
 
-    def __init__(self, alignment: Alignment | None):
-        self.alignment = alignment
+    def __init__(self, alignment: Alignment | None, layer_map: LayerMap | None = None):
+        self.alignment, self.layer_map = alignment, layer_map
 
     def match(self, matcher: Matcher) -> None:
         for names_c, names_t, key in optimizer_groups(matcher.control, matcher.test, self.alignment,
                                                       matcher.unmatched_control, matcher.unmatched_test):
-            if matcher.zones is not None:  # an optimizer's scope may hold a gradient clip: it is not the update
-                names_c = [n for n in names_c if matcher.zones.control.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
-                names_t = [n for n in names_t if matcher.zones.test.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
-            if names_c and names_t:
+            if matcher.zones is None:
                 matcher.pair(names_c, names_t, key, self.name)
+                continue
+            # by layer: an optimizer's scope holds every layer's updates (and may hold a
+            # gradient clip, which is not an update)
+            zones_c, zones_t = _split_by_zone(names_c, matcher.zones.control), _split_by_zone(names_t, matcher.zones.test)
+            for zone in sorted(zones_c.keys() & zones_t.keys(), key=str):
+                if zone[1] == Phase.UPDATE:
+                    label = self.layer_map.label(*zone) if zone[0] is not None else "shared"
+                    matcher.pair(zones_c[zone], zones_t[zone], f"{key} ({label})" if len(zones_c) > 1 else key,
+                                 self.name)
 
 
 class ByPosition(Rule):
@@ -255,6 +261,14 @@ def _grouped(zone) -> bool:
     """Whether a zone's ops may pair as groups: a layer's, or the loss, clip, input, ...;
     not what no phase describes."""
     return zone[0] is not None or zone[1] not in (Phase.OTHER, UNATTRIBUTED)
+
+
+def _split_by_zone(names, zones: dict) -> dict:
+    """Ops by zone; an op of no zone counts as a shared update."""
+    out: dict = defaultdict(list)
+    for name in names:
+        out[zones.get(name, (None, Phase.UPDATE))].append(name)
+    return out
 
 
 def _in_loops(side: Side, names: list[str]) -> bool:

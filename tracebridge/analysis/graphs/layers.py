@@ -208,9 +208,18 @@ def _layers(graph: Graph, parameters: set[str], variables: set[str], names: dict
         for v in members:
             layer_of_variable[v] = index
     by_scope = {layer.name: layer.index for layer in layers}
-    for v in variables - parameters:
+    # An optimizer's slots by their names: TF1 ``<variable>/Adam``, Keras 3
+    # ``adam/<variable's path with _>_momentum``; a batch norm's moving averages by scope.
+    by_name = sorted(((names.get(v, v), layer_of_variable[v]) for v in parameters), key=lambda x: -len(x[0]))
+    for v in sorted(variables - parameters, key=graph.order.__getitem__):
+        name = names.get(v, v)
         if scope(v) in by_scope:
             layer_of_variable[v] = by_scope[scope(v)]
+            continue
+        owner = next((layer for p, layer in by_name if name.startswith(p + "/")
+                      or f"/{p.replace('/', '_')}_" in name), None)
+        if owner is not None:
+            layer_of_variable[v] = owner
     return layers, layer_of_variable
 
 
