@@ -416,6 +416,12 @@ def _attribute_updates(graph: Graph, order: list[str], writes: dict[str, str], r
             continue
         layer_of[node] = None
         phase_of[node] = Phase.CLIP if node in from_gradients else Phase.UPDATE
+    # the clip's own product: one layer's gradient times what the clip computed of all of them
+    for node in order:
+        if node in region and phase_of.get(node) == Phase.UPDATE:
+            producers = graph.producers.get(node, ())
+            if any(p in backward for p in producers) and any(phase_of.get(p) == Phase.CLIP for p in producers):
+                layer_of[node], phase_of[node] = None, Phase.CLIP
 
 
 # --- graph walks ------------------------------------------------------------------------------
