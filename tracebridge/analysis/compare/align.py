@@ -135,8 +135,15 @@ class Fusions(Rule):
     confidence = 0.75
 
     def match(self, matcher: Matcher) -> None:
+        before = len(matcher.pairs)
         group_fusions(matcher.pairs, matcher.control, matcher.test, matcher.unmatched_control,
                       matcher.unmatched_test)
+        # a fusion's parts across two layers (a classifier's matmul fused with what it read)
+        # are no row: its ops go back to the pools
+        for pair in [p for p in matcher.pairs[before:] if not matcher.compatible(p.control, p.test)]:
+            matcher.pairs.remove(pair)
+            matcher.unmatched_control.update((n, matcher.control.rewritten[n]) for n in pair.control)
+            matcher.unmatched_test.update((n, matcher.test.rewritten[n]) for n in pair.test)
 
 
 class OptimizerUpdates(Rule):
@@ -252,7 +259,9 @@ class SameLayerRest(Rule):
         groups_c, groups_t = _by_zone(matcher, "control", False), _by_zone(matcher, "test", False)
         for (zone, _), names_c in groups_c.items():
             names_t = groups_t.get((zone, ""))
-            if names_t and _grouped(zone):
+            # a layer's, the loss's or the clip's rest; the input's differ in kind, not in how
+            # (a TF1 iterator against a port that is handed its batches)
+            if names_t and _grouped(zone) and (zone[0] is not None or zone[1] in (Phase.LOSS, Phase.CLIP)):
                 matcher.pair(names_c, names_t, f"{self.layer_map.label(*zone)}: the rest "
                              f"[{len(names_c)} ~ {len(names_t)} ops]", self.name)
 

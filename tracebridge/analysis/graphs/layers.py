@@ -75,10 +75,12 @@ _WRITES = re.compile(r"^(Resource)?(Sparse)?(Apply\w+|Assign(Add|Sub)?(VariableO
 _GRADIENT_SCOPE = re.compile(r"(?:^|/)(?:gradients(?:_\d+)?|gradient_tape)/")
 _GRAD_PART = re.compile(r"^(?P<op>.+)_grad$")
 _IN_FUNCTION = re.compile(r"^.*/(?:body|cond)/")  # a loop body's node: its name inside the body
-# Ops that prepare a recurrent layer's input: cut a sequence into its time steps, or join a
-# time step to the state (a TF1 cell's concat of its input and its previous output)
-_SLICES = frozenset({"StridedSlice", "Slice", "Unpack", "TensorListFromTensor", "TensorArrayScatterV3",
-                     "TensorListGetItem", "TensorArrayReadV3", "ConcatV2", "Concat"})
+# Ops that prepare a recurrent layer's input (_prepares_steps): cut a sequence into its time
+# steps, read one, or (in a loop's body) join it to the state, as a TF1 cell's concat does
+_SEQUENCE_SPLITS = frozenset({"Unpack", "TensorListFromTensor", "TensorArrayScatterV3", "TensorListGetItem",
+                              "TensorArrayReadV3"})
+_SLICES = frozenset({"StridedSlice", "Slice"})
+_CONCATS = frozenset({"ConcatV2", "Concat"})
 # What a loop keeps of each iteration for its gradient: no use of the value by the model
 _ACCUMULATORS = frozenset({"TensorListPushBack", "StackPushV2", "TensorArrayWriteV3"})
 # TF ops whose output is the loss of labels against logits
@@ -124,7 +126,7 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
     # embedding's output; its concat with the cell's state) is that layer's: it takes the
     # layer of the ops it feeds.
     for node in reversed(forward):
-        if graph.types[node] not in _SLICES or any(p in parameters for p in graph.producers.get(node, ())):
+        if not _prepares_steps(graph, node) or any(p in parameters for p in graph.producers.get(node, ())):
             continue
         fed = {layer_of.get(c) for c in graph.consumers.get(node, ())
                if c in forward_set and graph.types[c] not in _ACCUMULATORS}
@@ -140,6 +142,16 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
     feeds_model = _ancestors(graph, [n for n in forward if n not in raw], stop=variables)
     for node in raw:
         phase_of[node] = Phase.INPUT if node in feeds_model else Phase.OTHER
+    # what is computed from the data for one layer only (Keras's check of an embedding's ids,
+    # a cell's zero state) is that layer's forward work, not the model's input
+    for node in reversed(forward):
+        if node in raw and graph.types[node] not in ("Placeholder", "IteratorGetNext"):
+            fed = {(layer_of.get(c), phase_of.get(c)) for c in graph.consumers.get(node, ())
+                   if c in forward_set and graph.types[c] not in _ACCUMULATORS}
+            if len(fed) == 1:
+                layer, phase = fed.pop()
+                if layer is not None and phase == Phase.FORWARD:
+                    layer_of[node], phase_of[node] = layer, Phase.FORWARD
     if backward:  # what training never uses, computed from the model's output: metrics
         needed = feeds_backward | _ancestors(graph, writes, stop=variables)
         for node in forward:
@@ -221,6 +233,19 @@ def _layers(graph: Graph, parameters: set[str], variables: set[str], names: dict
         if owner is not None:
             layer_of_variable[v] = owner
     return layers, layer_of_variable
+
+
+def _prepares_steps(graph: Graph, node: str) -> bool:
+    """Whether ``node`` prepares a recurrent layer's input: a sequence split, one of several
+    slices of one tensor (its time steps; not the last output a classifier reads), or a
+    concat in a loop's body."""
+    op_type = graph.types[node]
+    if op_type in _SEQUENCE_SPLITS:
+        return True
+    if op_type in _SLICES:
+        source = (graph.producers.get(node) or ("",))[0]
+        return sum(1 for c in graph.consumers.get(source, ()) if graph.types.get(c) in _SLICES) > 1
+    return op_type in _CONCATS and "/body/" in node
 
 
 def _apart(graph: Graph, members: list[str], forward: set[str], reach: int = 3) -> list[list[str]]:
