@@ -36,10 +36,19 @@ ISSUE_32 = pytest.mark.xfail(strict=True, reason="issue 32: layer attribution")
 # layer attribution improves). Compute rows: Keras's encoder gradient paired with TF1's
 # decoder (seq2seq), the forward and backward LSTM of a bidirectional encoder, the tagger's
 # first cell with Keras's second LSTM.
+# What the comparison still misses (the closing note of issue 32 has the figures):
+# - tagger: TF1's one loop runs both cells, Keras a loop each: the first iteration's concat
+#   of cell 1 reads cell 0's output and the zero state, and takes cell 0's layer;
+# - seq2seq: the attention's ops fall between the decoder and the attention layer, and the
+#   judge counts Adam's moments of a clipped gradient as the clip;
+# - sparse: TF1 reads its batches with an iterator the port does not run (14% of its op
+#   time, unmatched: coverage 86%);
+# - gru (tf.function): 8% of the port's matched time in rows with a gradient accumulator
+#   the judge places in the backward pass.
 FAILING_TODAY = {
-    "compute_rows": {"bilstm", "seq2seq", "tagger"},
-    "matched_time": {"bilstm", "seq2seq", "sparse", "tagger", ("gru", "fit"), ("static", "fit")},
-    "layer_rows": {"bilstm", "gru", "seq2seq", ("sparse", "function")},
+    "compute_rows": {"seq2seq", "tagger"},
+    "matched_time": {"seq2seq", "sparse", "tagger", ("gru", "function")},
+    "layer_rows": {"seq2seq", ("sparse", "function")},
 }
 
 
