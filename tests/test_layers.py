@@ -115,7 +115,7 @@ def test_the_layer_table_holds_the_op_time(world):
     everything = sum(item["control_total_ns"] + item["test_total_ns"] for item in table)
     assert layered > 0.8 * everything
     text = result.to_text()
-    assert "by layer (time per step):" in text
+    assert "by layer (time per step" in text
     assert text.index("by layer") < text.index("rule          op")
     note = next(n for n in result.notes if "structure paired no op that does work" in n)
     assert "within each layer and phase" in note

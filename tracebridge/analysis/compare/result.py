@@ -233,12 +233,20 @@ class Comparison:
                 lines.append(f"unmatched in {side}: {shown}{' ...' if len(rows) > 10 else ''}")
         return "\n".join(lines)
 
-    def _layer_lines(self) -> list[str]:
-        """The layer table: time per step in each layer and phase, the model's order."""
-        lines = ["by layer (time per step):", f"{'control':>11}{'test':>11}{'delta':>11}  layer and phase"]
+    def _layer_lines(self, rows_per_layer: int = 3) -> list[str]:
+        """The layer table: time per step in each layer and phase, the model's order; under
+        each, the op rows that moved most of its difference (``rows_per_layer`` at most, each
+        of a tenth of it or more; the op table below has them all)."""
+        lines = ["by layer (time per step; under each layer, the op rows that moved it most):",
+                 f"{'control':>11}{'test':>11}{'delta':>11}  layer and phase"]
+        by_key = {row.key: row for row in self.rows}
         for layer in self.layers:
             lines.append(f"{ms(layer.control_total_ns, unit='ms'):>11}{ms(layer.test_total_ns, unit='ms'):>11}"
                          f"{ms(layer.delta_ns, signed=True, unit='ms'):>11}  {layer.label}")
+            moved = sorted((by_key[key] for key in layer.rows if key in by_key), key=lambda r: -abs(r.delta_ns))
+            for row in moved[:rows_per_layer]:
+                if abs(row.delta_ns) >= max(0.1 * abs(layer.delta_ns), self.noise_ns):
+                    lines.append(f"{'':33}    {ms(row.delta_ns, signed=True, unit='ms')} {row.change} {row.key}")
         return lines
 
     def _step_shift_lines(self) -> list[str]:
