@@ -415,20 +415,29 @@ def _attribute_updates(graph: Graph, order: list[str], writes: dict[str, str], r
     the layer of the nearest gradient feeding it. The arithmetic before the updates takes the
     layer of the updates it feeds where that is one layer; what feeds several layers' updates
     from their gradients is the clip (a global norm), and the rest (a learning-rate schedule)
-    is shared."""
+    is shared. A write no gradient feeds, of a variable one layer's forward pass reads (a
+    dropout's seed state), is that layer's forward work."""
     layer_of_write: dict[str, int | None] = {}
+    stepping: dict[str, int] = {}  # writes of a layer's own state (a dropout's seed): its forward work
     for node, variable in writes.items():
         layer = layer_of_variable.get(variable)
         if layer is None:
             near = _nearest(graph, node, backward, region)
             layers = {layer_of.get(n) for n in near} - {None}
             layer = layers.pop() if len(layers) == 1 else None
+        if layer is None and not _nearest(graph, node, backward, region):
+            readers = {layer_of.get(c) for c in _reads(graph, variable) if phase_of.get(c) == Phase.FORWARD}
+            if len(readers) == 1 and None not in readers:
+                layer = stepping[node] = readers.pop()
         layer_of_write[node] = layer
     outside = set(graph.order) - region
     fed: dict[str, set] = defaultdict(set)  # region op -> the layers of the updates it feeds
+    trains: set[str] = set()  # region ops that feed an update of training, not only a layer's state
     for node, layer in layer_of_write.items():
         for ancestor in _ancestors(graph, [node], stop=outside) | {node}:
             fed[ancestor].add(layer)
+            if node not in stepping:
+                trains.add(ancestor)
     # which region ops a gradient feeds, in one pass in dataflow order
     from_gradients: set[str] = set()
     for node in order:
@@ -437,7 +446,8 @@ def _attribute_updates(graph: Graph, order: list[str], writes: dict[str, str], r
     for node in sorted(region, key=graph.order.__getitem__):
         layers = fed.get(node, set())
         if len(layers) == 1 and None not in layers:
-            layer_of[node], phase_of[node] = next(iter(layers)), Phase.UPDATE
+            layer_of[node] = next(iter(layers))
+            phase_of[node] = Phase.UPDATE if node in trains else Phase.FORWARD
             continue
         layer_of[node] = None
         phase_of[node] = Phase.CLIP if node in from_gradients else Phase.UPDATE
