@@ -11,8 +11,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 import tracebridge
 from tests.conftest import run_cli
 from tests.test_html import _Scripts, _unpack

@@ -58,6 +58,7 @@ import numpy as np
 from .._files import atomic_output
 from ..model.graph_outline import graph_outline
 from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, framework_ops
+from ..model.kernel_names import demangled, short_kernel_name
 from ..model.lanes import first_fit, op_spans
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
@@ -376,6 +377,13 @@ class TimelineData:
         }
         used, remap = _used_ids(len(trace.strings), *string_columns.values())
         self.strings = [trace.strings[i] for i in used.tolist()]
+        # C++ kernel names: the short form to show, the whole (demangled) for hover
+        self.kernel_names = {}
+        for index in np.unique(remap[string_columns["kernel_id"]]).tolist():
+            name = self.strings[index]
+            short = short_kernel_name(name)
+            if short != name:
+                self.kernel_names[str(index)] = [short, demangled(name)]
         for key, ids in string_columns.items():
             self.columns[key] = _uint(remap[ids])
         self.columns["input_count"] = _uint(counts)
@@ -455,6 +463,8 @@ class TimelineData:
             "columns": {key: {"dtype": code, "length": int(len(values))}
                         for key, (code, values) in self.columns.items()},
             "allocators": self.allocators,
+            # string index of a kernel -> [short name, whole name demangled] (model/kernel_names.py)
+            "kernel_names": self.kernel_names,
             # A click on one of these ops highlights the TF op and its kernels (their rows
             # share the op's name: the TF op that launched each kernel or copy).
             "linked_names": self._linked_names(),
