@@ -60,6 +60,7 @@ from ..model.graph_outline import graph_outline
 from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, framework_ops
 from ..model.kernel_names import demangled, short_kernel_name
 from ..model.lanes import first_fit, op_spans
+from .thread_roles import lane_labels
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
 from .html_page import page_end, page_head, page_script
@@ -261,6 +262,8 @@ class TimelineData:
         rows, device, start, end = rows[order], device[order], start[order], end[order]
         network, group_lane = network[order], group_lane[order]
 
+        # Host threads go by their role (TF compute 2, tf.data 1, Python), their own name on hover.
+        labels = _lane_labels(trace)
         # Runs of one (device, network, lane); overlapping ops of a run get sub-rows.
         key_change = np.flatnonzero((np.diff(device) != 0) | (np.diff(network.astype(np.int8)) != 0)
                                     | (np.diff(group_lane) != 0)) + 1 if len(rows) else np.zeros(0, np.int64)
@@ -273,10 +276,14 @@ class TimelineData:
             sub = first_fit(start[a:b], end[a:b])
             count = int(sub.max()) + 1
             is_net = bool(network[a])
+            renamed = False
             if is_net:
                 base_name = "network"
             else:
-                base_name = trace.lanes[int(group_lane[a])].name if 0 <= group_lane[a] < len(trace.lanes) else "lane"
+                known = 0 <= group_lane[a] < len(trace.lanes)
+                thread = trace.lanes[int(group_lane[a])].name if known else "lane"
+                base_name = labels[int(group_lane[a])] if known else thread
+                renamed = base_name != thread
                 if trace.ops["category"][rows[a]] == Category.DERIVED:  # xprof's lines from the streams
                     base_name += " (derived)"
                 # XLA kernels and thunks sit under their TF op: a lane of TF op spans above them
@@ -293,7 +300,8 @@ class TimelineData:
             for k in range(count):
                 name = (f"{base_name} {k + 1}" if is_net and count > 1 else
                         f"{base_name} / {k + 1}" if count > 1 and k else base_name)
-                lanes.append({"device": int(device[a]), "name": name, "network": is_net})
+                lanes.append({"device": int(device[a]), "name": name, "network": is_net,
+                              **({"thread": thread} if renamed else {})})
             display[a:b] = len(lanes) - count + sub
             resorted |= count > 1
         span = np.zeros(len(rows), dtype=bool)
@@ -453,7 +461,8 @@ class TimelineData:
             "op_count": int(len(self.rows)), "hidden_devices": self.hidden_devices,
             "devices": devices,
             "lanes": [{"device": lane["device"], "name": lane["name"], "network": lane["network"],
-                       "first": lane["first"], **({"tf_ops": True} if lane.get("tf_ops") else {})} for lane in self.lanes],
+                       "first": lane["first"], **({"tf_ops": True} if lane.get("tf_ops") else {}),
+                       **({"thread": lane["thread"]} if "thread" in lane else {})} for lane in self.lanes],
             "span_count": int(self.span.sum()),
             "lane_end": int(len(self.rows)),
             "steps": [{"number": s.number, "name": s.name, "start": s.start_ns - self.base_ns,
@@ -495,6 +504,18 @@ class TimelineData:
                f"{_json(meta)}</script>\n")
         for key, (text, _) in packed.items():
             yield f'<script type="application/octet-stream" id="{prefix}-{key}">{text}</script>\n'
+
+
+def _lane_labels(trace: Trace) -> list[str]:
+    """Each lane's label (:func:`~.thread_roles.lane_labels`, numbered device by device)."""
+    labels = [lane.name for lane in trace.lanes]
+    by_device: dict[int, list[int]] = {}
+    for index, lane in enumerate(trace.lanes):
+        by_device.setdefault(lane.device, []).append(index)
+    for indices in by_device.values():
+        for index, label in zip(indices, lane_labels([trace.lanes[i].name for i in indices])):
+            labels[index] = label
+    return labels
 
 
 def _pack(data: bytes) -> tuple[str, bool]:
