@@ -11,10 +11,9 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 import tracebridge
 from tests.conftest import run_cli
+from tests.helpers.browser import browser_mark
 from tests.test_html import _Scripts, _unpack
 
 DATA = Path(__file__).parent / "data" / "xla"
@@ -169,12 +168,17 @@ def test_info_lists_each_hlo_module_once(corpus):
 # --- threads named by role ---------------------------------------------------------------------
 def test_thread_lanes_are_named_by_role_with_the_id_kept(corpus, tmp_path):
     run_cli("html", corpus / TF2_GPU, tmp_path / "tf2.html")
-    lanes = [lane for lane in _page_meta(tmp_path / "tf2.html")[0]["lanes"] if lane["device"] == 0]
+    meta = _page_meta(tmp_path / "tf2.html")[0]
+    host = next(i for i, device in enumerate(meta["devices"]) if device["name"] == "/host:CPU")
+    lanes = [lane for lane in meta["lanes"] if lane["device"] == host]
     names = {lane["name"]: lane.get("thread") for lane in lanes}
     assert names["Python"] == "python3"
     assert names["TF compute 1"] == "tf_Compute/1105654971" and "TF compute 4" in names
     assert names["tf.data 1"].startswith("tf_data_iterator_get_next_as_optional/")
     assert not [n for n in names if re.search(r"\d{6}", n)], names  # no thread id in a label
+    # lanes that are no threads keep their names, and no hover text of their own
+    streams = [lane for lane in meta["lanes"] if lane["name"].startswith(("Stream #", "TensorFlow Ops"))]
+    assert streams and not [lane for lane in streams if "thread" in lane]
 
 
 # --- errors and help ---------------------------------------------------------------------------
@@ -203,3 +207,35 @@ def test_every_subcommand_says_in_one_line_what_it_prints():
         assert not description.startswith(("positional arguments:", "options:")), (name, text)
         one_line = listed[name]
         assert description.startswith(one_line[0].upper() + one_line[1:]), (name, description)
+
+
+@browser_mark
+def test_the_gutter_and_the_details_panel_show_whole_names_on_hover(corpus, browser, tmp_path):
+    """In Chromium: a host lane's gutter label is its role, its hover text the thread's own
+    name; a cuDNN kernel's details show its short name, its hover text the whole one."""
+    from tests.test_html import Opened
+    run_cli("html", corpus / TF2_GPU, tmp_path / "tf2.html")
+    with Opened(browser, tmp_path / "tf2.html") as opened:
+        hover = opened.js("""() => {
+            const t = tracebridge.timelines[0], d = t.data;
+            const lane = d.lanes.findIndex((l) => l.name === 'TF compute 1');
+            const pos = d.laneFirst[lane];
+            t.revealPanel(pos); tracebridge.draw();
+            const point = tracebridge.screenPoint(pos), panel = t.panelOfLane(lane);
+            return {x: panel.wrap.getBoundingClientRect().left + 20, y: point.y}; }""")
+        opened.page.mouse.move(hover["x"], hover["y"])
+        # the browser shows the title of the element under the mouse or of its nearest ancestor with one
+        title = opened.js("([x, y]) => (document.elementFromPoint(x, y).closest('[title]') || {}).title",
+                          [hover["x"], hover["y"]])
+    assert title == "TF compute 1: tf_Compute/1105654971", title
+    run_cli("html", corpus / JAX_GPU, tmp_path / "jax.html")
+    with Opened(browser, tmp_path / "jax.html") as opened:
+        shown = opened.js("""() => {
+            const d = tracebridge.timelines[0].data;
+            let pos = -1;
+            for (let i = 0; i < d.n && pos < 0; i++) if (d.kernel(i).startsWith('_ZN17cutlass')) pos = i;
+            tracebridge.select(pos);
+            const dd = Array.from(document.querySelectorAll('.tb-side dd')).find((e) => e.textContent.includes('kernel '));
+            return [dd.textContent, dd.title]; }""")
+    assert shown[0].endswith("(kernel cutlass__5x_cudnn::Kernel<ImplicitGemmConvolution<…>>)"), shown[0]
+    assert shown[1].startswith("void cutlass__5x_cudnn::Kernel<") and len(shown[1]) > 5000

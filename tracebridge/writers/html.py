@@ -58,7 +58,9 @@ import numpy as np
 from .._files import atomic_output
 from ..model.graph_outline import graph_outline
 from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, framework_ops
+from ..model.kernel_names import demangled, short_kernel_name
 from ..model.lanes import first_fit, op_spans
+from .thread_roles import lane_labels
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
 from .html_page import page_end, page_head, page_script
@@ -260,6 +262,8 @@ class TimelineData:
         rows, device, start, end = rows[order], device[order], start[order], end[order]
         network, group_lane = network[order], group_lane[order]
 
+        # Host threads go by their role (TF compute 2, tf.data 1, Python), their own name on hover.
+        labels = _lane_labels(trace)
         # Runs of one (device, network, lane); overlapping ops of a run get sub-rows.
         key_change = np.flatnonzero((np.diff(device) != 0) | (np.diff(network.astype(np.int8)) != 0)
                                     | (np.diff(group_lane) != 0)) + 1 if len(rows) else np.zeros(0, np.int64)
@@ -272,10 +276,14 @@ class TimelineData:
             sub = first_fit(start[a:b], end[a:b])
             count = int(sub.max()) + 1
             is_net = bool(network[a])
+            renamed = False
             if is_net:
                 base_name = "network"
             else:
-                base_name = trace.lanes[int(group_lane[a])].name if 0 <= group_lane[a] < len(trace.lanes) else "lane"
+                known = 0 <= group_lane[a] < len(trace.lanes)
+                thread = trace.lanes[int(group_lane[a])].name if known else "lane"
+                base_name = labels[int(group_lane[a])] if known else thread
+                renamed = base_name != thread
                 if trace.ops["category"][rows[a]] == Category.DERIVED:  # xprof's lines from the streams
                     base_name += " (derived)"
                 # XLA kernels and thunks sit under their TF op: a lane of TF op spans above them
@@ -292,7 +300,8 @@ class TimelineData:
             for k in range(count):
                 name = (f"{base_name} {k + 1}" if is_net and count > 1 else
                         f"{base_name} / {k + 1}" if count > 1 and k else base_name)
-                lanes.append({"device": int(device[a]), "name": name, "network": is_net})
+                lanes.append({"device": int(device[a]), "name": name, "network": is_net,
+                              **({"thread": thread} if renamed else {})})
             display[a:b] = len(lanes) - count + sub
             resorted |= count > 1
         span = np.zeros(len(rows), dtype=bool)
@@ -376,6 +385,13 @@ class TimelineData:
         }
         used, remap = _used_ids(len(trace.strings), *string_columns.values())
         self.strings = [trace.strings[i] for i in used.tolist()]
+        # C++ kernel names: the short form to show, the whole (demangled) for hover
+        self.kernel_names = {}
+        for index in np.unique(remap[string_columns["kernel_id"]]).tolist():
+            name = self.strings[index]
+            short = short_kernel_name(name)
+            if short != name:
+                self.kernel_names[str(index)] = [short, demangled(name)]
         for key, ids in string_columns.items():
             self.columns[key] = _uint(remap[ids])
         self.columns["input_count"] = _uint(counts)
@@ -445,7 +461,8 @@ class TimelineData:
             "op_count": int(len(self.rows)), "hidden_devices": self.hidden_devices,
             "devices": devices,
             "lanes": [{"device": lane["device"], "name": lane["name"], "network": lane["network"],
-                       "first": lane["first"], **({"tf_ops": True} if lane.get("tf_ops") else {})} for lane in self.lanes],
+                       "first": lane["first"], **({"tf_ops": True} if lane.get("tf_ops") else {}),
+                       **({"thread": lane["thread"]} if "thread" in lane else {})} for lane in self.lanes],
             "span_count": int(self.span.sum()),
             "lane_end": int(len(self.rows)),
             "steps": [{"number": s.number, "name": s.name, "start": s.start_ns - self.base_ns,
@@ -455,6 +472,8 @@ class TimelineData:
             "columns": {key: {"dtype": code, "length": int(len(values))}
                         for key, (code, values) in self.columns.items()},
             "allocators": self.allocators,
+            # string index of a kernel -> [short name, whole name demangled] (model/kernel_names.py)
+            "kernel_names": self.kernel_names,
             # A click on one of these ops highlights the TF op and its kernels (their rows
             # share the op's name: the TF op that launched each kernel or copy).
             "linked_names": self._linked_names(),
@@ -485,6 +504,18 @@ class TimelineData:
                f"{_json(meta)}</script>\n")
         for key, (text, _) in packed.items():
             yield f'<script type="application/octet-stream" id="{prefix}-{key}">{text}</script>\n'
+
+
+def _lane_labels(trace: Trace) -> list[str]:
+    """Each lane's label (:func:`~.thread_roles.lane_labels`, numbered device by device)."""
+    labels = [lane.name for lane in trace.lanes]
+    by_device: dict[int, list[int]] = {}
+    for index, lane in enumerate(trace.lanes):
+        by_device.setdefault(lane.device, []).append(index)
+    for indices in by_device.values():
+        for index, label in zip(indices, lane_labels([trace.lanes[i].name for i in indices])):
+            labels[index] = label
+    return labels
 
 
 def _pack(data: bytes) -> tuple[str, bool]:

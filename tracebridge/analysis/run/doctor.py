@@ -51,6 +51,11 @@ CUPTI_EVENT_CAP = 2 * 1024 * 1024
 # (cupti_collector: "Detected GPU events dropped on <host>: ... N events dropped because R").
 _DROPPED = re.compile(r"(\d+) events dropped because ([^;.]*)")
 _MEMORY_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
+_CPU_MEMORY_FIX = f"set {_MEMORY_ENV}=true before TensorFlow starts (tracebridge.capture.enable_cpu_memory_events())"
+_GPU_MEMORY_FIX = ("keep the GPU's BFC allocator (do not set TF_GPU_ALLOCATOR=cuda_malloc_async, which records no "
+                   "allocations)")
+# A capture's own no_memory_records note, as a tracebridge .json keeps it: what is missing, the evidence.
+_CAPTURE_MEMORY_NOTE = re.compile(r"no_memory_records: ([^(]*?) \(([^()]*)\)")
 _STEP_MARKER = 'with tf.profiler.experimental.Trace("train", step_num=step, _r=1): <one training step>'
 # XSpace formats: the TF2 profiler's own files and tracebridge's TF2 capture of them.
 _XSPACE_FORMATS = ("xspace", "tf2")
@@ -372,7 +377,15 @@ def _ops_without_time(trace: Trace):
 def _no_memory_records(trace: Trace):
     fmt = trace.source_format
     if fmt == "chrome":
-        if _tracebridge_json(trace):
+        captured = _CAPTURE_MEMORY_NOTE.search(str(trace.metadata.get("notes", "")))
+        if _tracebridge_json(trace) and captured and not trace.counters.rows:
+            # the capture recorded none (its note, kept in the file): writing it again will not help
+            missing, evidence = captured.groups()
+            fixes = [fix for device, fix in (("/host:CPU", _CPU_MEMORY_FIX), ("/device:GPU", _GPU_MEMORY_FIX))
+                     if device in missing]
+            yield Problem("no_memory_records", missing, f"{evidence}; noted by the capture",
+                          "; ".join(fixes) or _CPU_MEMORY_FIX)
+        elif _tracebridge_json(trace):
             if not trace.counters.rows:
                 yield Problem("no_memory_records", "no allocator records in this file",
                               "no memory counter events (tracebridge writes them only when asked, from a "
@@ -405,9 +418,6 @@ def _no_memory_records(trace: Trace):
         return
     if fmt not in _XSPACE_FORMATS:
         return
-    if not _stats_read(trace):
-        yield "no_memory_records: read without memory events (ops only), the allocators cannot be seen"
-        return
     allocators = set(trace.column_strings("counters", "allocator")) if trace.counters.rows else set()
     if not (trace.ops["category"] == Category.OP).any() or xla_framework(trace) == "jax":
         return  # no TF ops (JAX's thunks are op rows, a TPU runtime's none): TF's allocators did not run
@@ -418,11 +428,9 @@ def _no_memory_records(trace: Trace):
     for d in devices_with_ops:
         device = trace.devices[d]
         if device.name.startswith("/host:CPU") and not accelerated and not allocators:
-            missing.append((device.name, f"set {_MEMORY_ENV}=true before TensorFlow starts "
-                                         "(tracebridge.capture.enable_cpu_memory_events())"))
+            missing.append((device.name, _CPU_MEMORY_FIX))
         elif "/device:GPU:" in device.name and not any(f"GPU_{device.index}" in a for a in allocators):
-            missing.append((device.name, "keep the GPU's BFC allocator (do not set TF_GPU_ALLOCATOR=cuda_malloc_async, "
-                                         "which records no allocations)"))
+            missing.append((device.name, _GPU_MEMORY_FIX))
     if missing:
         names = ", ".join(name for name, _ in missing)
         fixes = "; ".join(dict.fromkeys(fix for _, fix in missing))

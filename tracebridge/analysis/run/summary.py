@@ -16,6 +16,7 @@ from ...model.graph_outline import graph_outline
 from ..graphs.layers import attribute
 from ..graphs.recorded_graph import decode_graph
 from ...model.hlo import ASYNC_COPY, HLO_MODULES, framework_ops
+from ...model.kernel_names import short_kernel_name
 from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms, plural
@@ -73,8 +74,9 @@ class Summary:
         both = self.time == "device"
         tables = [("Top ops by device time" if both else "Top ops by total time", self.by_op), ("By op type", self.by_type),
                   ("By device", self.by_device)]
-        if self.by_kernel:
-            tables.append(("Top kernels by device time", self.by_kernel))
+        if self.by_kernel:  # C++ kernel names demangled and shortened (--json keeps them whole)
+            tables.append(("Top kernels by device time",
+                           [dict(row, key=short_kernel_name(row["key"])) for row in self.by_kernel]))
         if self.by_hlo:
             # each with every framework op it computes: a fusion's time is all of theirs
             tables.append(("Top HLO instructions (framework ops computed)",

@@ -169,7 +169,7 @@ class DiffView {
     format.title = `${info.name || ''} (${info.source_format || meta.source_format} trace)`;
     head.appendChild(format);
     head.appendChild(el('span', 'tb-trace-facts',
-      `${plural(meta.op_count, 'op')} \u00b7 ${plural(meta.devices.length, 'device')} \u00b7 ${plural(meta.steps.length, 'step')}`
+      `${plural(meta.op_count, 'event')} \u00b7 ${plural(meta.devices.length, 'device')} \u00b7 ${plural(meta.steps.length, 'step')}`
       + ` \u00b7 ${fmtPercent((this.compare.coverage || {})[role])} of op time matched`));
     return head;
   }
