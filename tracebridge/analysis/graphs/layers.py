@@ -158,6 +158,11 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
             if node not in needed and phase_of[node] == Phase.FORWARD and layer_of[node] == last:
                 phase_of[node] = Phase.METRICS
 
+    # what a loop keeps of each iteration is kept for the gradient: backward work, though the
+    # forward loop does it
+    for node in forward:
+        if graph.types[node] in _ACCUMULATORS and phase_of[node] == Phase.FORWARD and node in feeds_backward:
+            phase_of[node] = Phase.BACKWARD
     _attribute_backward(graph, backward, forward, layer_of, phase_of)
     _attribute_updates(graph, order, writes, update_region, backward, layer_of_variable, layer_of, phase_of)
     for node in sorted(variables, key=graph.order.__getitem__):
@@ -348,7 +353,8 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
     # the body's ops: two loops (a bidirectional RNN's) have bodies that name theirs alike.
     loops = sorted((n for n in forward if graph.types[n] in ("While", "StatelessWhile")), key=len, reverse=True)
     for node in sorted(backward, key=graph.order.__getitem__):
-        loop = next((n for n in loops if _grad_of_loop(node, n)), None)
+        loop = next((n for n in loops if f"{n}_grad/" in node), None) or \
+            next((n for n in loops if _grad_of_loop(node, n)), None)
         source = _forward_of(node, by_name, f"{loop}/body/" if loop else "")
         if source is not None and phase_of.get(source) in (Phase.FORWARD, Phase.LOSS):
             layer_of[node] = layer_of[source]
@@ -377,9 +383,11 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
 
 
 def _grad_of_loop(node: str, loop: str) -> bool:
-    """Whether gradient op ``node`` runs in the gradient of loop ``loop``."""
-    tail = loop.split("/", 1)[1] if "/" in loop else loop  # without a call's prefix
-    return f"{loop}_grad/" in node or f"/{tail}_grad/" in node
+    """Whether gradient op ``node`` runs in the gradient of loop ``loop``, called from
+    another function (``fit``'s ``StatefulPartitionedCall/<loop>``, whose gradient names
+    the loop without the call)."""
+    tail = loop.split("/", 1)[1] if "/" in loop else loop
+    return loop.startswith(("StatefulPartitionedCall/", "PartitionedCall/")) and f"/{tail}_grad/" in node
 
 
 def _forward_of(node: str, by_name: dict[str, str], body: str = "") -> str | None:
