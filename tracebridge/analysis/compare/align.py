@@ -32,7 +32,8 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
     """Every op of both sides in one row: paired by the first rule that pairs it, or alone;
     with ``layer_map``, only ops of the same layer and phase pair."""
     matcher = Matcher(control, test, in_graph_order=alignment is not None,
-                      zones=layer_map.zones if layer_map is not None else None)
+                      zones=layer_map.zones if layer_map is not None else None,
+                      inferred=layer_map.inferred if layer_map is not None else None)
     rules = alignment_rules(control, test, user_rules, alignment, notes, layer_map)
     if layer_map is not None:
         # Where one run loops over what the other unrolled, names within the layer coincide
@@ -309,9 +310,10 @@ def looped_against_unrolled(control: Side, test: Side, layer_map: LayerMap) -> s
 def _by_zone(matcher: Matcher, side_name: str, by_kernel: bool) -> dict[tuple, list[str]]:
     """A side's unmatched ops by zone (and kernel type), in the matcher's order."""
     side, zones = matcher.side(side_name), getattr(matcher.zones, side_name)
+    inferred = getattr(matcher.inferred, side_name)  # an XLA fusion left unpaired stays alone
     out: dict[tuple, list[str]] = defaultdict(list)
     for name in matcher.unmatched(side_name):
-        if name in zones:
+        if name in zones and name not in inferred:
             out[zones[name], op_kind(side.plain_type[name]) if by_kernel else ""].append(name)
     # by name: a group's ops are a set, and ops outside the graph sit in the order they first
     # ran, which the timing may change

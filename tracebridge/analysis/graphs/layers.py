@@ -81,6 +81,7 @@ _SEQUENCE_SPLITS = frozenset({"Unpack", "TensorListFromTensor", "TensorArrayScat
                               "TensorArrayReadV3"})
 _SLICES = frozenset({"StridedSlice", "Slice"})
 _CONCATS = frozenset({"ConcatV2", "Concat"})
+_CALLS_AND_LOOPS = ("StatefulPartitionedCall", "PartitionedCall", "While", "StatelessWhile")
 # What a loop keeps of each iteration for its gradient: no use of the value by the model
 _ACCUMULATORS = frozenset({"TensorListPushBack", "StackPushV2", "TensorArrayWriteV3"})
 # TF ops whose output is the loss of labels against logits
@@ -140,8 +141,9 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
         phase_of[node] = Phase.FORWARD if layer_of[node] is not None else Phase.OTHER
     _mark_loss(graph, forward, raw, last, layer_of, phase_of, feeds_backward)
     feeds_model = _ancestors(graph, [n for n in forward if n not in raw], stop=variables)
-    for node in raw:
-        phase_of[node] = Phase.INPUT if node in feeds_model else Phase.OTHER
+    for node in forward:
+        if node in raw:
+            phase_of[node] = Phase.INPUT if node in feeds_model else Phase.OTHER
     # what is computed from the data for one layer only (Keras's check of an embedding's ids,
     # a cell's zero state) is that layer's forward work, not the model's input
     for node in reversed(forward):
@@ -313,7 +315,7 @@ def _join_normalizations(graph: Graph, groups: dict[str, list[str]], first_use: 
             frontier = following
         # the group computed last among those it reads from (a residual add reads this
         # block's output and, nearer, the block before's)
-        found = max(near, key=lambda g: min(first_use[v] for v in groups[g])) if near else None
+        found = max(near, key=lambda g: (min(first_use[v] for v in groups[g]), g)) if near else None
         if found and min(first_use[v] for v in groups[found]) <= min(first_use[v] for v in members):
             groups[found].extend(members)
             for v in members:
@@ -534,7 +536,9 @@ def _reads(graph: Graph, variable: str) -> list[str]:
             out.append(consumer)
             if graph.types.get(consumer) in ("ReadVariableOp", *SHAPE_ONLY_OPS):
                 frontier.append(consumer)
-    return [n for n in out if graph.types.get(n) not in ("ReadVariableOp", *SHAPE_ONLY_OPS)]
+    # a call or a loop hands the variable to its function, whose ops read it (the recorded
+    # graph wires them to the variable): the call itself reads nothing
+    return [n for n in out if graph.types.get(n) not in ("ReadVariableOp", *SHAPE_ONLY_OPS, *_CALLS_AND_LOOPS)]
 
 
 def _written(graph: Graph, node: str, variables: set[str]) -> str | None:
