@@ -10,8 +10,9 @@ do (the anchors), and belongs to the instructions scheduled between the anchors'
 event of the trace named: one such instruction takes the whole run (a cuDNN call's several
 kernels); several share it in order, each the same share of its events.
 
-A run next to an event of an instruction outside the entry computation (a loop's body) or
-with no instruction between its anchors stays unplaced: the schedule does not say.
+A run between two kernels of one instruction is that instruction's. A run next to an event
+of an instruction outside the entry computation (a loop's body) or with no instruction
+between its anchors stays unplaced: the schedule does not say.
 """
 
 from __future__ import annotations
@@ -58,11 +59,12 @@ def place_by_order(unplaced: dict[int, HloModule], placed: dict[int, tuple[HloMo
             if event is not None and event in unplaced:
                 run.append(event)
                 continue
-            after = None if event is None else module.order.get(placed[event][1].name)
-            if event is None:
-                after = len(order)
+            after = len(order) if event is None else module.order.get(placed[event][1].name)  # None: not scheduled
             if run and before is not None and after is not None:
-                found.update(_share(run, _between(free, module.order, before, after), module))
+                if before == after:  # between two kernels of one instruction: a third of it
+                    found.update((e, placed[event][1]) for e in run)
+                else:
+                    found.update(_share(run, _between(free, module.order, before, after), module))
             run, before = [], after
     return found
 
