@@ -2,8 +2,8 @@
 
 Inside a CUDA graph (an XLA command buffer) every kernel has ``hlo_op=command_buffer_N``. A
 kernel XLA emitted is still known by its own name, the instruction's, but a library's is not
-(cuBLAS ``nvjet_*`` or ``sm90_xmma_gemm_*``, cuDNN ``cudnn_generated_*``, a memset): xprof
-leaves those on ``XlaModule``, and so did the reader. A module runs its entry computation's
+(cuBLAS ``nvjet_*`` or ``sm90_xmma_gemm_*``, cuDNN ``cudnn_generated_*``, a memset): xprof's
+framework_op_stats leaves such kernels out, and the reader left them on ``XlaModule``. A module runs its entry computation's
 instructions in the order of its schedule (``HloModule.order``), and a device runs one
 program's kernels in that order. A run of events that name nothing lies between two that
 do (the anchors), and belongs to the instructions scheduled between the anchors' that no
