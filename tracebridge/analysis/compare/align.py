@@ -171,6 +171,16 @@ class OptimizerUpdates(Rule):
                     label = self.layer_map.label(*zone) if zone[0] is not None else "shared"
                     matcher.pair(zones_c[zone], zones_t[zone], f"{key} ({label})" if len(zones_c) > 1 else key,
                                  self.name)
+            # what XLA compiled has no zone of its own (an update fused with others): the
+            # updates left on each side stay one row, as without layers
+            left_c = [n for n in names_c if n in matcher.unmatched_control
+                      and matcher.zones.control.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
+            left_t = [n for n in names_t if n in matcher.unmatched_test and n in matcher.inferred.test]
+            left_c += [n for n in names_c if n in matcher.unmatched_control and n in matcher.inferred.control]
+            left_t += [n for n in names_t if n in matcher.unmatched_test and n not in matcher.inferred.test
+                       and matcher.zones.test.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE] if left_t else []
+            if left_c and left_t:
+                matcher.pair(list(dict.fromkeys(left_c)), list(dict.fromkeys(left_t)), key, self.name, across_zones=True)
 
 
 class ByPosition(Rule):

@@ -113,6 +113,8 @@ def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> tupl
             by_scope["/".join(parts[:end])][zone] += 1
     zones: dict[str, Zone] = {}
     inferred: set[str] = set()
+    graph_types = side.graph.types if side.graph else {}
+    calls = [f"{n}/" for n, t in graph_types.items() if t in ("StatefulPartitionedCall", "PartitionedCall")]
     computed = xla_ops(side.trace, among=set(side.names))  # an XLA row: the TF ops it computes
     for name in side.names:
         node = graph_node_name(computed[name][0] if computed.get(name) else name)
@@ -120,6 +122,10 @@ def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> tupl
         if node not in attribution.phase_of and renamed:
             node = node[:renamed.start()] + "/" + renamed.group("node")
         zone = zone_of_node(node)
+        for call in calls if zone is None else ():  # XLA names a called function's op without the call
+            zone = zone_of_node(call + node)
+            if zone is not None:
+                break
         if computed.get(name) and computed[name][0] != name:
             inferred.add(name)
         if zone is None and side.plain_type.get(name) not in _LOWERED_LOOP:
