@@ -126,8 +126,8 @@ def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> tupl
             zone = zone_of_node(call + node)
             if zone is not None:
                 break
-        if computed.get(name) and computed[name][0] != name:
-            inferred.add(name)
+        if computed.get(name) and (computed[name][0] != name or len(computed[name]) > 1):
+            inferred.add(name)  # an XLA fusion: of its first TF op's zone, and of others'
         if zone is None and side.plain_type.get(name) not in _LOWERED_LOOP:
             inferred.add(name)
             parts = node.split("/")
