@@ -477,14 +477,18 @@ def _claims_once(found: list[Finding], subject: Run | RunPair) -> list[Finding]:
     if not device or not device["idle_ns"]:
         return found
     by_part = {part: finding.share * ns / device["idle_ns"] for part, ns in device["idle_by_part"].items() if ns}
+    claimed = set()
     for other in found:
         if other is not finding:
             for part, share in other.parts.items():
-                if part in by_part:
+                if part in by_part and share > 0:
                     by_part[part] = max(by_part[part] - share, 0.0)
+                    claimed.add(other.kind)
     left = sum(by_part.values())
     if left <= 1e-4:
         return [f for f in found if f is not finding]
+    if claimed:
+        finding.summary += f"; {left:.0%} of the step besides what {', '.join(sorted(claimed))} claim"
     finding.share = float(round(left, 4))
     finding.parts = {part: share for part, share in by_part.items() if share > 0}
     return found

@@ -30,7 +30,7 @@ from ...model.schema import STEP_INPUTS, Category, is_eager_name, is_framework_e
 from ...model.trace import Trace
 from .evidence import (DeviceIdleEvidence, EagerOpsEvidence, FrameworkEvidence, HostGapsEvidence, InputWaitEvidence,
                        RetracingEvidence, Sections, XlaCompileEvidence)
-from ..run.breakdown import INPUT_EVENTS, INPUT_OP_TYPES, Breakdown, step_breakdown
+from ..run.breakdown import Breakdown, input_rows, step_breakdown
 from ..run.calls import GRAPH_BUILDING, compilations, first_runs, function_calls, tracings
 from ..run.memory import MemoryUse
 from ..run.steady import StepSelection, select_steps
@@ -200,9 +200,7 @@ def input_wait(view: StepView) -> InputWaitEvidence:
     """Time a step blocks on its input: its ``input`` part (analysis/run/breakdown.py):
     tf.data's ``IteratorGetNextOp::DoCompute`` (TF2), or a dequeue or iterator op (TF1
     queue runners, ``IteratorGetNext``)."""
-    ops = view.trace.ops
-    waiting = view.where("name", lambda name: name in INPUT_EVENTS) | \
-        (view.where("op_type", INPUT_OP_TYPES.match) & (ops["category"] == Category.OP))
+    waiting = input_rows(view.trace)
     timeline = view.breakdown.timeline
     per_step, spans, found = [], [], Counter()
     for step in view.steps:

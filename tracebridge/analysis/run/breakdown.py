@@ -40,19 +40,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...model.accelerator import device_rows
-from ...model.schema import Category, is_eager_name, is_framework_eager_op
+from ...model.schema import Category
 from ...model.trace import Trace
-from .calls import FUNCTION, compilations, function_calls, matching, tracings
+from .calls import compilations, function_calls, tracings
+from .vocabulary import INPUT_EVENTS, INPUT_OP_TYPES, rows_with
 
 PARTS = ("ops", "framework", "input", "compile", "idle")
 # Which part a moment covered by several belongs to: the first in this order.
 _PRIORITY = ("compile", "input", "ops", "framework")
-INPUT_EVENTS = ("IteratorGetNextOp::DoCompute",)   # TF2: the time a step blocks on tf.data
-INPUT_OP_TYPES = re.compile(r"^(?:QueueDequeue(?:Many|UpTo)?(?:V2)?|IteratorGetNext(?:Sync)?)$")
 _INPUT_LANES = re.compile(r"(?:^|\s)tf_data")     # tf.data's own threads: the pipeline's ops run there
-# Which API ran the steps, by the functions it calls: Keras 3's step functions and tf_keras's.
-_KERAS_FUNCTIONS = re.compile(r"^(?:EagerLocalExecute: )?(?:__inference_)?(?:multi_step_on_iterator|"
-                              r"one_step_on_iterator|one_step_on_data|train_function)(?:_\d+)?$")
 APIS = ("keras_fit", "tf_function", "eager", "session", "unknown")
 
 
@@ -247,9 +243,8 @@ def part_spans(trace: Trace):
     category = ops["category"]
     notes = []
     is_op = category == Category.OP
-    waiting = matching(trace, "name", lambda name: name in INPUT_EVENTS) | \
-        (matching(trace, "op_type", INPUT_OP_TYPES.match) & is_op)
-    framework_eager = matching(trace, "name", is_eager_name) & matching(trace, "op_type", is_framework_eager_op) & is_op
+    waiting = input_rows(trace)
+    framework_eager = rows_with(trace, "name", "eager") & rows_with(trace, "op_type", "framework_eager_op") & is_op
     on_input_lanes = _lane_mask(trace, _INPUT_LANES.search)
     host_ops = is_op & ~waiting & ~framework_eager & ~on_input_lanes
     on_device = device_rows(category, ops["flags"])
@@ -298,6 +293,13 @@ def is_session_record(trace: Trace) -> bool:
             or (source >= 0 and bool((trace.ops["name"] == source).any())))
 
 
+def input_rows(trace: Trace) -> np.ndarray:
+    """Rows of a step blocked on its input: tf.data's ``IteratorGetNextOp::DoCompute``, a
+    dequeue or ``IteratorGetNext`` op."""
+    return rows_with(trace, "name", "input_event") | \
+        (rows_with(trace, "op_type", "input_op") & (trace.ops["category"] == Category.OP))
+
+
 def _lane_mask(trace: Trace, test) -> np.ndarray:
     """Rows on the lanes whose name passes ``test``."""
     if not len(trace) or not trace.lanes:
@@ -321,13 +323,12 @@ def api_of(trace: Trace) -> str:
     """What ran the steps (:data:`APIS`): Keras ``fit`` (its step functions), a
     ``tf.function`` loop, eager ops, a TF1 session (ops with no host events), or unknown."""
     ops = trace.ops
-    names = [trace.strings[i] for i in np.unique(ops["name"]).tolist()]  # event names, not stats' values
-    if any(_KERAS_FUNCTIONS.match(text) for text in names):
+    if rows_with(trace, "name", "keras").any():  # event names, not stats' values
         return "keras_fit"
-    if function_calls(trace).any() or any(FUNCTION.match(text) for text in names):
+    if function_calls(trace).any() or rows_with(trace, "name", "function").any():
         return "tf_function"
     is_op = ops["category"] == Category.OP
-    if (matching(trace, "name", is_eager_name) & is_op).any():
+    if (rows_with(trace, "name", "eager") & is_op).any():
         return "eager"
     if is_session_record(trace):
         return "session"
@@ -344,6 +345,8 @@ def _median_parts(rows: list[StepParts], counted: tuple[int, ...]) -> tuple[floa
     total = sum(raw.values())
     if total <= 0:
         return median, {name: (median if name == "idle" else 0.0) for name in PARTS}
+    if total == median:  # the medians add up already (one step, or steps alike): as they are
+        return median, raw
     return median, {name: value * median / total for name, value in raw.items()}
 
 
@@ -358,10 +361,10 @@ def _device_summary(rows: list[StepParts], counted: tuple[int, ...], median_ns: 
     idle_by = {name: float(np.median([r.device_idle_by_part[name] for r in chosen])) for name in PARTS}
     scale = (median_ns - busy) / sum(idle_by.values()) if sum(idle_by.values()) > 0 else 0.0
     bound = sum(1 for r in chosen if r.bound == "device")
-    return {"busy_ns": busy, "idle_ns": median_ns - busy,
-            "idle_by_part": {name: value * scale for name, value in idle_by.items()},
+    return {"busy_ns": round(busy), "idle_ns": round(median_ns - busy),
+            "idle_by_part": {name: round(value * scale) for name, value in idle_by.items()},
             "bound": "device" if 2 * bound >= len(chosen) else "host"}
 
 
 __all__ = ["APIS", "Breakdown", "INPUT_EVENTS", "INPUT_OP_TYPES", "PARTS", "PartTimeline", "StepParts", "api_of",
-           "part_spans", "parts_text", "step_breakdown", "union"]
+           "input_rows", "is_session_record", "part_spans", "parts_text", "step_breakdown", "union"]

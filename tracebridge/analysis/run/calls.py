@@ -25,7 +25,6 @@ Used by the findings (``retracing``, ``xla_compile``), by the steady-state choic
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -33,13 +32,8 @@ import numpy as np
 
 from ...model.schema import Category
 from ...model.trace import Trace
-
-GRAPH_BUILDING = "tf.function-graph_building"   # TF 2.21's host event while a function is traced
-FUNCTION = re.compile(r"^(?:EagerLocalExecute: )?__inference_(?P<fn>.+)_(?P<n>\d+)$")
-# One XLA compilation: the backend's compile (TF 2.21 on CPU: ``CpuCompiler::RunBackend``,
-# after the HLO pass pipelines, inside the op that runs the compiled function), a PjRt
-# client's compile (JAX), or TF's ``_XlaCompile`` op (autoclustering).
-COMPILE_EVENTS = re.compile(r"^(?:\w*Compiler::RunBackend|\w*Client::Compile(?:AndLoad)?|_?XlaCompile)$")
+from .vocabulary import COMPILE_EVENTS, FUNCTION, GRAPH_BUILDING, kept, named, rows_with
+from .vocabulary import flags as flags_of
 
 
 @dataclass(frozen=True)
@@ -76,19 +70,12 @@ def function_name(name: str) -> str:
     return match.group("fn") if match else name
 
 
-def matching(trace: Trace, column: str, test) -> np.ndarray:
-    """Rows whose ``column`` string passes ``test``, tried once per string, not per row."""
-    strings = trace.strings
-    passes = np.fromiter((bool(test(text)) for text in strings), dtype=bool, count=len(strings))
-    return passes[trace.ops[column]] if len(trace) else np.zeros(0, dtype=bool)
-
-
-def named(trace: Trace, name: str) -> np.ndarray:
-    return trace.ops["name"] == trace.string_id(name)
-
-
 def tracings(trace: Trace) -> list[Tracing]:
     """Every outermost tracing of the trace, in time order (module docstring)."""
+    return kept(trace, "tracings", lambda: _tracings(trace))
+
+
+def _tracings(trace: Trace) -> list[Tracing]:
     ops = trace.ops
     rows = outermost(ops, np.flatnonzero(named(trace, GRAPH_BUILDING)))
     if not len(rows):
@@ -128,8 +115,12 @@ def first_call_rows(trace: Trace) -> set[int]:
 
 def compilations(trace: Trace) -> list[Compilation]:
     """Every outermost XLA compilation of the trace, in time order (module docstring)."""
+    return kept(trace, "compilations", lambda: _compilations(trace))
+
+
+def _compilations(trace: Trace) -> list[Compilation]:
     ops = trace.ops
-    rows = outermost(ops, np.flatnonzero(matching(trace, "name", COMPILE_EVENTS.match)))
+    rows = outermost(ops, np.flatnonzero(rows_with(trace, "name", "compile")))
     if not len(rows):
         return []
     is_op = ops["category"] == Category.OP
@@ -167,7 +158,7 @@ def first_runs(trace: Trace) -> list[tuple[int, str, str]]:
     ``eager_op`` stat of the ``EagerExecute`` event around it (level 1 too)."""
     ops = trace.ops
     runs = [(int(row), trace.strings[int(ops["name"][row])].removeprefix("EagerLocalExecute: "))
-            for row in np.flatnonzero(matching(trace, "name", FUNCTION.match)).tolist()]
+            for row in np.flatnonzero(rows_with(trace, "name", "function")).tolist()]
     rows, values = trace.event_stat("eager_op")
     runs += [(int(row), trace.strings[value]) for row, value in zip(rows.tolist(), values.tolist())
              if FUNCTION.match(trace.strings[value])]
@@ -232,9 +223,14 @@ def function_calls(trace: Trace) -> np.ndarray:
     ``EagerLocalExecute: __inference_<function>_<n>`` on the same lane. Found by those
     names, not by the call's ``tf_function_call`` stat, so that a trace read back from
     Chrome JSON (which keeps no event stats) gives the same answer."""
+    return kept(trace, "function_calls", lambda: _function_calls(trace))
+
+
+def _function_calls(trace: Trace) -> np.ndarray:
     ops, strings = trace.ops, trace.strings
     calls = np.zeros(len(trace), dtype=bool)
-    function_of = {i: m.group("fn") for i, m in enumerate(map(FUNCTION.match, strings)) if m}
+    function_of = {i: FUNCTION.match(strings[i]).group("fn")
+                   for i in np.flatnonzero(flags_of(trace)["function"]).tolist()}
     if not function_of:
         return calls
     called = set(function_of.values())
@@ -299,4 +295,4 @@ def innermost(ops, rows) -> int | None:
 
 __all__ = ["COMPILE_EVENTS", "Compilation", "FUNCTION", "GRAPH_BUILDING", "Tracing", "compilations",
            "first_call_rows", "first_runs", "function_calls", "function_name", "holders_of", "innermost",
-           "matching", "named", "outermost", "tracing_counts", "tracings"]
+           "named", "outermost", "tracing_counts", "tracings"]

@@ -28,25 +28,15 @@ Where every step holds one of them, all are kept (there is no steady state to ch
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...model.schema import Category
 from ...model.trace import Trace
-from .calls import compilations, matching, tracings
+from .calls import compilations, tracings
+from .vocabulary import rows_with
 
-# Variables created or initialized: Keras 3 and tf.function's first call (eager
-# VarHandleOp/VarIsInitializedOp, the lifted initializers' function), TF1's init op and initializers.
-_VARIABLES = re.compile(r"^eager/(?:VarHandleOp|VarIsInitializedOp)(?:_\d+)?$|"
-                        r"^(?:EagerLocalExecute: )?__inference_initialize_variables_\d+$|^init$|(?:^|/)Initializer/")
-# A tf.data iterator made: tf.data's events, and the ops that make one (eagerly, or in a TF1 graph).
-# (TF makes an iterator of a pipeline's root once: ``MakeIterator::RootDataset``; Keras's data
-# adapter makes one of a TensorDataset inside every step, which is no start-up)
-_ITERATOR_EVENTS = re.compile(r"^MakeIterator::RootDataset$")
-_ITERATOR_OPS = re.compile(r"^(?:AnonymousIterator(?:V\d)?|MakeIterator|AnonymousMultiDeviceIterator(?:V\d)?|"
-                           r"MultiDeviceIteratorInit)$")
 FIRST_STEP_RATIO = 3.0  # a first step this many times the others' median, with no other cause: a first run
 
 CAUSE_WORDS = {"tracing": "first-call tracing", "compile": "XLA compilation", "variables": "variable initialization",
@@ -144,9 +134,9 @@ def one_time_steps(trace: Trace, first_step_ratio: float = FIRST_STEP_RATIO) -> 
             add(step_at(trace.ops["start_ns"][compilation.row]), "compile",
                 (compilation.function, compilation.end_ns - compilation.start_ns))
     ops = trace.ops
-    for cause, rows in (("variables", matching(trace, "name", _VARIABLES.search)),
-                        ("input", matching(trace, "name", _ITERATOR_EVENTS.match)
-                         | (matching(trace, "op_type", _ITERATOR_OPS.match) & (ops["category"] == Category.OP)))):
+    for cause, rows in (("variables", rows_with(trace, "name", "variables")),
+                        ("input", rows_with(trace, "name", "iterator_event")
+                         | (rows_with(trace, "op_type", "iterator_op") & (ops["category"] == Category.OP)))):
         for start in np.unique(ops["start_ns"][rows]).tolist():
             add(step_at(start), cause)
     if 0 not in causes and len(steps) >= 3:
