@@ -246,6 +246,9 @@ class Comparison:
             lines.append(f"matched by rule (control/test op time): {shares}")
         lines += [f"note: {note}" for note in self.notes]
         lines += [f"note: {side}: {note}" for side, breakdown in self.breakdown.items() for note in breakdown.notes]
+        lines += [f"note: {side}: device busy {ms(b.device['busy_ns'], unit='ms')}, idle "
+                  f"{ms(b.device['idle_ns'], unit='ms')} of the median step: {b.device['bound']}-bound"
+                  for side, b in self.breakdown.items() if b.device]
         lines += ["", self.findings.to_text()]
         lines += [
             "",

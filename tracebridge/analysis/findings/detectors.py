@@ -63,8 +63,11 @@ class RunPair:
 
     def __init__(self, comparison: Comparison):
         self.comparison, self.limits = comparison, comparison.thresholds
-        self.runs = PerSide.of(lambda side: Run(getattr(comparison, side), getattr(comparison.steady, side),
+        chosen = comparison.steady if comparison.steady is not None else comparison.warmup
+        self.runs = PerSide.of(lambda side: Run(getattr(comparison, side), getattr(chosen, side),
                                                 getattr(comparison.memory, side), self.limits))
+        for side, run in self.runs.items():  # the comparison's breakdown is of the same steps: measured once
+            run.view.breakdown = getattr(comparison.breakdown, side)
 
     @property
     def timing_judged(self) -> bool:

@@ -31,6 +31,7 @@ from .pair_measures import Regressions, fusion_rows, regressions, working_set_gr
 from .run_measures import (StepMemory, device_idle, eager_ops, framework_overhead, host_gaps, input_wait, retracing,
                            xla_compile)
 from ..common.thresholds import DEFAULT, Thresholds
+from ..run.breakdown import PARTS
 
 # --- one run's kinds ----------------------------------------------------------------------
 class EagerOps(PresenceDetector):
@@ -456,7 +457,6 @@ def _eager_sections(run: Run) -> list:
 
 def _parts_within(run: Run, sections) -> dict[str, int]:
     """The time of each part of the steps inside ``sections`` (analysis/run/breakdown.py)."""
-    from ..run.breakdown import PARTS
     if not sections:
         return {}
     timeline = run.view.breakdown.timeline

@@ -104,40 +104,33 @@ class Breakdown:
         return {"median_ns": self.median_ns, "parts": dict(self.parts), "api": self.api,
                 "steps": [self.steps[p].number for p in self.counted], "device": self.device, "notes": list(self.notes)}
 
-    def text(self) -> str:
-        """``median step 1.234 ms = ops 0.350 + framework 0.750 + ...``"""
-        return f"median step {self.median_ns / 1e6:.3f} ms = " + parts_text(self.parts)
-
-
-def parts_text(parts: dict[str, float], signed: bool = False) -> str:
-    """``ops 0.350 + framework 0.750 + ...`` (ms), or with signs: ``ops -0.300, framework +1.367``."""
-    if signed:
-        return ", ".join(f"{part} {parts[part] / 1e6:+.3f}" for part in PARTS)
-    return " + ".join(f"{part} {parts[part] / 1e6:.3f}" for part in PARTS) + " ms"
 
 
 class PartTimeline:
     """The trace's time cut into segments, each of one part (and, on an accelerator, with the
-    device busy or not): how much of a part any window holds, from cumulative sums."""
+    device busy or not, and the host working or not): how much of a part any window holds,
+    from cumulative sums made the first time a part is asked for."""
 
-    def __init__(self, bounds: np.ndarray, part: np.ndarray, device: np.ndarray | None, host: np.ndarray):
+    def __init__(self, bounds: np.ndarray, part: np.ndarray, device: np.ndarray | None, host: np.ndarray | None):
         self.bounds = bounds                  # segment k is [bounds[k], bounds[k + 1])
-        length = np.diff(bounds).astype(np.int64)
-        self.part, self.device = part, device
-        self._cumulative = {}
-        for k, name in enumerate(PARTS):
-            self._cumulative[name] = _cumsum(length * (part == k))
-            if device is not None:
-                self._cumulative[f"device_idle:{name}"] = _cumsum(length * ((part == k) & ~device))
-        if device is not None:
-            self._cumulative["device_busy"] = _cumsum(length * device)
-        self._cumulative["host_busy"] = _cumsum(length * host)
-        self._flags = {name: (part == k) for k, name in enumerate(PARTS)}
-        if device is not None:
-            self._flags["device_busy"] = device
-            for k, name in enumerate(PARTS):
-                self._flags[f"device_idle:{name}"] = (part == k) & ~device
-        self._flags["host_busy"] = host
+        self.part, self.device, self.host = part, device, host
+        self._cumulative: dict[str, np.ndarray] = {}
+
+    def _flags(self, what: str) -> np.ndarray:
+        """Per segment, whether it is ``what``: a part, ``device_busy``, ``device_idle:<part>``
+        or ``host_busy`` (the last three on an accelerator only)."""
+        if what == "device_busy":
+            return self.device
+        if what == "host_busy":
+            return self.host
+        if what.startswith("device_idle:"):
+            return (self.part == PARTS.index(what.split(":", 1)[1])) & ~self.device
+        return self.part == PARTS.index(what)
+
+    def _sums(self, what: str) -> np.ndarray:
+        if what not in self._cumulative:
+            self._cumulative[what] = _cumsum(np.diff(self.bounds).astype(np.int64) * self._flags(what))
+        return self._cumulative[what]
 
     def time(self, what: str, start, end) -> np.ndarray:
         """The time ``what`` (a part, ``device_busy``, ``device_idle:<part>``, ``host_busy``)
@@ -146,9 +139,10 @@ class PartTimeline:
 
     def stretches(self, what: str, lo: int, hi: int) -> list[tuple[int, int]]:
         """The stretches of ``[lo, hi)`` that ``what`` covers, in order."""
-        bounds, flags = self.bounds, self._flags[what]
+        bounds = self.bounds
         if len(bounds) < 2 or hi <= lo:
             return []
+        flags = self._flags(what)
         first = max(int(np.searchsorted(bounds, lo, side="right")) - 1, 0)
         last = min(int(np.searchsorted(bounds, hi, side="left")), len(bounds) - 1)
         found: list[tuple[int, int]] = []
@@ -164,9 +158,10 @@ class PartTimeline:
 
     def _at(self, what: str, t: np.ndarray) -> np.ndarray:
         """``what``'s time from the first bound to ``t``."""
-        cumulative, flags, bounds = self._cumulative[what], self._flags[what], self.bounds
+        bounds = self.bounds
         if len(bounds) < 2:
             return np.zeros(t.shape, dtype=np.int64)
+        cumulative, flags = self._sums(what), self._flags(what)
         k = np.clip(np.searchsorted(bounds, t, side="right") - 1, 0, len(bounds) - 2)
         inside = np.clip(t - bounds[k], 0, bounds[k + 1] - bounds[k])
         return cumulative[k] + inside * flags[k]
@@ -203,7 +198,7 @@ def step_breakdown(trace: Trace, counted=None) -> Breakdown:
     counted = tuple(range(len(steps))) if counted is None else tuple(counted)
     spans, device, host, notes = part_spans(trace)
     cuts = [np.asarray(s, dtype=np.int64) for pair in spans.values() for s in pair]
-    cuts += [np.asarray(s, dtype=np.int64) for s in (device or ()) + host]
+    cuts += [np.asarray(s, dtype=np.int64) for s in (device + host if device is not None else ())]
     cuts.append(np.array([s.start_ns for s in steps] + [s.end_ns for s in steps], dtype=np.int64))
     bounds = np.unique(np.concatenate(cuts)) if cuts else np.zeros(0, dtype=np.int64)
     left = bounds[:-1]
@@ -211,7 +206,7 @@ def step_breakdown(trace: Trace, counted=None) -> Breakdown:
     for name in reversed(_PRIORITY):  # the first in priority is written last, over the others
         part[_covers(*spans[name], left)] = PARTS.index(name)
     busy = _covers(*device, left) if device is not None else None
-    host_busy = _covers(*host, left)
+    host_busy = _covers(*host, left) if device is not None else None  # which side bounds a device step
     timeline = PartTimeline(bounds, part, busy, host_busy)
     starts = np.array([s.start_ns for s in steps], dtype=np.int64)
     ends = np.array([s.end_ns for s in steps], dtype=np.int64)
@@ -236,7 +231,7 @@ def step_breakdown(trace: Trace, counted=None) -> Breakdown:
 
 def part_spans(trace: Trace):
     """The events of each part as ``(starts, ends)`` (before the priority is applied), the
-    device's busy rows (None: no accelerator), the host's work, and the notes on what the
+    device's busy rows and the host's work (None: no accelerator), and the notes on what the
     format cannot tell."""
     ops = trace.ops
     start, end = ops["start_ns"], ops["end_ns"]
@@ -275,9 +270,11 @@ def part_spans(trace: Trace):
     if device is not None:
         notes.append("an accelerator run: ops are its kernels and copies (and host ops); the device's idle time "
                      "is split by what the host did meanwhile")
-    host_work = (host_ops | waiting | framework) & ~on_device
-    host = union(np.concatenate([start[host_work], spans["compile"][0]]),
-                 np.concatenate([end[host_work], spans["compile"][1]]))
+    host = None  # the host's work, where a device's step may be bound by it
+    if device is not None:
+        host_work = (host_ops | waiting | framework) & ~on_device
+        host = union(np.concatenate([start[host_work], spans["compile"][0]]),
+                     np.concatenate([end[host_work], spans["compile"][1]]))
     return spans, device, host, notes
 
 
@@ -367,4 +364,4 @@ def _device_summary(rows: list[StepParts], counted: tuple[int, ...], median_ns: 
 
 
 __all__ = ["APIS", "Breakdown", "INPUT_EVENTS", "INPUT_OP_TYPES", "PARTS", "PartTimeline", "StepParts", "api_of",
-           "input_rows", "is_session_record", "part_spans", "parts_text", "step_breakdown", "union"]
+           "input_rows", "is_session_record", "part_spans", "step_breakdown", "union"]

@@ -18,10 +18,10 @@ The causes, and what in the trace shows each:
   ``VarIsInitializedOp`` run eagerly, a run of ``__inference_initialize_variables``; TF1:
   the ``init`` op or a variable's ``Initializer/`` ops);
 - ``input``: a ``tf.data`` iterator made (``MakeIterator::...`` events, the iterator ops);
-- ``first_run``: the trace's first step took ``first_step_ratio`` times the median of
-  the others or more, with no other cause: a TF1 session's first ``run`` (its kernels and
-  allocations set up) shows no event of its own, nor does the profiler starting in the
-  first step it traces.
+- ``first_run``: a TF1 session's first step took ``first_step_ratio`` times the median of
+  the others or more: its first ``run`` sets up kernels and memory (30-60 times a later
+  run, measured) and a session's step stats show no event of it. A TF2 run's first step is
+  left out only for what its events show.
 
 Where every step holds one of them, all are kept (there is no steady state to choose).
 """
@@ -34,13 +34,14 @@ import numpy as np
 
 from ...model.schema import Category
 from ...model.trace import Trace
+from .breakdown import is_session_record
 from .calls import compilations, tracings
 from .vocabulary import rows_with
 
 FIRST_STEP_RATIO = 3.0  # a first step this many times the others' median, with no other cause: a first run
 
 CAUSE_WORDS = {"tracing": "first-call tracing", "compile": "XLA compilation", "variables": "variable initialization",
-               "input": "tf.data start-up", "first_run": "the first step traced, slow"}
+               "input": "tf.data start-up", "first_run": "a slow first run"}
 
 
 @dataclass(frozen=True)
@@ -139,11 +140,10 @@ def one_time_steps(trace: Trace, first_step_ratio: float = FIRST_STEP_RATIO) -> 
                          | (rows_with(trace, "op_type", "iterator_op") & (ops["category"] == Category.OP)))):
         for start in np.unique(ops["start_ns"][rows]).tolist():
             add(step_at(start), cause)
-    if 0 not in causes and len(steps) >= 3:
+    if 0 not in causes and len(steps) >= 3 and is_session_record(trace):
         rest = float(np.median([s.duration_ns for s in steps[1:]]))
         if rest > 0 and steps[0].duration_ns >= first_step_ratio * rest:
-            add(0, "first_run", f"{steps[0].duration_ns / rest:.0f}x the median step: a first run's set-up, "
-                                "or the profiler starting")
+            add(0, "first_run", f"{steps[0].duration_ns / rest:.0f}x the median step: the session's first run")
     return [OneTimeStep(p, steps[p].number, steps[p].duration_ns, {c: _what(c, items) for c, items in found.items()})
             for p, found in sorted(causes.items())]
 
