@@ -78,10 +78,11 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
     """Align ``test`` against ``control``. ``rules``: ``"pattern=replacement"`` regular
     expressions applied to op names of both runs first; ``warmup``: steps of each run left
     out of the statistics (None, the default: the steps that hold one-time work, found from
-    each trace and named in a note, :mod:`..run.steady`; 0 keeps every step); ``thresholds``: every threshold the rows and findings are
-    decided on (``threshold`` and ``noise_ns`` set its ``change`` and ``noise_ns``): a row
-    changes (``+``/``-``) when the interval of its per-step shift clears ``change`` (a
-    share of its control median) and ``noise_ns``. ``time`` (a :class:`TimeBasis` or its
+    each trace and named in a note, :mod:`..run.steady`; 0 keeps every step);
+    ``thresholds``: every threshold the rows and findings are decided on (``threshold`` and
+    ``noise_ns`` set its ``change`` and ``noise_ns``): a row changes (``+``/``-``) when the
+    interval of its per-step shift clears ``change`` (a share of its control median) and
+    ``noise_ns``. ``time`` (a :class:`TimeBasis` or its
     value): ``"device"`` compares the device time credited to each TF op (kernels and
     copies, counted once), ``"host"`` the TF ops' own time, ``"auto"`` device time when
     both runs have some. ``find``: how the comparison's findings are found

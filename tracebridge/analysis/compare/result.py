@@ -108,7 +108,7 @@ class Comparison:
     kernels: PerSide[str]                   # "oneDNN", "plain" or "unknown"
     time: TimeBasis                         # DEVICE (kernels per TF op) or HOST (TF ops)
     rule_shares: dict[str, PerSide[float]]  # per rule, the share of each run's time its rows matched
-    warmup: PerSide[int]                    # steps left out of each run (0 where it had too few)
+    warmup: PerSide[int]                    # steps left out of each run: one-time work, or the warm-up asked for
     thresholds: Thresholds = DEFAULT        # every threshold and noise setting the rows and findings used
     # the step durations' shift (test - control) and its interval
     step_shift: Shift | None = None
