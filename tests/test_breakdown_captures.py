@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import tracebridge
+from tracebridge.analysis.common.thresholds import Thresholds
 from tracebridge.analysis.run.doctor import trace_notes
 
 from tests.conftest import run_cli
@@ -126,16 +127,19 @@ def test_the_mlp_fit_ports_difference_is_the_frameworks(traces):
     while fit's step spends 0.7-1 ms in the framework against the session's 0.1 ms of
     executor gaps (measured on a loaded 2-core machine): the framework is the largest part
     of the difference, and the framework_overhead finding, with its Keras advice, explains
-    most of it (85% measured; asserted: half)."""
-    result = tracebridge.compare(traces["mlp", "tf1"], traces["mlp", "fit"])
-    head = result.headline()
-    assert max(head.parts, key=head.parts.get) == "framework", head.parts
+    most of it (85% measured; asserted: half). Judged on the median step (confidence 0.5), as
+    tests/test_performance_examples.py judges its timed examples: one step that a loaded
+    machine stalls elsewhere would otherwise veto the finding (its intervals are tested on
+    exact data, tests/test_detectors.py)."""
+    result = tracebridge.compare(traces["mlp", "tf1"], traces["mlp", "fit"], thresholds=Thresholds(confidence=0.5))
+    head, report = result.headline(), result.to_text(top=0)
+    assert max(head.parts, key=head.parts.get) == "framework", report
     naming = [f for f in result.findings if "steps_per_execution" in f.advice]
-    assert len(naming) == 1, result.to_text(top=0)
+    assert len(naming) == 1, report
     finding = naming[0]
     assert finding.kind == "framework_overhead"
-    assert finding.share * result.steps.test.median_ns >= 0.5 * head.delta_ns, (finding.share, head)
-    assert head.explained >= 0.5, head
+    assert finding.share * result.steps.test.median_ns >= 0.5 * head.delta_ns, report
+    assert head.explained >= 0.5, report
 
 
 @pytest.mark.serial
