@@ -272,7 +272,8 @@ class SameLayerRest(Rule):
             names_t = groups_t.get((zone, ""))
             # a layer's, the loss's or the clip's rest; the input's differ in kind, not in how
             # (a TF1 iterator against a port that is handed its batches)
-            if names_t and _grouped(zone) and (zone[0] is not None or zone[1] in (Phase.LOSS, Phase.CLIP)):
+            if names_t and _grouped(zone) and (zone[0] is not None or zone[1] in (Phase.LOSS, Phase.LOSS_GRADIENT,
+                                                                                    Phase.CLIP)):
                 matcher.pair(names_c, names_t, f"{self.layer_map.label(*zone)}: the rest "
                              f"[{len(names_c)} ~ {len(names_t)} ops]", self.name)
 

@@ -69,7 +69,7 @@ from ..common.kernels import trace_kernel_family
 from ..run.memory import memory_in_use
 from ..run.steady import select_steps
 from ..common.shift import shift
-from ..graphs.recorded_graph import SHAPE_ONLY_OPS
+from ..graphs.recorded_graph import SHAPE_ONLY_OPS, graph_node_name
 from ..graphs.structure import align_graphs
 from ..common.thresholds import DEFAULT, Thresholds
 
@@ -121,9 +121,12 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
     pairs = align_ops(sides.control, sides.test, bool(compiled), alignment, notes, layer_map)
     made = [make_row(pair, sides, limits) for pair in pairs]
     rows = [row for row, _ in made]
-    if alignment is not None and not _structure_paired_work(rows):
-        notes.append("the graphs' structure paired no op that does work (the port computes the model another "
-                     "way): rows pair by names, types and position within each layer and phase")
+    if alignment is not None:
+        share = _structure_share(alignment, sides.control)
+        if share < _STRUCTURE_LOW:
+            notes.append(f"the graphs' structure paired {'no' if not share else f'only {share:.0%} of the'} op "
+                         f"time that does work (the port computes the model another way): rows pair by names, "
+                         f"types and position within each layer and phase")
     add_both_times(rows, control, test)
     rows.sort(key=SORTS["change"])  # largest changes first, then the rows of one run only
     step_pairs = list(zip([control.steps[p].number for p in kept.control], [test.steps[p].number for p in kept.test]))
@@ -148,9 +151,16 @@ _NO_WORK = frozenset({*SHAPE_ONLY_OPS, "Const", "NoOp", "ReadVariableOp", "VarHa
                       "Placeholder", "_Arg", "_Retval", "Pack", "ConcatOffset", "BroadcastGradientArgs"})
 
 
-def _structure_paired_work(rows: list[Row]) -> bool:
-    return any(row.rule in ("structure", "group") and row.op_type.split("+")[0] not in _NO_WORK
-               and row.median_ns.control > 0 for row in rows)
+_STRUCTURE_LOW = 0.1  # below this share of the control's op time, the note says the structure did not carry
+
+
+def _structure_share(alignment, side) -> float:
+    """The share of the control run's op time in ops that do work (not shape or bookkeeping
+    ops) that the graphs' structure paired, node to node."""
+    paired = {c for c, _ in alignment.pairs}
+    working = [n for n in side.names if side.plain_type[n] not in _NO_WORK]
+    total = sum(side.total[n] for n in working)
+    return sum(side.total[n] for n in working if graph_node_name(n) in paired) / total if total else 1.0
 
 
 def user_rule(text: str):

@@ -37,9 +37,9 @@ from .recorded_graph import SHAPE_ONLY_OPS, Graph
 
 class Phase:
     FORWARD, BACKWARD, UPDATE = "forward", "backward", "update"
-    INPUT, LOSS, CLIP, METRICS, OTHER = "input", "loss", "clip", "metrics", "other"
+    INPUT, LOSS, LOSS_GRADIENT, CLIP, METRICS, OTHER = "input", "loss", "loss gradient", "clip", "metrics", "other"
     LAYERED = (FORWARD, BACKWARD, UPDATE)  # the phases an op of a layer is in
-    ORDER = (INPUT, FORWARD, LOSS, BACKWARD, CLIP, UPDATE, METRICS, OTHER)
+    ORDER = (INPUT, FORWARD, LOSS, LOSS_GRADIENT, BACKWARD, CLIP, UPDATE, METRICS, OTHER)
 
 
 @dataclass(frozen=True)
@@ -351,6 +351,12 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
         by_name[node] = node
         inner = _IN_FUNCTION.sub("", node)
         by_name.setdefault(inner, node)
+    # a tape names a gradient after the forward op's scope where the op has none of its own
+    # (``gradient_tape/conv2/Conv2DBackpropInput`` for ``conv2/Conv2D``): the scope's first op
+    for node in forward:
+        scope = node.rsplit("/", 1)[0] if "/" in node else ""
+        if scope:
+            by_name.setdefault(scope, node)
     # A loop's gradient runs in a loop of its own (``<loop>_grad``), whose ops are named for
     # the body's ops: two loops (a bidirectional RNN's) have bodies that name theirs alike.
     loops = sorted((n for n in forward if graph.types[n] in ("While", "StatelessWhile")), key=len, reverse=True)
@@ -360,7 +366,7 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
         source = _forward_of(node, by_name, f"{loop}/body/" if loop else "")
         if source is not None and phase_of.get(source) in (Phase.FORWARD, Phase.LOSS):
             layer_of[node] = layer_of[source]
-            phase_of[node] = Phase.BACKWARD if phase_of[source] == Phase.FORWARD else Phase.LOSS
+            phase_of[node] = Phase.BACKWARD if phase_of[source] == Phase.FORWARD else Phase.LOSS_GRADIENT
     # what the names do not tell: from the neighbours, a few rounds
     unknown = sorted((n for n in backward if n not in phase_of), key=graph.order.__getitem__)
     for _ in range(4):
