@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import tracebridge
+from tests.conftest import reading_with
 from tracebridge import TraceFormatError, protos
 from tracebridge.model.schema import Category
 
@@ -189,3 +190,76 @@ def test_events_find_their_metadata_whatever_the_ids(corpus, tmp_path):
     for shift, trace in traces.items():
         assert len(trace) + memory == total - 1, shift
         assert rows(trace) == rows(traces[0]), shift
+
+
+def _line_spans(raw: bytes):
+    """The lines of an XSpace (owner plane, start, end), as the reader finds them."""
+    from tracebridge.readers import wire
+    from tracebridge.readers.xspace import _PLANE, _SPACE
+    top = wire.decode(raw, [0], [len(raw)])
+    _, starts, ends = top.spans(_SPACE.planes)
+    return wire.decode(raw, starts, ends).spans(_PLANE.lines)
+
+
+def _event_columns_agree(raw: bytes, starts, ends) -> bool:
+    """Where the one-pass C loop accepts the lines, wire.py's decoder gives the same
+    columns (same values, same types); returns whether the C loop accepted them."""
+    import numpy as np
+
+    from tracebridge.readers import wire
+    from tracebridge.readers.xspace import event_columns_compiled, event_columns_numpy
+    compiled = event_columns_compiled(raw, starts, ends)
+    if compiled is None:
+        return False
+    with reading_with("numpy"):
+        reference = event_columns_numpy(raw, wire.decode(raw, starts, ends))
+    for name in ("line", "metadata_id", "offset_ps", "duration_ps", "aggregated", "stat_event", "stat_start",
+                 "stat_end"):
+        ours, theirs = getattr(compiled, name), getattr(reference, name)
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), name
+    return True
+
+
+def test_one_pass_event_columns_are_the_decoders_ones(corpus):
+    """The C loop's events (tracebridge/readers/_wirec.c: events) against wire.py's chunked
+    decode, on real XSpaces of TF, xprof and JAX (GPU, TPU, CPU with XLA)."""
+    from tracebridge.readers import wire
+    if wire._wirec is None:
+        pytest.skip("the C wire decoder is not built here")
+    paths = [corpus / "xspace" / GPU, corpus / "xspace" / TPU, *sorted((corpus / "xspace").glob("jax_*.xplane.pb"))]
+    for path in paths:
+        raw = path.read_bytes()
+        _, starts, ends = _line_spans(raw)
+        assert _event_columns_agree(raw, starts, ends), path.name
+
+
+def test_one_pass_event_columns_on_damaged_bytes(corpus):
+    """Bytes changed at random inside the lines: whatever the C loop accepts, wire.py's
+    decoder reads to the same columns; what it refuses goes to wire.py, which names the
+    error or reads it (the reader never sees a column of the C loop's that differs)."""
+    import random
+
+    from tracebridge.readers import wire
+    if wire._wirec is None:
+        pytest.skip("the C wire decoder is not built here")
+    raw = (corpus / "xspace" / GPU).read_bytes()
+    _, starts, ends = _line_spans(raw)
+    lo, hi = int(starts.min()), int(ends.max())
+    chance = random.Random(35)
+    accepted = refused = 0
+    for _ in range(60):
+        damaged = bytearray(raw)
+        for _ in range(chance.randint(1, 4)):
+            damaged[chance.randrange(lo, hi)] = chance.randrange(256)
+        damaged = bytes(damaged)
+        if _event_columns_agree(damaged, starts, ends):
+            accepted += 1
+            continue
+        refused += 1
+        with reading_with("numpy"):
+            try:
+                from tracebridge.readers.xspace import event_columns_numpy
+                event_columns_numpy(damaged, wire.decode(damaged, starts, ends))
+            except wire.WireError:
+                pass
+    assert accepted and refused  # both ways were taken

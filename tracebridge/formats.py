@@ -140,6 +140,7 @@ def load(path: str | os.PathLike, *, format: str | None = None, run: str | None 
         if fmt is None or fmt.read is None:
             raise TraceFormatError(f"unknown format {format!r} (one of {', '.join(READABLE)})", path=name)
         source = Source(name, (InputFile(name, data),))
+        del data  # the source holds it: a reader that takes it frees it as soon as it can
         if evidence is Evidence.NONE:
             return _read_unclaimed(fmt, source, parallelism, ops_only)
     return _read(fmt, source, parallelism, ops_only)
@@ -165,6 +166,7 @@ def load_host(file: HostFile, *, ops_only: bool = False) -> Trace:
     data = read_host(file)
     fmt, evidence = (BY_NAME["xspace"], None) if file.path.endswith(".xplane.pb") else _claim(file.path, data)
     source = Source(file.path, (InputFile(file.path, data, file.host),))
+    del data  # as in load()
     read = _read_unclaimed if evidence is Evidence.NONE else _read
     return read(fmt, source, choose_parallelism(1), ops_only)
 

@@ -29,6 +29,14 @@ class InputFile:
     data: bytes
     host: str | None = None
 
+    def take(self) -> bytes:
+        """The bytes, handed over: this file holds them no longer (``data`` is None after),
+        so that a reader that decodes them into columns can free them as soon as it is done
+        with them (the 168 MB of a 10M-event XSpace, say), not when the read returns."""
+        data = self.data
+        object.__setattr__(self, "data", None)  # frozen for everything but this hand-over
+        return data
+
 
 @dataclass(frozen=True)
 class Source:

@@ -133,22 +133,25 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     ops = trace.ops
     device = device_rows(ops["category"], ops["flags"])
     host = ops["category"] == Category.OP
+    mode = mode or (summary_mode(trace) if not device.any() else "device+memcpy")
+    mask = _counted_mask(trace, mode, device, host)
+    either = mask | host
+    # Each device's busy time first, while no time column of this summary exists yet (it
+    # sorts copies of the device's starts and ends: 48 MB for 3M rows).
+    busy = _busy_by_device(ops, either)
     device_time = np.zeros(len(trace), dtype=np.int64)
     device_time[device] = self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(device))
-    mode = mode or summary_mode(trace)
     # 3M rows make every time column 24 MB: the host time is the durations zeroed in
     # place, and is the basis itself where TF ops are what is counted.
     duration = np.subtract(ops["end_ns"], ops["start_ns"], dtype=np.int64)
     host_time = np.where(host, duration, 0) if mode == "all" else duration
     if host_time is duration:
         duration[~host] = 0
-    mask = _counted_mask(trace, mode, device, host)
     counted = mode
     if mode == "device+memcpy":
         time, basis = "device", device_time
     else:
         time, basis = "host", host_time if mode == "op" else duration
-    either = mask | host
     total = int(basis.sum(where=mask))  # no 3M-row copy of the counted rows
     by_hlo = hlo_rows(trace, mask, basis, total, top)
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
@@ -170,8 +173,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
     for row in by_device:
         index = int(row["key"])
         row["key"] = str(devices[index])
-        rows = either & (ops["device"] == index)
-        row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows], scratch=True)
+        row["busy_ns"] = busy[index]
         row["idle_ns"] = span - row["busy_ns"]
     return Summary(
         total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
@@ -183,6 +185,24 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         by_kernel=_kernels(trace, device, device_time, top) if time == "device" else [],
         by_hlo=by_hlo,
     )
+
+
+def _busy_by_device(ops, either: np.ndarray) -> dict[int, int]:
+    """The busy time (union of the spans) of the ``either`` rows of each device."""
+    device = ops["device"]
+    if not len(device):
+        return {}
+    everything = bool(either.all())
+    seen = np.zeros(int(device.max()) + 1, dtype=bool)
+    seen[device if everything else device[either]] = True
+    present = np.flatnonzero(seen)
+    if len(present) == 1 and everything:
+        return {int(present[0]): busy_ns(ops["start_ns"], ops["end_ns"])}
+    busy = {}
+    for index in present.tolist():
+        rows = either & (device == index)
+        busy[index] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows], scratch=True)
+    return busy
 
 
 def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray | None,
@@ -226,8 +246,11 @@ def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(keys, return_inverse=True)``; keys that are small non-negative ids
     (string ids, device numbers) are counted instead of sorted, in one pass."""
     if keys.dtype.kind in "iu" and int(keys.min()) >= 0 and int(keys.max()) < 4 * len(keys) + 1024:
-        present = np.flatnonzero(np.bincount(keys))
-        rank = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+        # which keys occur, without bincount's int64 copy of 3M keys
+        seen = np.zeros(int(keys.max()) + 1, dtype=bool)
+        seen[keys] = True
+        present = np.flatnonzero(seen)
+        rank = np.zeros(len(seen), dtype=np.int64)
         rank[present] = np.arange(len(present))
         return present, rank[keys]
     unique, inverse = np.unique(keys, return_inverse=True)
