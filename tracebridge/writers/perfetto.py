@@ -45,7 +45,7 @@ import numpy as np
 from .._files import atomic_output
 from .._fork import ChildFailed, ForkedJob
 from ..errors import OutputError
-from ..model.lanes import nested_fit
+from ..model.lanes import by_group_start, nested_fit
 from ..model.schema import NO_STEP, Category, OutputFlag
 from ..model.trace import Trace
 from ..options import choose_parallelism
@@ -57,6 +57,7 @@ from .protowire import (Piece, Ragged, assemble, assemble_into, concat, constant
 
 CHUNK_EVENTS = 400_000  # events encoded at once: bounds the encoder's memory
 PARALLEL_MIN_EVENTS = 600_000  # below this, a second process costs more than it saves
+SHARED_ORDER_MAX_OPS = 2_000_000  # see _write_in_two
 
 # Field numbers of Perfetto's trace schema (protos/perfetto/trace/...): facts of the format.
 TRACE_PACKET = 1
@@ -204,16 +205,22 @@ class _HostWriter:
         table = np.full((top_pid + 1) * (top_tid + 1), -1, dtype=np.int64)
         for index, (p, t) in enumerate(keys):
             table[p * (top_tid + 1) + (top_tid if t == NETWORK_TID else t)] = index
-        track_of = table[pid.astype(np.int64) * (top_tid + 1) + local]
-        fields = _OpFields(trace, self._flows(trace, pid, tid))
+        local += pid.astype(np.int64) * (top_tid + 1)
+        track_of = table.astype(np.int32)[local]
+        del local
+        flows = self._flows(trace, pid, tid)
+        del pid, tid  # 10M ops: 160 MB that the events' order below would add to
+        fields = _OpFields(trace, flows)
+        del flows  # in fields.extras now
         start, end = ops["start_ns"], ops["end_ns"]
-        order = np.lexsort((-end, start, track_of))
-        cuts = np.searchsorted(track_of[order], np.arange(len(keys) + 1))
+        order = by_group_start(track_of, start, end)  # None: the rows are in that order
+        cuts = np.searchsorted(track_of if order is None else track_of[order], np.arange(len(keys) + 1))
+        del track_of
         # The work as units of at most CHUNK_EVENTS events of one track; each track has its
         # sequence from the start, so that two processes can write a half each.
         tracks, units = [], []
         for track in range(len(keys)):
-            rows = order[cuts[track]:cuts[track + 1]]
+            rows = np.arange(cuts[track], cuts[track + 1]) if order is None else order[cuts[track]:cuts[track + 1]]
             if len(rows):
                 tracks.append(_Track(uuids[track], self._next_sequence(), rows))
                 units += [(len(tracks) - 1, lo, min(lo + CHUNK_EVENTS, 2 * len(rows)))
@@ -239,8 +246,10 @@ class _HostWriter:
             self._write_events(track.sequence, track.times, track.order, lo, hi,
                                lambda chunk, track=track: fields.pieces(track.rows[chunk], track.names,
                                                                         track.name_iids))
-            if progress and hi == 2 * len(rows):
-                progress(min(len(trace), sum(len(t.rows) for t in tracks[:index + 1])), len(trace))
+            if hi == 2 * len(rows):
+                track.release()  # its event order (10M ops: hundreds of MB) is written
+                if progress:
+                    progress(min(len(trace), sum(len(t.rows) for t in tracks[:index + 1])), len(trace))
 
     def _write_in_two(self, context, tracks, units, split: int, progress) -> None:
         """Units ``[:split]`` here while a forked child writes the rest into a part file
@@ -250,7 +259,10 @@ class _HostWriter:
         fd, part = tempfile.mkstemp(prefix=".tracebridge-", suffix=".part", dir=folder)
         os.close(fd)
         track, lo, _ = units[split]
-        if lo:  # the track both processes write: its event order is made once, before the fork
+        if lo and len(tracks[track].rows) <= SHARED_ORDER_MAX_OPS:
+            # the track both processes write: its event order is made once, before the fork
+            # (above SHARED_ORDER_MAX_OPS each makes it when it gets there: the parent would
+            # hold it, 24 bytes an op, while it orders its other tracks)
             tracks[track].prepare(context[0].ops)
         try:
             def child() -> bytes:
@@ -286,8 +298,9 @@ class _HostWriter:
         for number, ends in ((E_FLOW_IDS, producer), (E_TERMINATING_FLOW_IDS, consumer)):
             by_op = np.argsort(ends, kind="stable")
             field = fixed64_field(number, ids[by_op])
-            counts = np.bincount(ends, minlength=n).astype(np.int64)
-            pieces.append(Ragged(field.data, counts * len(tag(number, 1)) + counts * 8))
+            counts = np.bincount(ends, minlength=n).astype(np.int64, copy=False)
+            counts *= len(tag(number, 1)) + 8  # in place: 10M ops make each temporary 80 MB
+            pieces.append(Ragged(field.data, counts))
         return pieces[0], pieces[1]
 
     def _write_steps(self, trace: Trace, host: str | None) -> None:
@@ -419,26 +432,34 @@ def _event_order(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
     (begins, then ends) and their time ``order``: at one time, ends of slices with a
     duration first, then begins (outer first), then ends of zero-length slices; ends
     innermost first. Begins are in order already: only the ends are sorted (a stable sort,
-    nearly sorted input), then the two are merged."""
+    nearly sorted input), then the two are merged by a key of time and kind (4 t + 1 for a
+    begin, 4 t for an end, 4 t + 2 for a zero-length slice's end)."""
     n = len(start)
     times = np.concatenate([start, end])
-    rank = np.arange(n, dtype=np.int64)
-    kind = np.where(end > start, 0, 2)
-    span = int(times.max() - times.min()) if n else 0
-    if span >= (1 << 40) or n >= (1 << 21):
+    if not n:
+        return times, np.zeros(0, dtype=np.int64)
+    low = int(times.min())
+    if int(times.max()) - low >= (1 << 60):  # 36 years: no room for the kind in the key
+        rank = np.arange(n, dtype=np.int64)
+        kind = np.where(end > start, 0, 2)
         order = np.lexsort((np.concatenate([rank, -rank]), np.concatenate([np.ones(n, dtype=np.int64), kind]), times))
         return times, order
-    low = times.min()
-    begin_key = start - low  # in place from here: fewer temporaries of n int64
-    begin_key <<= 23
-    begin_key |= (1 << 21) | rank
+    # Keys made in place, a block of rows at a time: no temporaries of n int64 beside them.
+    begin_key = start - low
+    begin_key <<= 2
+    begin_key += 1
     end_key = end - low
-    end_key <<= 23
-    kind <<= 21
-    end_key |= kind
-    end_key += (n - 1) - rank
-    end_order = np.argsort(end_key, kind="stable")  # nearly sorted: a stable sort finds the runs
+    end_key <<= 2
+    for lo in range(0, n, _KEY_BLOCK):
+        hi = min(n, lo + _KEY_BLOCK)
+        end_key[lo:hi] += np.where(end[lo:hi] > start[lo:hi], 0, 2)
+    # Ends of one key innermost (last) first: a stable sort of the ends read backwards.
+    end_order = np.argsort(end_key[::-1], kind="stable")
+    np.subtract(n - 1, end_order, out=end_order)
     return times, merged_order(begin_key, end_key, end_order)
+
+
+_KEY_BLOCK = 1 << 20
 
 
 _BEGIN_TYPE = np.frombuffer(message_bytes((E_TYPE, TYPE_BEGIN)), dtype=np.uint8)
@@ -456,13 +477,19 @@ class _Track:
         """The events' time order and the event names' iids, once."""
         if self.times is not None:
             return
-        self.times, self.order = _event_order(ops["start_ns"][self.rows], ops["end_ns"][self.rows])
+        self.times, order = _event_order(ops["start_ns"][self.rows], ops["end_ns"][self.rows])
+        self.order = order.astype(np.int32) if len(order) < (1 << 31) else order  # kept while written
+        del order
         # Event names numbered by use on this track, most used first: most names then fit
         # a one-byte iid.
         uses = np.bincount(ops["kernel"][self.rows])
         self.names = np.flatnonzero(uses)
         self.name_iids = np.empty(len(self.names), dtype=np.int64)
         self.name_iids[np.argsort(-uses[self.names], kind="stable")] = np.arange(1, len(self.names) + 1)
+
+    def release(self) -> None:
+        """Drop the event order once the track is written (its rows stay)."""
+        self.times = self.order = None
 
 
 def _half(units: list[tuple[int, int, int]]) -> int:
@@ -519,7 +546,7 @@ class _OpFields:
         self.trace, self.n = trace, n
         self.vocabulary = list(BASE_KEYS)
         self.key = {name: i + 1 for i, name in enumerate(self.vocabulary)}
-        category = ops["category"].astype(np.int64)
+        category = ops["category"]  # uint8: widened a chunk of rows at a time (pieces)
         self.category = category
         kernel_like = np.isin(category, (int(Category.DEVICE), int(Category.MEMCPY)))
         self.name_key = np.where(kernel_like, self.key["tf_op"], self.key["name"]).astype(np.uint8)
@@ -578,7 +605,7 @@ class _OpFields:
         pieces = [varint_piece(name_iids[np.searchsorted(names, ops["kernel"][rows])], prefix=tag(E_NAME_IID, 0))]
         # TF ops (the category of most rows) carry no category: 2 of about 40 bytes an op.
         # Every other row names its category; the reader takes none as an op.
-        category = self.category[rows]
+        category = self.category[rows].astype(np.int64)
         if category.any():
             head = np.empty((m, 2), dtype=np.uint8)
             head[:, 0] = tag(E_CATEGORY_IIDS, 0)[0]

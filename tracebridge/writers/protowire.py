@@ -136,10 +136,18 @@ def concat(*pieces: Ragged) -> Ragged:
     for piece in pieces:
         lengths += piece.lengths
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
-    start = np.cumsum(lengths) - lengths  # where each record begins in the output
+    start = np.cumsum(lengths)
+    start -= lengths  # where each record begins in the output
     for piece in pieces:
         if len(piece.data):
-            shift = np.repeat(start - piece.starts(), piece.lengths)
+            filled = np.flatnonzero(piece.lengths) if len(piece.data) < piece.records else None
+            if filled is not None and len(filled) < piece.records // 2:
+                # a sparse piece (the flows of a few of 10M ops): only its records that hold
+                # bytes, not a temporary of every record
+                sizes = piece.lengths[filled]
+                shift = np.repeat(start[filled] - (np.cumsum(sizes) - sizes), sizes)
+            else:
+                shift = np.repeat(start - piece.starts(), piece.lengths)
             shift += np.arange(len(piece.data), dtype=np.int64)
             out[shift] = piece.data
         start += piece.lengths
