@@ -38,6 +38,10 @@ QUICK_ROWS = {
     "XSpace summary, 2 hosts (issue 18)": 1,
     "XSpace → .pftrace (issue 26)": 1,
     "multi-host logdir → .pftrace (host by host) (issue 26)": 1,
+    "XSpace summary vs xprof-rs (issue 35)": 1,
+    "XSpace summary vs xprof (issue 35)": 1,
+    "convert → .pftrace vs → Chrome JSON (issue 35)": 1,
+    "one large XSpace → .pftrace (issue 35)": 1,
 }
 COLUMNS = ["#", "benchmark", "input", "unit", "tracebridge", "peak MiB", "anchor", "anchor value",
            "anchor peak MiB", "anchor / tracebridge", "target", "met?"]
