@@ -39,12 +39,13 @@ def main(argv: list[str] | None = None) -> int:
 def _return_large_blocks() -> None:
     """glibc serves a large block from its heap once one of that size was freed (its mmap
     threshold rises with every large free), and a block freed there stays resident: the
-    temporaries of 3M or 10M rows then add up in the peak RSS. A fixed threshold maps each
-    block of 1 MiB or more apart and returns it to the kernel when freed: a 3M-event summary
-    peaks about 10% lower, a 10M-event convert about 5%, for some more system time."""
+    temporaries of 3M or 10M rows then add up in the peak RSS. A fixed threshold of 8 MiB
+    maps each block that large (a column of a million rows or more) apart and returns it to
+    the kernel when freed: a 3M-event summary peaks about 10% lower, a 10M-event convert
+    about 5%. The writers' chunks stay below it: reused from the heap, they fault no pages."""
     try:
         import ctypes
-        ctypes.CDLL(None).mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD; other C libraries have no mallopt
+        ctypes.CDLL(None).mallopt(-3, 8 << 20)  # M_MMAP_THRESHOLD; other C libraries have no mallopt
     except (OSError, AttributeError):
         pass
 
@@ -161,8 +162,13 @@ def _add_summary(commands) -> None:
     _add_filters(summary)
 
 
+# compare --sort's choices: the names of analysis.compare.result.SORTS (tests/test_cli.py
+# checks that they agree), written out so that building the parser imports no analysis (the
+# compare package costs a summary ~50 ms of imports).
+COMPARE_SORTS = ("change", "slower", "faster", "control", "test", "name")
+
+
 def _add_compare(commands) -> None:
-    from .analysis.compare.result import SORTS
     diff = _command(commands, "compare", _compare, "compare two runs of the same model (control A, test B)")
     diff.add_argument("control", help="the run compared against (say, the TF1 run): " + _INPUT_HELP)
     diff.add_argument("test", help="the run under test (say, its TF2 port): " + _INPUT_HELP)
@@ -175,7 +181,7 @@ def _add_compare(commands) -> None:
     diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
     _add_thresholds(diff)
     diff.add_argument("--top", type=_positive, default=25, help="rows in the table (default 25)")
-    diff.add_argument("--sort", choices=tuple(SORTS), default="change",
+    diff.add_argument("--sort", choices=COMPARE_SORTS, default="change",
                       help="rank the table's rows by: change (largest absolute change, default), slower, faster, "
                            "control or test (median time), name; rows of one run only come after, longest first")
     diff.add_argument("--time", choices=("auto", "device", "host"), default="auto",

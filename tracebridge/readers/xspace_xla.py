@@ -22,7 +22,6 @@ from ..errors import TraceFormatError
 from ..model.builder import TraceBuilder
 from ..model.hlo import HLO_INSTRUCTION, HLO_MODULE, HLO_MODULES, TF_OPS, HloOpMap, module_entry, modules_of
 from ..model.schema import Category
-from .hlo import hlo_op_map
 
 HLO_PROTO_STAT = "Hlo Proto"
 METADATA_PLANE = "/host:metadata"
@@ -42,6 +41,7 @@ def note_hlo_modules(builder: TraceBuilder, found: list[tuple[str, int | None, b
     if not entries:
         return None
     builder.note(**{HLO_MODULES: entries})
+    from .hlo import hlo_op_map  # a profile without XLA never imports the HLO reader
     decoded, damaged = [], []
     for entry in entries:
         try:  # a damaged module loses its own links, not the trace

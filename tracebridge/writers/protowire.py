@@ -313,6 +313,13 @@ def merged_order(first_key: np.ndarray, second_key: np.ndarray, second_order: np
     return order
 
 
+def track_events(times, events, previous: int, rows, sequence: int, columns: tuple, type_key: int, step_key: int,
+                 extras) -> bytes:
+    """The packets of a chunk of a .pftrace track's events, by the C loop (``compiled()``
+    only): see ``_protowirec.c``, track_events."""
+    return _protowirec.track_events(times, events, previous, rows, sequence, columns, type_key, step_key, extras)
+
+
 def compiled() -> bool:
     """True when :func:`assemble_into` runs the C loop: it is built, and
     ``TRACEBRIDGE_PURE_WIRE`` is not set to 1 (the tests write with each path)."""
