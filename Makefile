@@ -6,7 +6,8 @@ STAMP_TF := $(VENV)/.stamp-tf
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_BENCH := $(VENV)/.stamp-bench
 # What the install builds from: an edited C loop (wire decoder, encoder) is rebuilt by the next make.
-BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c tracebridge/writers/_protowirec.c
+BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c tracebridge/writers/_protowirec.c \
+	tracebridge/analysis/run/_groupc.c
 
 .PHONY: demo check test test-onednn test-fast bench clean fuzz
 

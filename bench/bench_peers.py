@@ -18,7 +18,8 @@ of a pair alike.
 * one XSpace of 10M events (``--large-steps`` steps of the same ops, one file, one host)
   converted to ``.pftrace``: peak RSS <= 1 GB (it is read and written line by line).
 
-    python bench/bench_peers.py [--pairs 5] [--large-repeat 3] [--skip-xprof] [--json PATH]
+    python bench/bench_peers.py [--pairs 5] [--large-repeat 3] [--skip-xprof] [--parts summary,convert,large]
+                                [--json PATH]
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="steps of the large XSpace (0: skip it)")
     parser.add_argument("--large-repeat", type=int, default=3)
     parser.add_argument("--skip-xprof", action="store_true", help="leave out xprof (Python), the slowest side")
+    parser.add_argument("--parts", type=lambda text: set(text.split(",")), default={"summary", "convert", "large"},
+                        help="which comparisons to run (default: summary,convert,large)")
     parser.add_argument("--json", help="also write the result rows here (bench/targets.py)")
     args = parser.parse_args(argv)
     out_dir = os.path.join(HERE, "out")
@@ -70,9 +73,10 @@ def main(argv: list[str] | None = None) -> None:
     judged = (args.ops, args.steps) == TARGET_INPUT
     print(f"machine: {machine()}")
     print(f"input: {source} ({os.path.getsize(source) / 1e6:.1f} MB); {args.pairs} pairs, alternating")
-    rows = _summaries(source, args.pairs, judged, xprof=not args.skip_xprof)
-    rows.append(_convert(source, args.pairs, judged))
-    if args.large_steps:
+    rows = _summaries(source, args.pairs, judged, xprof=not args.skip_xprof) if "summary" in args.parts else []
+    if "convert" in args.parts:
+        rows.append(_convert(source, args.pairs, judged))
+    if args.large_steps and "large" in args.parts:
         large = xspace_profile(out_dir, args.ops, args.large_steps)
         rows.append(_large(large, args.large_repeat, (args.ops, args.large_steps) == LARGE_INPUT))
     if args.json:

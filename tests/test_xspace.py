@@ -263,3 +263,25 @@ def test_one_pass_event_columns_on_damaged_bytes(corpus):
             except wire.WireError:
                 pass
     assert accepted and refused  # both ways were taken
+
+
+def test_the_readers_field_numbers_are_the_schemas():
+    """The XSpace reader's field numbers, written out (it imports no protobuf), are those of
+    the schema tracebridge.protos builds."""
+    from tracebridge.readers.xspace import FIELD_NUMBERS
+    for message, numbers in FIELD_NUMBERS.items():
+        schema = vars(protos.field_numbers(message))
+        assert {name: schema[name] for name in vars(numbers)} == vars(numbers), message
+
+
+def test_profile_options_read_as_protobuf_reads_them():
+    from tracebridge.readers.xspace import _profile_options
+    options = protos.ProfileOptions(host_tracer_level=3, python_tracer_level=1, device_tracer_level=2,
+                                    session_id="s", repository_path="r")
+    assert _profile_options(options.SerializeToString()) == {"host_tracer_level": 3, "python_tracer_level": 1,
+                                                             "device_tracer_level": 2}
+    assert _profile_options(b"") == {"host_tracer_level": 0, "python_tracer_level": 0, "device_tracer_level": 0}
+    for damaged in (b"\x10", b"\x72\x02\xff\xfe", b"\x12\x05ab"):  # a cut varint, bad UTF-8, a cut string
+        assert _profile_options(damaged) == {"profile_options": "unreadable"}
+        with pytest.raises(Exception):
+            protos.ProfileOptions.FromString(damaged)

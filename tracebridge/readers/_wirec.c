@@ -556,8 +556,15 @@ static int walk_events(const uint8_t *data, Py_ssize_t size, const int64_t *star
                 uint64_t inner, inner_value;
                 int inner_kind;
                 const uint8_t *inner_payload;
-                if (!next_field(&q, event_end, &inner, &inner_kind, &inner_value, &inner_payload))
+                if (*q < 0x80 && (*q & 7) == VARINT && *q >= 8) {
+                    /* the usual field: a one-byte tag and a varint (metadata id, offset, duration) */
+                    inner = *q++ >> 3;
+                    inner_kind = VARINT;
+                    if (!read_varint(&q, event_end, &inner_value, 10))
+                        return 0;
+                } else if (!next_field(&q, event_end, &inner, &inner_kind, &inner_value, &inner_payload)) {
                     return 0;
+                }
                 if (inner == numbers[E_OCCURRENCES]) {
                     columns->aggregated[event] = 1;
                 } else if (inner == numbers[E_STATS]) {

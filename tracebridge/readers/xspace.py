@@ -23,10 +23,10 @@ import dataclasses
 import enum
 import re
 import struct
+import types
 
 import numpy as np
 
-from .. import protos
 from ..errors import TraceFormatError
 from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
@@ -57,14 +57,27 @@ class MemoryEvent(enum.IntEnum):
 
 _MEMORY_EVENTS = {"MemoryAllocation": MemoryEvent.ALLOCATION, "MemoryDeallocation": MemoryEvent.DEALLOCATION}
 _TASK_ENVIRONMENT = "Task Environment"
-_SPACE = protos.field_numbers("tensorflow.profiler.XSpace")
-_PLANE = protos.field_numbers("tensorflow.profiler.XPlane")
-_LINE = protos.field_numbers("tensorflow.profiler.XLine")
-_EVENT = protos.field_numbers("tensorflow.profiler.XEvent")
-_STAT = protos.field_numbers("tensorflow.profiler.XStat")
-_EVENT_METADATA = protos.field_numbers("tensorflow.profiler.XEventMetadata")
-_STAT_METADATA = protos.field_numbers("tensorflow.profiler.XStatMetadata")
-_MAP_ENTRY = protos.field_numbers("tensorflow.profiler.XPlane.EventMetadataEntry")  # every map's: key, value
+# Field numbers of the schema (tracebridge.protos: xplane.proto and ProfileOptions), facts of
+# the format written out, so that reading an XSpace imports no protobuf (its import and
+# descriptor pool are a tenth of a summary's fixed cost); tests/test_xspace.py checks them
+# against the schema's descriptors.
+_SPACE = types.SimpleNamespace(planes=1, errors=2, warnings=3, hostnames=4)
+_PLANE = types.SimpleNamespace(id=1, name=2, lines=3, event_metadata=4, stat_metadata=5, stats=6)
+_LINE = types.SimpleNamespace(id=1, display_id=10, name=2, display_name=11, timestamp_ns=3, duration_ps=9, events=4)
+_EVENT = types.SimpleNamespace(metadata_id=1, offset_ps=2, num_occurrences=5, duration_ps=3, stats=4)
+_STAT = types.SimpleNamespace(metadata_id=1, double_value=2, uint64_value=3, int64_value=4, str_value=5,
+                              bytes_value=6, ref_value=7)
+_EVENT_METADATA = types.SimpleNamespace(id=1, name=2, display_name=4, metadata=3, stats=5, child_id=6)
+_STAT_METADATA = types.SimpleNamespace(id=1, name=2, description=3)
+_MAP_ENTRY = types.SimpleNamespace(key=1, value=2)  # every map's entry: key, value
+_PROFILE_OPTIONS = types.SimpleNamespace(host_tracer_level=2, device_tracer_level=3, python_tracer_level=4,
+                                         repository_path=10, session_id=14, override_hostname=15)
+FIELD_NUMBERS = {"tensorflow.profiler.XSpace": _SPACE, "tensorflow.profiler.XPlane": _PLANE,
+                 "tensorflow.profiler.XLine": _LINE, "tensorflow.profiler.XEvent": _EVENT,
+                 "tensorflow.profiler.XStat": _STAT, "tensorflow.profiler.XEventMetadata": _EVENT_METADATA,
+                 "tensorflow.profiler.XStatMetadata": _STAT_METADATA,
+                 "tensorflow.profiler.XPlane.EventMetadataEntry": _MAP_ENTRY,
+                 "tensorflow.ProfileOptions": _PROFILE_OPTIONS}
 # XStat value fields: number -> kind
 _STAT_VALUES = {_STAT.double_value: "double", _STAT.uint64_value: "uint64", _STAT.int64_value: "int64",
                 _STAT.str_value: "str", _STAT.bytes_value: "bytes", _STAT.ref_value: "ref"}
@@ -206,6 +219,7 @@ class _Events:
     duration_ps: np.ndarray | None
     aggregated: np.ndarray
     stats: dict[str, tuple[list, list]]
+    _runs: list | None = None
 
     @property
     def n_lines(self) -> int:
@@ -214,6 +228,12 @@ class _Events:
     @property
     def count(self) -> int:
         return len(self.line)
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """``(line, first event, end)`` of each line's run of events (:func:`_line_runs`), once."""
+        if self._runs is None:
+            self._runs = _line_runs(self.line)
+        return self._runs
 
     def plane_of_event(self) -> np.ndarray:
         """The plane of each event (a gather of 3M rows: only where XLA needs it)."""
@@ -384,7 +404,8 @@ def _add_lanes(builder: TraceBuilder, planes: list[_Plane], host: str | None,
     # Task Environment holds the run's settings, and /host:metadata (when it has no events, as
     # TF and JAX write it) the HLO of its XLA modules: facts about the run, not devices.
     line_owner, n_lines = ev.line_owner, ev.n_lines
-    has_events = np.bincount(ev.line, minlength=n_lines) > 0
+    has_events = np.zeros(n_lines, dtype=bool)
+    has_events[[line for line, _, _ in ev.runs()]] = True
     facts = {p for p, plane in enumerate(planes) if plane.name == _TASK_ENVIRONMENT
              or (plane.name == METADATA_PLANE and not has_events[line_owner == p].any())}
     plane_device = {p: -1 for p in range(len(planes)) if p not in facts}
@@ -426,7 +447,7 @@ def _event_clocks(ev: _Events, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
         start_ns += line_start[0] if len(line_start) else 0
         end_ns += line_start[0] if len(line_start) else 0
     else:
-        for line, lo, hi in _line_runs(ev.line):
+        for line, lo, hi in ev.runs():
             start_ns[lo:hi] += line_start[line]
             end_ns[lo:hi] += line_start[line]
     return start_ns, end_ns
@@ -443,12 +464,18 @@ def _line_runs(event_line: np.ndarray) -> list[tuple[int, int, int]]:
     return [(line, lo, hi) for line, lo, hi in zip(lines, bounds[:-1], bounds[1:])]
 
 
-def _per_event(per_line: np.ndarray, event_line: np.ndarray, dtype) -> np.ndarray:
-    """``per_line[event_line]`` as ``dtype``, filled a line's run of events at a time."""
-    out = np.empty(len(event_line), dtype=dtype)
-    for line, lo, hi in _line_runs(event_line):
+def _per_event(per_line: np.ndarray, runs: list[tuple[int, int, int]], dtype) -> np.ndarray:
+    """``per_line[line]`` of each event as ``dtype``, filled a line's run of events at a time."""
+    out = np.empty(runs[-1][2] if runs else 0, dtype=dtype)
+    for line, lo, hi in runs:
         out[lo:hi] = per_line[line]
     return out
+
+
+def _events_of(lines: np.ndarray, runs: list[tuple[int, int, int]]) -> np.ndarray:
+    """The events of the lines where ``lines`` is True, in order."""
+    chosen = [np.arange(lo, hi) for line, lo, hi in runs if lines[line]]
+    return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
 
 
 def _op_of_event(rows: np.ndarray | None, count: int, first_op: int) -> np.ndarray:
@@ -475,7 +502,7 @@ def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Even
         spread_metadata_stats([plane.event_stats for plane in planes], stats, ev.plane_of_event(), metadata_id,
                               [{} if plane.name.startswith("/host:") else
                                {i: shown or name for i, (name, shown) in plane.events.items()} for plane in planes])
-    row_of_kind = _kind_rows(ev.line_owner, event_line, metadata_id, pairs)  # -1: metadata not found
+    row_of_kind = _kind_rows(ev.line_owner, ev.runs(), metadata_id, pairs)  # -1: metadata not found
     del metadata_id
     known = row_of_kind >= 0
     # The last row stands for unknown metadata (-1 indexes it). Each column is gathered
@@ -485,7 +512,7 @@ def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Even
         table[:, k].astype(dtype)[row_of_kind]
         for k, dtype in enumerate((np.int32, np.int32, np.uint8, np.uint8, np.int32)))
     del row_of_kind
-    device_of_event = _per_event(device_of_line, event_line, np.int32)
+    device_of_event = _per_event(device_of_line, ev.runs(), np.int32)
     mark_eager_ops(builder.strings, stats, category, name_id, type_id, kernel_id, start_ns)
     _link_device_events(builder, stats, category, name_id, type_id)
     if hlo_map is not None:
@@ -494,8 +521,9 @@ def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Even
     _link_by_correlation(stats, category, name_id, type_id, kernel_id, event_line, start_ns, end_ns)
     _device_clock_durations(stats, category, start_ns, end_ns)
     derived = _derived_lines(planes, ev.line_owner, ev.line_names)
-    if derived.any():
-        category[derived[event_line]] = Category.DERIVED
+    for line, lo, hi in ev.runs() if derived.any() else ():
+        if derived[line]:
+            category[lo:hi] = Category.DERIVED
     if np.array_equal(kernel_id, type_id):  # host ops: their kernel is their type (one column, not two)
         kernel_id = type_id
     return _Columns(known=known, name_id=name_id, type_id=type_id, category=category, memory_event=memory_event,
@@ -524,12 +552,12 @@ def _add_rows(builder: TraceBuilder, planes: list[_Plane], ev: _Events, c: _Colu
     # Steps are known before the rows are added: the step column goes in with them
     # (int32, one per event), not as a later update of 3M rows and their temporaries.
     step_of_event = add_steps(builder, stats, keep, start_ns, end_ns, c.name_id, device_of_event,
-                               np.flatnonzero(_step_lines(planes, ev.line_owner, ev.line_names)[event_line]))
+                               _events_of(_step_lines(planes, ev.line_owner, ev.line_names), ev.runs()))
     builder.extend("ops", name=kept(c.name_id), op_type=type_column,
                    kernel=type_column if c.kernel_id is c.type_id else kept(c.kernel_id),
                    start_ns=start_column, end_ns=end_column, op_start_ns=start_column,
                    op_end_ns=end_column, device=device_column,
-                   lane=_per_event(lane_of_line, event_line, np.int32) if every else
+                   lane=_per_event(lane_of_line, ev.runs(), np.int32) if every else
                    lane_of_line.astype(np.int32)[event_line[rows]],
                    step=kept(step_of_event), block=device_column, flags=flags,
                    category=kept(category))
@@ -674,7 +702,7 @@ def _stats_named(raw: bytes, starts, ends, planes, plane_of_stat, wanted: frozen
     return keep
 
 
-def _kind_rows(line_owner: np.ndarray, event_line: np.ndarray, metadata_id: np.ndarray,
+def _kind_rows(line_owner: np.ndarray, runs: list[tuple[int, int, int]], metadata_id: np.ndarray,
                pairs: list[tuple[int, int]]) -> np.ndarray:
     """For each event, the index in ``pairs`` (sorted ``(plane, metadata id)``) of its
     metadata, or -1; ``metadata_id`` is used up (overwritten). TF numbers metadata from 1
@@ -695,11 +723,13 @@ def _kind_rows(line_owner: np.ndarray, event_line: np.ndarray, metadata_id: np.n
         column = metadata_id
         np.putmask(column, (column < 0) | (column >= width - 1), -1)
         column += 1
-        for line, lo, hi in _line_runs(event_line):
+        for line, lo, hi in runs:
             if line_owner[line]:
                 column[lo:hi] += int(line_owner[line]) * width
         return lookup[column]
-    event_plane = line_owner.astype(np.int64)[event_line]
+    event_plane = np.empty(len(metadata_id), dtype=np.int64)
+    for line, lo, hi in runs:
+        event_plane[lo:hi] = line_owner[line]
     # Ranks keep keys within int64 whatever the ids; a key sorts as its pair does.
     distinct, rank = np.unique(np.concatenate([metadata_id, kind_ids]), return_inverse=True)
     rank = rank.ravel()
@@ -939,11 +969,18 @@ def _text(value) -> str:
 
 
 def _profile_options(data: bytes) -> dict:
-    """The levels the profiler really applied (ProfileOptions on the Task Environment plane)."""
+    """The levels the profiler really applied (ProfileOptions on the Task Environment plane),
+    read as protobuf's parser reads them (uint32 levels, the last of a repeated field; UTF-8
+    strings, or the message is refused)."""
     try:
-        options = protos.ProfileOptions.FromString(data)
-    except Exception:  # a damaged options blob must not sink the whole trace
+        fields = decode(data, [0], [len(data)])
+        for number in (_PROFILE_OPTIONS.repository_path, _PROFILE_OPTIONS.session_id,
+                       _PROFILE_OPTIONS.override_hostname):
+            _, starts, ends = fields.spans(number)
+            for start, end in zip(starts.tolist(), ends.tolist()):
+                data[start:end].decode("utf-8")
+        levels = {key: int(fields.scalar(getattr(_PROFILE_OPTIONS, key), 1, np.uint64)[0]) & 0xFFFF_FFFF
+                  for key in ("host_tracer_level", "python_tracer_level", "device_tracer_level")}
+    except (WireError, UnicodeDecodeError):  # a damaged options blob must not sink the whole trace
         return {"profile_options": "unreadable"}
-    return {"host_tracer_level": options.host_tracer_level,
-            "python_tracer_level": options.python_tracer_level,
-            "device_tracer_level": options.device_tracer_level}
+    return levels

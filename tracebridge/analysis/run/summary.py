@@ -7,6 +7,7 @@ ops costs milliseconds, not a Python loop.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +19,11 @@ from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms, plural
 from ..common.xla import hlo_rows
+
+try:  # the per-key totals as one C loop (setup.py builds it where a C compiler is found)
+    from . import _groupc
+except ImportError:
+    _groupc = None
 
 
 @dataclass(frozen=True)
@@ -211,28 +217,30 @@ def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: 
     time), and device and host time over all of the key's rows (``device_ns`` None: none)."""
     if not len(keys):
         return []
-    unique, inverse = _distinct(keys)
+    if keys.dtype.kind in "iu" and int(keys.min()) >= 0 and int(keys.max()) < 4 * len(keys) + 1024:
+        # Small non-negative ids (string ids, device numbers): the keys index the sums
+        # themselves, compacted to the keys that occur at the end (no sort, no inverse).
+        unique, index, size = None, keys, int(keys.max()) + 1
+    else:
+        unique, index = np.unique(keys, return_inverse=True)
+        index, size = index.ravel(), len(unique)
 
-    def totals(weights: np.ndarray) -> np.ndarray:
-        # Exact int64 sums (a weighted bincount would sum float64 copies of the rows).
-        out = np.zeros(len(unique), dtype=np.int64)
-        np.add.at(out, inverse, weights)
-        return out
-
-    # Each sum over 3M rows is a pass: the ones whose answer is known (every row
-    # counted, no device rows, host time as the basis) are skipped.
     every_row = bool(counted.all())
-    count = np.bincount(inverse, minlength=len(unique)) if every_row else totals(counted)
-    sums = totals(basis)
-    devices = totals(device_ns) if device_ns is not None else np.zeros(len(unique), dtype=np.int64)
-    hosts = sums if host_ns is basis else totals(host_ns)
-    lows = np.full(len(unique), np.iinfo(np.int64).max)
-    highs = np.zeros(len(unique), dtype=np.int64)
-    if not every_row:
-        inverse, basis = inverse[counted], basis[counted]
-    np.minimum.at(lows, inverse, basis)
-    np.maximum.at(highs, inverse, basis)
+    hosts_are_sums = host_ns is basis
+    if _groupc is not None and os.environ.get("TRACEBRIDGE_PURE_WIRE") != "1":  # one pass over the rows
+        occurring, count, sums, hosts, devices, lows, highs = (np.frombuffer(column, dtype=np.int64) for column in
+                                                               _groupc.totals(
+            index, size, np.ascontiguousarray(basis, dtype=np.int64), None if every_row else counted,
+            None if hosts_are_sums else np.ascontiguousarray(host_ns, dtype=np.int64),
+            None if device_ns is None else np.ascontiguousarray(device_ns, dtype=np.int64)))
+    else:
+        occurring, count, sums, hosts, devices, lows, highs = _totals_numpy(index, size, basis, counted, every_row,
+                                                                            host_ns, device_ns)
     lows[count == 0] = 0
+    if unique is None:
+        unique = np.flatnonzero(occurring)
+        count, sums, devices, lows, highs = count[unique], sums[unique], devices[unique], lows[unique], highs[unique]
+        hosts = sums if hosts_are_sums else hosts[unique]
     order = np.lexsort((unique, -hosts, -sums))
     if top is not None:
         order = order[:top]
@@ -242,19 +250,30 @@ def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: 
              "device_ns": int(devices[i]), "host_ns": int(hosts[i])} for i in order.tolist()]
 
 
-def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_inverse=True)``; keys that are small non-negative ids
-    (string ids, device numbers) are counted instead of sorted, in one pass."""
-    if keys.dtype.kind in "iu" and int(keys.min()) >= 0 and int(keys.max()) < 4 * len(keys) + 1024:
-        # which keys occur, without bincount's int64 copy of 3M keys
-        seen = np.zeros(int(keys.max()) + 1, dtype=bool)
-        seen[keys] = True
-        present = np.flatnonzero(seen)
-        rank = np.zeros(len(seen), dtype=np.int64)
-        rank[present] = np.arange(len(present))
-        return present, rank[keys]
-    unique, inverse = np.unique(keys, return_inverse=True)
-    return unique, inverse.ravel()
+def _totals_numpy(index: np.ndarray, size: int, basis: np.ndarray, counted: np.ndarray, every_row: bool,
+                  host_ns: np.ndarray, device_ns: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """``_groupc.totals`` with numpy: per key, its rows, its counted rows, the sums of the
+    basis, host and device time, and the least and greatest basis of its counted rows."""
+    def totals(weights: np.ndarray) -> np.ndarray:
+        # Exact int64 sums (a weighted bincount would sum float64 copies of the rows).
+        out = np.zeros(size, dtype=np.int64)
+        np.add.at(out, index, weights)
+        return out
+
+    # Each sum over 3M rows is a pass: the ones whose answer is known (every row
+    # counted, no device rows, host time as the basis) are skipped.
+    occurring = np.bincount(index, minlength=size)
+    count = occurring if every_row else totals(counted)
+    sums = totals(basis)
+    devices = totals(device_ns) if device_ns is not None else np.zeros(size, dtype=np.int64)
+    hosts = sums if host_ns is basis else totals(host_ns)
+    lows = np.full(size, np.iinfo(np.int64).max)
+    highs = np.zeros(size, dtype=np.int64)
+    if not every_row:
+        index, basis = index[counted], basis[counted]
+    np.minimum.at(lows, index, basis)
+    np.maximum.at(highs, index, basis)
+    return occurring, count, sums, hosts, devices, lows, highs
 
 
 def _kernels(trace: Trace, device: np.ndarray, device_time: np.ndarray, top: int | None) -> list[dict]:
