@@ -29,7 +29,7 @@ NONE_SELECTED_OK := || test $$? -eq 5
 # Tests whose results depend on the TensorFlow build (kernel names, fusions, the allocator):
 # captures, what is read from them, round trips and compare. `make test` runs the whole
 # suite without oneDNN (or as TF_ENABLE_ONEDNN_OPTS says, when it is set), then these
-# TF-marked tests again with oneDNN (README: "TF builds").
+# TF-marked tests again with oneDNN (docs/reading.md: "TF builds").
 BUILD_TESTS := tests/test_capture_session.py tests/test_capture_tf2.py tests/test_readers.py \
 	tests/test_roundtrip.py tests/test_tensorboard.py tests/test_compare.py tests/test_compare_models.py \
 	tests/test_demo.py tests/test_cli.py tests/test_compat_session.py tests/test_compat_timeline.py \

@@ -240,7 +240,7 @@ def tf():
 class TFBuild:
     """What the running TensorFlow computes with. tensorflow-cpu 2.21 turns oneDNN on by
     default only on some CPUs (AVX-512 ones), and ``TF_ENABLE_ONEDNN_OPTS=0``/``=1`` switches
-    it on any x86 machine. Kernel names, fusions and the allocator's name follow it (README:
+    it on any x86 machine. Kernel names, fusions and the allocator's name follow it (docs/reading.md:
     "TF builds"), so tests ask this object instead of naming kernels."""
 
     onednn: bool

@@ -23,7 +23,7 @@ ROOM_IMPORTS = {
     # the parts every question shares: PerSide, kernels, tables, XLA rows, shift, thresholds
     "common": set(),
     # what one run is: summary, doctor, memory
-    "run": {"common"},
+    "run": {"common", "graphs"},  # info lists the layers of a recorded graph
     # how two recorded graphs correspond (it may import common; today it needs nothing)
     "graphs": set(),
     # how two runs differ: reads each run's summary, doctor notes and memory, aligns graphs;

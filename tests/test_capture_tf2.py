@@ -292,6 +292,51 @@ def test_tf2_trace_to_run_metadata_for_timeline_py(mlp_step, tmp_path):
     assert names == {o.name for o in ops}
 
 
+def test_tf2_chrome_output_draws_dataflow_from_the_recorded_graph(mlp_step, tmp_path):
+    """A tf.function's capture records its graph (capture/graph_record.py): the Chrome
+    output draws its data inputs as flow arrows, as for a TF1 step (issue 34)."""
+    train_step, x, y = mlp_step
+    traced = tracebridge.trace(train_step)
+    for _ in range(2):
+        traced(x, y)
+    traced.stop()
+    from tracebridge.model.dataflow import dataflow_edges
+    trace = traced.trace
+    assert json.loads(trace.metadata["graph"])["nodes"] and trace.inputs.rows == 0
+    for path in (tmp_path / "tf2.json", tmp_path / "again.json"):
+        consumer, producer = dataflow_edges(trace)
+        names = trace.strings
+        edges = {(names[trace.ops["name"][p]], names[trace.ops["name"][c]]) for c, p in zip(consumer, producer)}
+        assert {("MatMul", "Relu"), ("Relu", "MatMul_1")} <= edges, sorted(edges)
+        assert (trace.ops["step"][consumer] == trace.ops["step"][producer]).all()
+        # an arrow where the two ends ran on different threads, as for a TF1 step (which
+        # threads the executor ran them on varies from run to run)
+        lanes = trace.ops["lane"]
+        crossing = int((lanes[consumer] != lanes[producer]).sum())
+        trace.save(path)
+        events = json.loads(path.read_text())["traceEvents"]
+        assert len([e for e in events if e.get("ph") == "s"]) >= crossing  # (and where a lane's sub-rows differ)
+        trace = tracebridge.load(path)  # the recorded graph travels in the file: its rereading draws them too
+
+
+def test_the_capture_s_memory_note_survives_its_json(mlp_step, tmp_path):
+    """No memory was recorded (no TF_CPU_ALLOCATOR_USE_BFC): the capture says so, and so do its
+    saved .json and the doctor reading it, in the capture's words (issue 34)."""
+    train_step, x, y = mlp_step
+    traced = tracebridge.trace(train_step)
+    traced(x, y)
+    traced.stop()
+    note = traced.trace.metadata["notes"]
+    assert note.startswith("no_memory_records: no memory events on /host:CPU")
+    path = tmp_path / "tf2.json"
+    traced.trace.save(path)
+    again = tracebridge.load(path)
+    assert again.metadata["notes"] == note
+    problem, = [p for p in tracebridge.doctor(path).problems if p.code == "no_memory_records"]
+    assert "no memory events on /host:CPU" in problem.missing and "TF_CPU_ALLOCATOR_USE_BFC" in problem.fix
+    assert "memory=True" not in problem.fix  # writing it again with memory=True would not help
+
+
 @pytest.mark.tf  # TensorFlow in subprocesses
 def test_cpu_memory_events_need_the_allocator_variable(tmp_path):
     code = """
@@ -368,3 +413,16 @@ def test_remote_capture_dead_port_is_one_clear_error():
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and f"localhost:{port}" in lines[0]
+
+
+def test_trace_refuses_a_keras_model_and_names_the_callback(tf):
+    """``trace(model)`` used to give a ProfileTrace whose ``.fit`` then failed with an
+    AttributeError: a Keras model is refused at once, with the way to trace its fit."""
+    import keras
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with pytest.raises(TypeError, match=r"tracebridge\.keras\.TraceCallback") as refused:
+        tracebridge.trace(model, warmup=2, steps=3)
+    assert "callbacks=[TraceCallback(" in str(refused.value) and "tracebridge run" in str(refused.value)
+    traced = tracebridge.trace(lambda: model(tf.ones((1, 4))), steps=1)  # a function calling it is a step
+    traced()
+    assert len(traced.trace.steps) == 1

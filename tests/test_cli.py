@@ -17,7 +17,7 @@ def test_info(corpus):
     assert result.returncode == 0, result.stderr
     assert "847 events in all" in result.stdout and "5 steps" in result.stdout and "/gpu:0/stream:all" in result.stdout
     data = json.loads(run_cli("info", "--json", corpus / "chrome" / "ikhlestov_gpu_timeline_01.json").stdout)
-    assert data["events"] == 31 and data["ops"] == 9 and data["counted"] == "device events" and {d["kind"] for d in data["devices"]} == {"compute", "stream", "memcpy"}
+    assert data["events"] == 31 and data["ops"] == 9 and data["counted"] == "kernels" and {d["kind"] for d in data["devices"]} == {"compute", "stream", "memcpy"}
 
 
 def test_summary_formats(tf1_files):

@@ -243,7 +243,7 @@ def test_every_argument_of_every_subcommand_has_help():
     html_options = [o for a in commands["html"]._actions if a.help != argparse.SUPPRESS for o in a.option_strings]
     assert "--device" in html_options and "--device-pattern" not in html_options
     workers = next(a for a in commands["summary"]._actions if a.dest == "workers")
-    assert "Dask" in workers.help and "1, or 2" not in workers.help  # the README runs --workers 4
+    assert "Dask" in workers.help and "1, or 2" not in workers.help  # docs/reading.md runs --workers 4
 
 
 def test_unreadable_inputs_say_what_they_are(tmp_path, corpus):

@@ -80,6 +80,10 @@ CROSSINGS = {
     ("writers/html.py", "tracebridge"): "the page names the tracebridge version that wrote it (__version__)",
     ("capture/profiler.py", "analysis"): "a capture's note on missing memory events is the doctor's "
                                          "(analysis.run.doctor: one place says what is missing and why)",
+    ("capture/script.py", "formats"): "`tracebridge run` writes what it caught in the format OUT's suffix names, "
+                                      "and checks that name before the script runs (formats.output_format)",
+    ("capture/step_hooks.py", "keras"): "`tracebridge run` adds the Keras room's TraceCallback to a script's fit: "
+                                        "the one capture of fit, not a second",
 }
 
 

@@ -45,8 +45,7 @@ CASES = [
                 handle.write(trace.generate_chrome_trace_format())
         """, """
         import tensorflow as tf
-        from tracebridge.compat import timeline
-        import tracebridge.compat
+        from tracebridge.compat import run_traced, timeline
         tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
         x = tf.compat.v1.random_normal([1000, 1000])
@@ -56,7 +55,7 @@ CASES = [
         run_metadata = tf.compat.v1.RunMetadata()
 
         with tf.compat.v1.Session() as sess:
-            tracebridge.compat.run_traced(sess, z, options=run_options, run_metadata=run_metadata)
+            run_traced(sess, z, options=run_options, run_metadata=run_metadata)
             trace = timeline.Timeline(run_metadata.step_stats)
             with open("timeline.json", "w") as handle:
                 handle.write(trace.generate_chrome_trace_format())
@@ -72,14 +71,13 @@ CASES = [
         text = tl.Timeline(md.step_stats).generate_chrome_trace_format(show_memory=True)
         """, """
         import tensorflow.compat.v1 as tf
-        from tracebridge.compat import timeline as tl
-        import tracebridge.compat
+        from tracebridge.compat import run_traced, timeline as tl
         tf.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
         z = tf.constant(1.0) + 2.0
         md = tf.RunMetadata()
         sess = tf.Session()
-        tracebridge.compat.run_traced(sess, z, None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), md)
+        run_traced(sess, z, None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), md)
         text = tl.Timeline(md.step_stats).generate_chrome_trace_format(show_memory=True)
         """),
     ("timeline_imported_three_ways", """
@@ -525,11 +523,51 @@ def test_comments_strings_and_formatting_are_kept():
                  "   # random_normal is TF1-only",
                  'LABEL = "tf.random_normal stays in strings"',
                  "y = tf.matmul( x , x )  # odd spacing stays",
-                 "tracebridge.compat.run_traced(sess, y,\n"
-                 "                                    options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),  # trace it\n"
-                 "                                    run_metadata=md)"):  # continuation lines keep their alignment
+                 "run_traced(sess, y,\n"
+                 "           options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),  # trace it\n"
+                 "           run_metadata=md)"):  # continuation lines stay aligned after the parenthesis
         assert kept in code
     compile(code, "<migrated>", "exec")
+
+
+def test_a_traced_run_reads_as_a_user_would_write_it():
+    """Issue 34: continuation lines align under the first argument after the new call's
+    parenthesis (not 6 columns past it, under the argument that was first before); one
+    import of tracebridge.compat, not a second ``import tracebridge.compat`` after ``from
+    tracebridge.compat import timeline``; and ``tf.data.Dataset``, which TF 2 has and runs
+    in graph mode too, is left as TF2 code."""
+    before = _code("""
+        import tensorflow as tf
+        from tensorflow.python.client import timeline
+
+        dataset = tf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0]).batch(1)
+        value = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+        train_op = value * 2.0
+        sess = tf.Session()
+        run_options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+        run_metadata = tf.RunMetadata()
+        sess.run(train_op,
+                 options=run_options,
+                 run_metadata=run_metadata)
+        tl = timeline.Timeline(run_metadata.step_stats)
+        """)
+    code = migrate_source(before).code
+    lines = code.splitlines()
+    call = next(i for i, line in enumerate(lines) if "run_traced(sess, train_op," in line)
+    column = lines[call].index("(") + 1
+    assert lines[call + 1] == " " * column + "options=run_options,", code
+    assert lines[call + 2] == " " * column + "run_metadata=run_metadata)", code
+    assert [line for line in lines if "tracebridge" in line and "import" in line] == \
+        ["from tracebridge.compat import run_traced, timeline"], code
+    assert "dataset = tf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0]).batch(1)" in code
+    assert "compat.v1.data.Dataset" not in code
+    compile(code, "<migrated>", "exec")
+    assert not migrate_source(code).changed  # stable
+    # TF1's own Dataset methods, which TF 2's Dataset lacks, are named with their replacement
+    legacy = migrate_source(before.replace("tf.compat.v1.data.make_one_shot_iterator(dataset)",
+                                           "dataset.make_one_shot_iterator()"))
+    assert any("dataset.make_one_shot_iterator() is TF1's Dataset method" in message and
+               "tf.compat.v1.data.make_one_shot_iterator(dataset)" in message for _, message in legacy.report)
 
 
 def _notebook(*cells: tuple[str, str]) -> str:
@@ -566,12 +604,11 @@ def test_notebook_cells_resolve_across_cells_and_keep_magics(tmp_path):
     assert cells[1] == _code("""
         %matplotlib inline
         import tensorflow as tf
-        from tracebridge.compat import timeline as tl
-        import tracebridge.compat
+        from tracebridge.compat import run_traced, timeline as tl
         tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
         """)
     assert cells[2] == "x = tf.compat.v1.random_normal([10, 10])\nmd = tf.compat.v1.RunMetadata()\n"
-    assert "tracebridge.compat.run_traced(sess, tf.matmul(x, x), options=tf.compat.v1.RunOptions(" in cells[3]
+    assert "run_traced(sess, tf.matmul(x, x), options=tf.compat.v1.RunOptions(" in cells[3]
     assert "\n!ls -l\n" in cells[3]
     assert cells[4] == "print('untouched cell')\n"
     assert any(line.startswith(f"{path}: cell 4, line 2: sess.run") for line in result.report_lines())

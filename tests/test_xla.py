@@ -170,9 +170,10 @@ def test_chrome_output_names_each_kernels_instruction_and_ops(corpus, tmp_path):
 @pytest.mark.parametrize("path", [DATA / "jax_cpu_convnet.xplane.pb", "corpus:jax_h100_convnet_graphs",
                                   "corpus:jax_h100_mlp_nographs"])
 def test_chrome_output_puts_xla_events_under_their_tf_op(corpus, tmp_path, path):
-    """Above each lane of XLA thunks or kernels, a "TF ops · <lane>" thread spans each run of
-    its events that compute one TF op (as xprof's TensorFlow Ops line sits above XLA Ops);
-    a reread of the file skips those spans, derived as they are from the events."""
+    """Above each lane of XLA thunks or kernels, a "TF ops · <lane>" thread ("JAX ops · <lane>"
+    in these JAX runs) spans each run of its events that compute one TF op (as xprof's
+    TensorFlow Ops line sits above XLA Ops); a reread of the file skips those spans, derived as
+    they are from the events."""
     if isinstance(path, str):
         path = corpus / "xspace" / f"{path.removeprefix('corpus:')}.xplane.pb"
     trace = tracebridge.load(path)
@@ -197,11 +198,11 @@ def test_chrome_output_puts_xla_events_under_their_tf_op(corpus, tmp_path, path)
     # each span counts its events, and the span threads sort just above their lane
     assert sum(s["args"]["xla_events"] for group in spans.values() for s in group) == len(linked)
     for (pid, tid), name in threads.items():
-        if name.startswith("TF ops · "):
+        if name.startswith("JAX ops · "):
             lane_tid = next(t for (p, t), n in threads.items() if p == pid and n == name.split(" · ", 1)[1].split(" / ")[0])
             assert order[pid, tid] < order[pid, lane_tid]
             assert not [o for (p, t), o in order.items() if p == pid and order[pid, tid] < o < order[pid, lane_tid]
-                        and not threads[p, t].startswith("TF ops · ")]
+                        and not threads[p, t].startswith("JAX ops · ")]
     assert len(tracebridge.load(out)) == len(trace)
 
 

@@ -377,3 +377,41 @@ def test_a_capture_with_hlo_saves_in_every_format_that_carries_graphs(recompilin
         again = tracebridge.load(tmp_path / name)
         found = [f for f in tracebridge.advise(again) if f.kind == "xla_compile"]
         assert found and len(found[0].evidence.steps) == len(SIZES), name
+
+
+@pytest.fixture(scope="module")
+def fit_metrics_run(tf):
+    """Keras ``fit`` under ``jit_compile=True`` with an accuracy metric: the metrics' mean is
+    a ``DivNoNan`` of their total and count, compiled into the step beside the layers."""
+    import keras
+
+    from tracebridge.keras import TraceCallback
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu", name="hidden"),
+                              keras.layers.Dense(4, name="logits")])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
+                  jit_compile=True)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(64, 16)).astype("float32"), rng.integers(0, 4, size=(64,))
+    callback = TraceCallback(warmup=2, steps=3)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0, shuffle=False)
+    return callback.trace
+
+
+def test_a_metrics_div_no_nan_is_not_grouped_with_the_layers(fit_metrics_run):
+    """XLA shares one constant among all who need it (CSE), with the metadata of one of them:
+    the metrics' ``div_no_nan`` fusion reads a zero named for the hidden layer's ``Relu``. A
+    fusion computes the ops of what it computes, not of the constants it reads, so the
+    metrics' fusion is not grouped with the layer's ops (issue 34)."""
+    from tracebridge.model.hlo import modules_of
+    from tracebridge.readers.hlo import hlo_op_map
+    hlo = hlo_op_map(modules_of(fit_metrics_run.metadata))
+    metrics = [op for module in hlo.modules for op in module.ops.values()
+               if any(op_type == "DivNoNan" for _, op_type in op.tf_ops)]
+    assert metrics
+    for op in metrics:
+        layers = [name for name, _ in op.tf_ops if "hidden" in name or "logits" in name]
+        assert not layers, (op.name, op.tf_ops)
+    # and so in the trace the comparison reads: no linked row computes both
+    for name, ops in xla_ops(fit_metrics_run).items():
+        if any("div_no_nan" in o for o in ops):
+            assert not [o for o in ops if "hidden" in o or "logits" in o], (name, ops)

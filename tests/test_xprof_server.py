@@ -18,7 +18,7 @@ from tests.conftest import free_port
 from tests.helpers.browser import browser_mark
 
 # TF1 runs from the corpus (one training step each, written by timeline.py): on CPU, and on
-# a GPU, whose kernels xprof puts in a step only through their launches (see README).
+# a GPU, whose kernels xprof puts in a step only through their launches (see docs/reading.md, "TensorBoard").
 RUNS = {"cpu": "ikhlestov_cpu_timeline_02_step_0.json", "gpu": "ikhlestov_gpu_timeline_01.json"}
 HOST = "tf1host"
 

@@ -22,10 +22,11 @@ holds the table of which room imports which and fails on any import outside it.
   it, is handed a loader (:func:`tracebridge.formats.load_host`) by its caller.
 * ``formats`` is the table above readers and writers: it picks the reader or writer for a
   path, and names writers and analyses as ``"module:function"``, imported on first use.
-* The rooms that face TensorFlow import it, by design: ``capture/`` (TF1 sessions and the
-  TF2 profiler), ``compat/`` (drop-in replacements of TF1-era APIs; they import TF inside
-  the functions that run sessions, and ``compat.timeline`` not at all), ``keras`` (the
-  callback) and ``demo``. No other room imports them.
+* The rooms that face TensorFlow import it, by design: ``capture/`` (TF1 sessions, the
+  TF2 profiler, and the hooks by which ``tracebridge run`` catches a script's steps),
+  ``compat/`` (drop-in replacements of TF1-era APIs; they import TF inside the functions
+  that run sessions, and ``compat.timeline`` not at all), ``keras`` (the callback) and
+  ``demo``. No other room imports them.
 * This module and ``cli`` are the front doors: they import any room, the TensorFlow-facing
   ones only inside the functions that capture.
 """
@@ -57,7 +58,8 @@ def trace(target=None, **options):
       see :class:`tracebridge.capture.profiler.ProfileTrace`.
 
     Options common to all: ``warmup``, ``every``, ``steps``. ``t.trace`` is the result
-    (of a TF2 capture once it has stopped: reading it stops nothing).
+    (of a TF2 capture once it has stopped: reading it stops nothing). A Keras model raises
+    ``TypeError``: trace its ``fit`` with :class:`tracebridge.keras.TraceCallback`.
     """
     from .capture import trace as _trace
     return _trace(target, **options)

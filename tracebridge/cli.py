@@ -20,7 +20,9 @@ from .options import WORKERS_VARIABLE
 def main(argv: list[str] | None = None) -> int:
     _return_large_blocks()
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # `info x.json --bogus`: the usage of info, not the top-level one
+        _command_parser(parser, getattr(args, "command", None)).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
@@ -85,20 +87,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tracebridge {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_info, _add_convert, _add_summary, _add_compare, _add_advise, _add_doctor, _add_html,
-                _add_tensorboard, _add_view, _add_capture, _add_migrate, _add_guide, _add_demo):
+                _add_tensorboard, _add_view, _add_run_script, _add_capture, _add_migrate, _add_guide, _add_demo):
         add(commands)
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (the top-level one without a subcommand)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return action.choices[name]
+    return parser
+
+
 def _command(commands, name: str, handler, help: str) -> argparse.ArgumentParser:
-    """The parser of subcommand ``name`` (its ``help`` is its line in ``tracebridge --help``, its
-    description, where it has one, in _DESCRIPTIONS) that runs ``handler``."""
-    command = commands.add_parser(name, help=help, description=_DESCRIPTIONS.get(name))
+    """The parser of subcommand ``name`` that runs ``handler``. ``help`` is its line in
+    ``tracebridge --help`` and the first sentence of ``tracebridge NAME --help``, before the
+    longer text of _DESCRIPTIONS where it has one."""
+    description = f"{help[0].upper()}{help[1:]}." + (f" {_DESCRIPTIONS[name]}" if name in _DESCRIPTIONS else "")
+    command = commands.add_parser(name, help=help, description=description)
     command.set_defaults(handler=handler)
     return command
 
 
-# The longer text of ``tracebridge COMMAND --help``, above its options, for the commands that have one.
+# The longer text of ``tracebridge COMMAND --help``, after its one line, for the commands that have one.
 _DESCRIPTIONS = {
     "summary": "A profile logdir with several hosts (or several XSpace files) is summarized host by host and "
                "merged: in this process, on a local Dask cluster (--workers N) or on an existing one "
@@ -106,17 +118,21 @@ _DESCRIPTIONS = {
     "doctor": "One line per problem, most serious first: code, what is missing, the evidence, the fix. Exit "
               "status 0: nothing wrong, or warnings only (few_steps, no_memory_records); 1: problems found; "
               "2: bad input.",
-    "view": "Open TRACE in the HTML timeline view, or with --perfetto in the Perfetto UI: the trace (converted "
-            "to .pftrace unless it is one) is served once on 127.0.0.1 and https://ui.perfetto.dev is opened on "
-            "it; the URL is printed when no browser can be started.",
-    "migrate": "Rewrite RunOptions/RunMetadata, traced session.run, timeline.Timeline, add_run_metadata, "
-               "ProfilerHook and tfvis into tracebridge calls that run under TF 2, in .py files and .ipynb "
-               "notebooks. Prints a diff unless --write or --check.",
-    "guide": "Print the migration guide's section on KIND: each finding's 'fix' names its kind (eager_ops, "
-             "retracing, host_gaps, ...). The guide ships inside the package.",
-    "demo": "Trains the same two-layer MLP as TF1 code (a tf.compat.v1.Session) and as a TF2 tf.function step, "
-            "traces a few steps of each, and writes per run a Chrome trace, the HTML timeline, RunMetadata per "
-            "step and a summary, then the comparison of the two (comparison.txt, comparison.html).",
+    "view": "With --perfetto the trace (converted to .pftrace unless it is one) is served once on 127.0.0.1 and "
+            "https://ui.perfetto.dev is opened on it; the URL is printed when no browser can be started.",
+    "migrate": "RunOptions/RunMetadata, traced session.run, timeline.Timeline, add_run_metadata, ProfilerHook and "
+               "tfvis become tracebridge calls that run under TF 2, in .py files and .ipynb notebooks. Prints a "
+               "diff unless --write or --check.",
+    "guide": "KIND is a finding's kind, as its 'fix' names it (eager_ops, retracing, host_gaps, ...). The guide "
+             "ships inside the package.",
+    "run": "The script (or -m module) runs unmodified, as Python would: its __main__, sys.argv, sys.path[0] and "
+           "exit status. The steps it makes with a TF1 session.run or MonitoredSession, Keras fit or "
+           "train_on_batch, a tf.function called in a loop, or eager code marked with "
+           "tf.profiler.experimental.Trace(name, step_num=N) are caught, the steps asked for traced, and OUT "
+           "written, also when the script fails or Ctrl-C stops it.",
+    "demo": "The model is a two-layer MLP, as TF1 code (a tf.compat.v1.Session) and as a TF2 tf.function step; "
+            "per run it writes a Chrome trace, the HTML timeline, RunMetadata per step and a summary, then the "
+            "comparison of the two (comparison.txt, comparison.html).",
 }
 
 
@@ -247,6 +263,20 @@ def _add_view(commands) -> None:
                       help="--perfetto: the local port (default 9001, the one the Perfetto UI fetches from)")
     show.add_argument("--out", metavar="FILE", help="keep the converted file here (default: a temporary file)")
     _add_filters(show)
+
+
+def _add_run_script(commands) -> None:
+    from .capture.script import DEFAULT_STEPS
+    run = _command(commands, "run", _run_script, "run a TF1 or TF2 script unmodified and trace a few of its steps")
+    run.usage = "tracebridge run [--steps A-B] [-o OUT] [--] script.py [args ...]  |  ... -m module [args ...]"
+    run.add_argument("--steps", default=DEFAULT_STEPS, metavar="A-B",
+                     help=f"the steps to trace, counted from 0 in the order the script reaches them "
+                          f"(default {DEFAULT_STEPS}: after the first steps, which trace and compile)")
+    run.add_argument("-o", "--output", metavar="OUT", help="the trace to write; its suffix names the format "
+                     "(.json, .json.gz, .pftrace, .html, .pb, .xplane.pb; default SCRIPT.trace.json)")
+    run.add_argument("-m", dest="module", action="store_true", help="run a module, as python -m does")
+    run.add_argument("script", nargs=argparse.REMAINDER, metavar="script.py [args ...]",
+                     help="the script (or with -m the module) and its arguments")
 
 
 def _add_capture(commands) -> None:
@@ -391,7 +421,7 @@ class _UsageError(TracebridgeError):
 
 def _info(args) -> int:
     from .analysis.run.summary import describe_csv, shown_metadata
-    from .analysis.common.tables import plural
+    from .analysis.common.tables import human_bytes, plural
     trace = _load(args)
     info = {**trace.info(), "notes": _notes(trace)}
     if args.json:
@@ -415,10 +445,15 @@ def _info(args) -> int:
     for device in info["devices"]:
         print(f"  {device['name']}  ({device['kind']}, {plural(device['ops'], 'event')}, "
               f"{plural(device['lanes'], 'lane')})")
+    if info["layers"]:  # the recorded graph's parameters, as compare pairs them
+        print(f"{plural(len(info['layers']), 'layer')} ({sum(x['parameters'] for x in info['layers']):,} parameters):")
+        for layer in info["layers"]:
+            shapes = ", ".join("[" + ", ".join(map(str, shape)) + "]" for shape in layer["shapes"])
+            print(f"  {layer['name']}  ({layer['parameters']:,} parameters: {shapes})")
     if info["transfers"]["count"]:
-        print(f"{info['transfers']['count']} transfers, {info['transfers']['bytes']} bytes")
+        print(f"{plural(info['transfers']['count'], 'transfer')}, {human_bytes(info['transfers']['bytes'])}")
     if info["memory"]["allocators"]:
-        peaks = ", ".join(f"{k} {v} B" for k, v in info["memory"]["allocators"].items())
+        peaks = ", ".join(f"{k} {human_bytes(v)}" for k, v in info["memory"]["allocators"].items())
         print(f"memory peaks: {peaks}")
     for note in info["notes"]:
         print(f"note: {note}")
@@ -442,16 +477,17 @@ def _convert(args) -> int:
     if target.name == "perfetto" and _streams_hosts(args):
         from .formats import save_hosts_perfetto
         hosts = save_hosts_perfetto(args.input, args.output, dataflow=not args.no_dataflow, workers=args.workers)
-        print(f"wrote {args.output} (perfetto, host by host, {hosts} hosts)")
+        print(f"wrote {args.output} (perfetto, host by host, {_plural(hosts, 'host')})")
         return 0
     trace = _load(args)
     written = save(trace, args.output, to=target.name, **options)
     if progress:
         print(file=sys.stderr)
     if len(written) > 1:
-        print(f"wrote {len(written)} files, one per step: {', '.join(written)} ({target.name}, {len(trace)} ops)")
+        print(f"wrote {len(written)} files, one per step: {', '.join(written)} ({target.name}, "
+              f"{_plural(len(trace), 'event')})")
     else:
-        print(f"wrote {args.output} ({target.name}, {len(trace)} ops, {len(trace.steps)} steps)")
+        print(f"wrote {args.output} ({target.name}, {_plural(len(trace), 'event')}, {_plural(len(trace.steps), 'step')})")
     return 0
 
 
@@ -644,8 +680,15 @@ def _html(args) -> int:
         except re.error as error:
             raise _UsageError(f"--device-pattern: bad regular expression ({error})")
     trace.to_html(args.output, device_pattern=args.device_pattern, title=args.title or _file_title(args.input))
-    print(f"wrote {args.output} ({len(trace)} ops)")
+    print(f"wrote {args.output} ({_plural(len(trace), 'event')})")
     return 0
+
+
+def _plural(count: int, word: str) -> str:
+    """``1 event``, ``3 events``: what the "wrote ..." lines count (every row: events, as a
+    trace's repr and info's "(N events in all)" say)."""
+    from .analysis.common.tables import plural
+    return plural(count, word)
 
 
 def _file_title(path: str) -> str:
@@ -668,7 +711,7 @@ def _view(args) -> int:
                                       os.path.basename(args.input).split(".")[0] + suffix)
     trace = _load(args)
     trace.save(target, to="perfetto" if args.perfetto else "html")
-    print(f"wrote {target} ({len(trace)} ops)", file=sys.stderr)
+    print(f"wrote {target} ({_plural(len(trace), 'event')})", file=sys.stderr)
     if args.perfetto:
         return 0 if serve_for_perfetto(target, port=args.port) else 1
     open_html(target)
@@ -682,6 +725,14 @@ def _tensorboard(args) -> int:
     return 0
 
 
+def _run_script(args) -> int:
+    from .capture.script import ScriptRun
+    target = args.script[1:] if args.script[:1] == ["--"] else args.script
+    if not target:
+        raise _UsageError("run: name the script to run (or -m MODULE)")
+    return ScriptRun(target[0], target[1:], module=args.module, steps=args.steps, output=args.output).run()
+
+
 def _capture(args) -> int:
     from .capture.remote import capture_remote
     from .formats import output_format, save
@@ -691,7 +742,7 @@ def _capture(args) -> int:
                            device_tracer_level=args.device_tracer_level)
     save(trace, args.output, to=target.name)
     hosts = sorted({d.host for d in trace.devices if d.host})
-    print(f"wrote {args.output} ({len(trace)} events from {len(hosts)} hosts: {', '.join(hosts)})")
+    print(f"wrote {args.output} ({_plural(len(trace), 'event')} from {_plural(len(hosts), 'host')}: {', '.join(hosts)})")
     return 0
 
 
@@ -754,7 +805,7 @@ def _progress(label: str):
         now = time.monotonic()
         if now - last[0] > 0.2 or done == total:
             last[0] = now
-            print(f"\r{label}: {done}/{total} ops ({100 * done // max(total, 1)}%)", end="",
+            print(f"\r{label}: {done}/{total} events ({100 * done // max(total, 1)}%)", end="",
                   file=sys.stderr, flush=True)
     return report
 

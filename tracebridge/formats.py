@@ -211,9 +211,31 @@ def load_host_ops(file: HostFile) -> Trace:
 
 
 def _read(fmt: Format, source: Source, parallelism: Parallelism, ops_only: bool) -> Trace:
-    if ops_only and fmt.read_ops is not None:
-        return fmt.read_ops(source, parallelism)
-    return fmt.read(source, parallelism)
+    try:
+        if ops_only and fmt.read_ops is not None:
+            return fmt.read_ops(source, parallelism)
+        return fmt.read(source, parallelism)
+    except TraceFormatError as error:
+        mangled = next((f for f in source.files if _text_converted(f.data)), None)
+        if mangled is None:
+            raise
+        count = mangled.data.count(_REPLACEMENT)
+        raise TraceFormatError(
+            f"{error.reason}; the file went through a text conversion: {count:,} times the bytes EF BF BD (U+FFFD) "
+            "stand for bytes that were not UTF-8, which are lost: copy the original as binary (git: mark it binary "
+            "in .gitattributes, e.g. '*.pb binary')",
+            path=error.path or mangled.path, where=error.where) from None
+
+
+_REPLACEMENT = "\ufffd".encode("utf-8")  # EF BF BD: what a decode with errors="replace" leaves
+
+
+def _text_converted(data: bytes) -> bool:
+    """A binary file read as UTF-8 text and written back: every byte that was not UTF-8 is
+    now U+FFFD (EF BF BD). A protobuf holds many such bytes (varints, floats); a real file
+    holds these three bytes in a row by chance rarely: in 1 of 100 of its bytes is no chance."""
+    count = data.count(_REPLACEMENT)
+    return count >= 16 and 3 * count * 100 >= len(data)
 
 
 def sniff(name: str, data: bytes) -> str:

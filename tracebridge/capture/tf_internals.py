@@ -243,3 +243,39 @@ def jit_compiled(function: Any) -> bool:
     """Whether ``function`` is a ``tf.function(jit_compile=True)``: its private
     ``_jit_compile`` (TF 2.21.0; the public API has no reader for the flag)."""
     return getattr(function, "_jit_compile", None) is True
+
+
+# --- what `tracebridge run` wraps ------------------------------------------------------------
+#
+# `tracebridge run` wraps, at class level, the calls a script's steps go through. The classes
+# are reached from public objects (no private module path is named), but which class in a
+# public class's ancestry defines a method, and the class of tf.function objects, are TF's
+# internals: verified with TF 2.21.0 and Keras 3.15.
+
+def defining_class(cls: type, name: str) -> type:
+    """The class in ``cls``'s ancestry that defines ``name``: wrapping it there covers
+    every subclass that inherits it. ``Session.run`` is ``BaseSession``'s (shared with
+    ``InteractiveSession``); ``MonitoredSession.run`` is its private base's (shared with
+    ``SingularMonitoredSession``). Verified with TF 2.21.0."""
+    for owner in cls.__mro__:
+        if name in vars(owner):
+            return owner
+    raise _missing_in_tf(f"{cls.__name__}.{name}")
+
+
+def function_class(tf) -> type:
+    """The class of ``tf.function`` objects, whose ``__call__`` every call of a traced
+    function goes through (``polymorphic_function.Function`` in TF 2.21.0), found from a
+    ``tf.function`` made here rather than by its module path."""
+    function_type = type(tf.function(lambda: None))
+    if "__call__" not in vars(function_type):
+        raise _missing_in_tf("tf.function class with its own __call__")
+    return function_type
+
+
+def silence_marker(marker: Any) -> None:
+    """Make a ``tf.profiler.experimental.Trace`` made without running its ``__init__``
+    record nothing: its ``__exit__`` and ``set_metadata`` then do nothing (``_traceme =
+    None``, what ``__init__`` sets while no profiler runs). `tracebridge run` replaces a
+    script's step marker by its capture's own this way. Verified with TF 2.21.0."""
+    marker._traceme = None

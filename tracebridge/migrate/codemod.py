@@ -38,12 +38,13 @@ from libcst.codemod import Codemod, CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
-from .names import (EAGER_SWITCHES, PROFILER_HOOKS, SESSIONS, TFTRACER_DROP_INS, TFTRACER_MISSING, api_name,
-                    deprecated_advice, is_tfprof, missing_advice, tf1_entry, tfprof_advice)
+from .names import (EAGER_SWITCHES, PROFILER_HOOKS, SESSIONS, TF1_DATASET_METHODS, TF2_KEPT, TFTRACER_DROP_INS,
+                    TFTRACER_MISSING, api_name, deprecated_advice, is_tfprof, missing_advice, tf1_entry, tfprof_advice)
 
 MARK = "# tracebridge:"
 GRAPH_COMMENT = f"{MARK} TF1 graph code runs in a graph (TF 2 executes eagerly)"
 EAGER_COMMENT = f"{MARK} the sessions below need graph mode (TF 2 executes eagerly)"
+COMPAT = "tracebridge.compat"
 REPORT = "tracebridge.migrate.report"  # context.scratch: (line, message) of every change
 MISSING = "tracebridge.migrate.missing"  # context.scratch: (line, message) of what TF 2.21 cannot run
 MISSING_PREFIX = "not in TF 2.21: "
@@ -133,6 +134,9 @@ class _Survey(cst.CSTVisitor):
         self.tfprof = False
         self.eager_off = False
         self.imports_compat = False
+        self.imports_from_compat = False  # `from tracebridge.compat import ...` among the leading imports, or one to be
+        self.tf2_dataset = False  # TF 2's tf.data.Dataset is used (left as it is: names.TF2_KEPT)
+        self._leading: set[cst.CSTNode] = set()  # the module's leading import statements
         self.tf2_use: tuple[cst.CSTNode, str] | None = None  # the first TF2 construct met, and what it is
         self.missing: list[tuple[cst.CSTNode, str]] = []     # uses TF 2.21 cannot run, with advice
         self.session_scopes: set[cst.CSTNode] = set()
@@ -205,6 +209,11 @@ class _Survey(cst.CSTVisitor):
     # scopes and graph contexts
     def visit_Module(self, node: cst.Module) -> None:
         self._scopes.append(node)
+        # The imports at the top, where LibCST's AddImportsVisitor adds a name to a from-import.
+        for index, statement in enumerate(node.body):
+            if not _is_header(statement, docstring_ok=index == 0):
+                break
+            self._leading.add(statement)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if len(self._scopes) == 1:
@@ -243,10 +252,14 @@ class _Survey(cst.CSTVisitor):
         if module is None:
             return
         target = _import_target(module)
+        at_module_level = self._statement in self._leading
+        if module == COMPAT and at_module_level:
+            self.imports_from_compat = True
         for alias in _import_names(node):
             name = _dotted(alias.name)
             if target is not None and target(name) is not None:
                 self.tf1 = True
+                self.imports_from_compat |= target(name) == COMPAT and at_module_level
             self._missing_module(node, f"{module}.{name}")
             if module == "tensorflow.compat" and name == "v1" and alias.asname is not None \
                     and self.tf_import is None and len(self._scopes) == 1:
@@ -288,6 +301,8 @@ class _Survey(cst.CSTVisitor):
             return False
         if namespace == "v2" and name in TF2_APIS and self.tf2_use is None:
             self.tf2_use = (node, f"tf.{name}")
+        if namespace == "v2" and name in TF2_KEPT:
+            self.tf2_dataset = True
         if name.startswith("keras.") and self._keras is None:
             self._keras = node
         entry = tf1_entry(name)
@@ -440,10 +455,16 @@ class _LegacyIdioms(_Pass):
 
     def _compat(self, name: str) -> cst.BaseExpression:
         """``tracebridge.compat.<name>``, for which the module needs ``import
-        tracebridge.compat`` (added after this pass unless the module has it)."""
-        if not self.survey.imports_compat:
-            AddImportsVisitor.add_needed_import(self.context, "tracebridge.compat")
-        return _expression(f"tracebridge.compat.{name}")
+        tracebridge.compat`` (added after this pass unless the module has it); or, in a
+        module that imports from tracebridge.compat (``from tracebridge.compat import
+        timeline``, as its timeline import becomes), ``<name>`` added to that import: one
+        import of tracebridge.compat, not a second one beside it."""
+        if self.survey.imports_compat or not self.survey.imports_from_compat:
+            if not self.survey.imports_compat:
+                AddImportsVisitor.add_needed_import(self.context, COMPAT)
+            return _expression(f"{COMPAT}.{name}")
+        AddImportsVisitor.add_needed_import(self.context, COMPAT, name)
+        return cst.Name(name)
 
     # where we are: statement, scope, graph context
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -531,7 +552,7 @@ class _LegacyIdioms(_Pass):
         names TF2 lacks; in graph code for names TF2 changed (for calls TF2 would read
         differently, when TF2's parameters are the first of TF1's)."""
         found = tf1_entry(name)
-        if found is None or found[0] != name:
+        if found is None or found[0] != name or name in TF2_KEPT:
             return updated
         entry = found[1]
         if not entry.missing:
@@ -554,14 +575,14 @@ class _LegacyIdioms(_Pass):
         result = self._rewritten_call(original, updated)
         if not original.args:
             return result
-        # Continuation lines aligned under the first argument move with it.
+        # Continuation lines aligned under the first argument stay aligned after the
+        # parenthesis, which moves with the call's name (an argument put first, the
+        # session of run_traced(sess, ...), does not move them further).
         empty = cst.Module([])
-        before = len(empty.code_for_node(original.func))
-        after = len(empty.code_for_node(result.func))
+        shift = len(empty.code_for_node(result.func)) - len(empty.code_for_node(original.func))
         added = len(result.args) - len(updated.args)
-        after += sum(len(empty.code_for_node(a)) + len(", ") for a in result.args[:added])
         return result.with_changes(args=[*result.args[:added],
-                                         *self._realigned(original, list(result.args[added:]), after - before)])
+                                         *self._realigned(original, list(result.args[added:]), shift)])
 
     def _realigned(self, original: cst.Call, args: list[cst.Arg], shift: int) -> list[cst.Arg]:
         if shift == 0:
@@ -593,6 +614,9 @@ class _LegacyIdioms(_Pass):
         if any(q.startswith("tracebridge") for q in _qualified(self, original.func.value)):
             return updated  # already migrated
         method = func.attr.value
+        if method in TF1_DATASET_METHODS and not original.args and self.survey.tf2_dataset:
+            self.warn_at(original, f"{_dotted(func.value) or 'dataset'}.{method}() is TF1's Dataset method, which "
+                                   f"TF 2's tf.data.Dataset lacks: {TF1_DATASET_METHODS[method]}")
         if method == "run" and any(a.star == "**" and not _is_kwargs_attribute(a.value) for a in updated.args):
             # `**tl.kwargs` is tfvis's and tftracer's own idiom, which tracebridge.compat.tfvis serves.
             self.warn_at(original, f"{_dotted(func.value) or 'session'}.run(..., **kwargs) left as it is: if the "

@@ -77,6 +77,16 @@ DEPRECATED = {
 }
 # TF1 names the generated table does not cover: a method of a class TF 2 still has.
 EXTRA_TF1_NAMES = ("data.Iterator.from_string_handle",)
+# Names TF 2 has with another class that serves TF1 graph code as well, left as TF2 code
+# (the table lists them as changed): TF 2's tf.data.Dataset builds the same pipeline in a
+# graph, and tf.compat.v1.data.make_one_shot_iterator(dataset) iterates it there. Only its
+# TF1 methods (dataset.make_one_shot_iterator()) are gone, which the report names.
+TF2_KEPT = frozenset({"data.Dataset"})
+# Methods of TF1's Dataset that TF 2's lacks, with the call that replaces each.
+TF1_DATASET_METHODS = {
+    "make_one_shot_iterator": "tf.compat.v1.data.make_one_shot_iterator(dataset)",
+    "make_initializable_iterator": "tf.compat.v1.data.make_initializable_iterator(dataset)",
+}
 # tftracer (tfvis's sibling): what has a drop-in, and what has none.
 TFTRACER_DROP_INS = {"Timeline"}
 TFTRACER_MISSING = ("tftracer's TracingServer (a live HTTP trace viewer) has no equivalent: save the "

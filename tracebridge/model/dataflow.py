@@ -3,14 +3,19 @@
 TF names an op's inputs by the producer's name (``x``, ``x:1`` for its second output,
 ``^x`` for a control input); the Chrome writer draws these edges as flow arrows, as
 timeline.py's ``show_dataflow`` does. The edges follow from the trace's own columns (op
-names, inputs, steps) and nothing else, so they are the model's, beside its lanes and
-devices: a writer draws them without depending on the analysis layer.
+names, inputs, steps) and, for a TF2 capture, whose XSpace records no inputs, from the
+graph the capture recorded (``metadata["graph"]``: each node's data inputs), and nothing
+else, so they are the model's, beside its lanes and devices: a writer draws them without
+depending on the analysis layer.
 """
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
+from .schema import Category
 from .trace import Trace
 
 
@@ -20,11 +25,11 @@ def dataflow_edges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     dropped as timeline.py drops them; control inputs (``^x``) carry no data.
 
     An input names its producer by text: the op whose name is the first string with
-    that text (after dropping the suffixes), looked up by (step, name)."""
+    that text (after dropping the suffixes), looked up by (step, name). A trace without
+    inputs takes them from its recorded graph (:func:`_graph_inputs`)."""
     inputs = trace.inputs
     if not inputs.rows:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
+        return _graph_inputs(trace)
     strings = trace.strings
     index = _TextIndex(strings)
     # A plain input text is a string itself: its producer name is the first string with
@@ -36,14 +41,59 @@ def dataflow_edges(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     wanted = producer_of[inputs["name"]]
     consumer = inputs["op"].astype(np.int64)
     keep = wanted >= 0
-    consumer, wanted = consumer[keep], wanted[keep]
+    return _producers(trace, consumer[keep], wanted[keep])
+
+
+def _graph_inputs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of :func:`dataflow_edges` where the inputs come from the recorded graph
+    (capture/graph_record.py: nodes ``[name, type, [data inputs], shape]``): each TF op
+    row named as a node consumes what the node's inputs name, produced by TF op rows (a
+    kernel carries its TF op's name too, but the op is the producer)."""
+    empty = np.zeros(0, dtype=np.int64)
+    text = trace.metadata.get("graph")
+    if not isinstance(text, str) or not len(trace):
+        return empty, empty
+    try:
+        nodes = json.loads(text)["nodes"]
+        pairs = [(node[0], found) for node in nodes for found in node[2]]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return empty, empty  # not a graph record: no arrows, the trace itself is fine
+    index = _TextIndex(trace.strings)
+    edges = []
+    for name, source in pairs:
+        consumer = index.get(name) if isinstance(name, str) else None
+        producer = _producer_name(source, index) if isinstance(source, str) and consumer is not None else None
+        if producer is not None:
+            edges.append((consumer, producer))
+    if not edges:
+        return empty, empty
+    edges_array = np.array(sorted(set(edges)), dtype=np.int64)
+    names, sources = edges_array[:, 0], edges_array[:, 1]
+    ops = trace.ops
+    is_op = ops["category"] == int(Category.OP)
+    rows = np.flatnonzero(is_op)
+    lo = np.searchsorted(names, ops["name"][rows], side="left")
+    counts = np.searchsorted(names, ops["name"][rows], side="right") - lo
+    consumer = np.repeat(rows, counts)
+    at = np.repeat(lo, counts) + np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return _producers(trace, consumer, sources[at], among=is_op)
+
+
+def _producers(trace: Trace, consumer: np.ndarray, wanted: np.ndarray,
+               among: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(consumer, producer)`` where the op a consumer wants (the string id of its name)
+    ran in the consumer's step: of the rows ``among`` (a mask; default all), the first of
+    that (step, name)."""
+    strings = trace.strings
     # Look producers up by (step, name): names repeat from step to step. The first op
     # of each key is the producer.
     ops = trace.ops
     width = np.int64(len(strings) + 1)
     op_keys = (ops["step"].astype(np.int64) + 1) * width + ops["name"]
+    if among is not None:  # rows that may not produce get keys no consumer looks for
+        op_keys = np.where(among, op_keys, -1 - np.arange(len(op_keys), dtype=np.int64))
     keys = (ops["step"][consumer].astype(np.int64) + 1) * width + wanted
-    if len(op_keys) and int(op_keys.max()) < 4 * len(op_keys) + 1_000_000:
+    if len(op_keys) and int(op_keys.min()) >= 0 and int(op_keys.max()) < 4 * len(op_keys) + 1_000_000:
         # a table indexed by key (one step, or few): no sort when keys are unique
         table = np.full(int(op_keys.max()) + 1, -1, dtype=np.int64)
         table[op_keys] = np.arange(len(op_keys))

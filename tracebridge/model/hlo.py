@@ -28,6 +28,36 @@ LINK_STATS = (HLO_INSTRUCTION, HLO_MODULE, TF_OPS)
 TF_OP_SPAN_CAT = "XlaTfOp"
 
 
+# JAX names each module for the function jitted (``jit_train_step``, ``jit__psum``, ``pmap_f``);
+# TF for the function or cluster it compiled (``a_inference_step_22__...``, ``cluster_0``).
+_JAX_MODULE = re.compile(r"(jit|pmap|xmap|pjit)_")
+
+
+def xla_framework(trace) -> str | None:
+    """Which framework's ops a trace's XLA events compute: ``"jax"`` when every XLA module
+    it names (``metadata["hlo_modules"]``, else its events' ``hlo_module`` stats) is JAX's,
+    ``"tf"`` when any is not, None without XLA modules. What a view calls the framework ops
+    (JAX ops, not TF ops) and what advice fits the run (jax.profiler, not tf.profiler)."""
+    names = {str(m.get("name")) for m in trace.metadata.get(HLO_MODULES) or () if isinstance(m, dict)}
+    if not names:
+        _, values = trace.event_stat(HLO_MODULE)
+        names = {trace.strings[v] for v in set(values.tolist())}
+    if not names:
+        return None
+    return "jax" if all(_JAX_MODULE.match(name) for name in names) else "tf"
+
+
+def framework_ops(trace) -> str:
+    """What the framework's ops of ``trace`` are called: "JAX ops" or "TF ops"."""
+    return "JAX ops" if xla_framework(trace) == "jax" else "TF ops"
+
+
+# An op type as TF and JAX write them: ``MatMul``, ``conv_general_dilated``, ``scatter-add``.
+_OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+ASYNC_COPY = "async copy"  # the op type of XLA's copy-start/copy-done pairs
+_ASYNC_COPIES = frozenset({"copy-start", "copy-done"})
+
+
 @dataclass(frozen=True)
 class HloOp:
     """One HLO instruction. ``op_name``/``op_type``: its own metadata (the framework op XLA
@@ -53,11 +83,17 @@ class HloOp:
 
     @property
     def row_type(self) -> str:
-        """The row's op type: the metadata's, else the op_name's last part (JAX writes no
-        op_type: ``.../conv1/conv_general_dilated``), else ``Unknown`` as xprof says."""
+        """The row's op type: the metadata's, else the op_name's last part where it names
+        an op (JAX writes no op_type: ``.../conv1/conv_general_dilated``; not a JAX
+        argument's path, ``p['block6']['conv2']['kernel']``, nor ``jit(train_step)``), else
+        for XLA's asynchronous copies (``copy-start``/``copy-done``, a TPU's transfers
+        between memories) :data:`ASYNC_COPY`, else ``Unknown`` as xprof says."""
         if self.op_type:
             return self.op_type
-        return self.op_name.rsplit("/", 1)[-1] if self.op_name else "Unknown"
+        last = self.op_name.rsplit("/", 1)[-1]
+        if _OP_TYPE.fullmatch(last):
+            return last
+        return ASYNC_COPY if self.opcode in _ASYNC_COPIES else "Unknown"
 
     @property
     def fused(self) -> bool:

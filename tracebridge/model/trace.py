@@ -315,8 +315,9 @@ class Trace:
         return _installed().info(self)
 
     def __repr__(self) -> str:
-        return (f"<Trace {self.source_format}: {len(self)} ops, {len(self.steps)} steps, "
-                f"{len(self.devices)} devices>")
+        """Every row counted, as events (``tracebridge info`` says how many are TF ops or kernels)."""
+        counts = ((len(self), "event"), (len(self.steps), "step"), (len(self.devices), "device"))
+        return f"<Trace {self.source_format}: " + ", ".join(f"{n} {word}{'s' * (n != 1)}" for n, word in counts) + ">"
 
     def __eq__(self, other: object) -> bool:
         """Same devices, lanes, steps and the same rows in every table (strings compared

@@ -65,7 +65,9 @@ def read_chrome(document, path=None) -> Trace:
     metadata = {"source_format": "chrome", "chrome_writer": "tracebridge" if ours else "timeline.py"}
     if isinstance(other.get(STEP_INPUTS), str):  # the input shapes of traced calls (capture/profiler.py)
         metadata[STEP_INPUTS] = other[STEP_INPUTS]
-    for key in ("tf_version", "host", "graph"):  # graph: the recorded graph (capture/graph_record.py)
+    # graph: the recorded graph (capture/graph_record.py); notes: what the capture noted (no
+    # memory recorded, a profiler that failed to stop), which the file's doctor repeats
+    for key in ("tf_version", "host", "graph", "notes"):
         if isinstance(other.get(key), str):
             metadata[key] = other[key]
     modules = hlo_modules_of_text(other.get(HLO_MODULES))

@@ -90,16 +90,23 @@ def _module(raw: bytes) -> HloModule:
         for row, op_name, op_type in zip(meta_owner.tolist(), found_names, found_types):
             op_names[row], op_types[row] = op_name, op_type
     called = _repeated_ints(raw, instrs_f, count, _INSTR_CALLED)
-    # The framework ops of each computation, in instruction order (what a call computes).
+    owners = owner.tolist()
+    ids = as_signed(instrs_f.scalar(_INSTR_ID, count, np.uint64)).tolist()
+    operands = _repeated_ints(raw, instrs_f, count, _INSTR_OPERANDS)
+    # The framework ops of each computation, in instruction order (what a call computes),
+    # but for its constants: XLA makes one constant of all equal ones (CSE) and keeps one
+    # user's metadata on it, so the zero a metrics' div_no_nan fusion reads is named for a
+    # layer's Relu. A fusion computes the ops of what it computes, not of what it reads.
+    constants = _constant_rows(opcodes, owners, ids, operands)
     comp_ops: dict[str, list[tuple[str, str]]] = {}
-    for row, comp in enumerate(owner.tolist()):
-        _add_op(comp_ops.setdefault(comp_names[comp], []), op_names[row], op_types[row])
+    for row, comp in enumerate(owners):
+        ops = comp_ops.setdefault(comp_names[comp], [])
+        if row not in constants:
+            _add_op(ops, op_names[row], op_types[row])
     tf_ops = [_tf_ops(op_names[row], op_types[row], tuple(comp_name_of.get(c, str(c)) for c in called[row]),
                       comp_ops) for row in range(count)]
     if any(not ops for ops in tf_ops):
-        _consumer_ops(tf_ops, op_names, op_types, opcodes, owner.tolist(), called, comp_ids,
-                      as_signed(instrs_f.scalar(_INSTR_ID, count, np.uint64)).tolist(),
-                      _repeated_ints(raw, instrs_f, count, _INSTR_OPERANDS),
+        _consumer_ops(tf_ops, op_names, op_types, opcodes, owners, called, comp_ids, ids, operands,
                       instrs_f.scalar(_INSTR_PARAMETER_NUMBER, count).tolist())
     for row in range(count):
         callees = tuple(comp_name_of.get(c, str(c)) for c in called[row])
@@ -109,6 +116,23 @@ def _module(raw: bytes) -> HloModule:
     for op in module.ops.values():
         module.by_kernel_name.setdefault(kernel_safe(op.name), op)
     return module
+
+
+# Instructions that only reshape or spread what they are given: a constant through them stays one.
+_CONSTANT_PRESERVING = frozenset({"broadcast", "reshape", "bitcast", "convert", "copy", "transpose"})
+
+
+def _constant_rows(opcodes: list[str], owner: list[int], ids: list[int], operands: list[list[int]]) -> set[int]:
+    """The rows that hold a constant: ``constant`` instructions, and those of
+    :data:`_CONSTANT_PRESERVING` whose operands all do (a broadcast zero). Operands come
+    before their users in a computation (XLA writes instructions in post order)."""
+    found: set[int] = set()
+    row_of_id = {(owner[row], ids[row]): row for row in range(len(ids))}
+    for row, opcode in enumerate(opcodes):
+        if opcode == "constant" or opcode in _CONSTANT_PRESERVING and operands[row] and all(
+                row_of_id.get((owner[row], operand)) in found for operand in operands[row]):
+            found.add(row)
+    return found
 
 
 def _tf_ops(op_name: str, op_type: str, callees: tuple[str, ...],

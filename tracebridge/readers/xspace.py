@@ -57,6 +57,8 @@ class MemoryEvent(enum.IntEnum):
 
 _MEMORY_EVENTS = {"MemoryAllocation": MemoryEvent.ALLOCATION, "MemoryDeallocation": MemoryEvent.DEALLOCATION}
 _TASK_ENVIRONMENT = "Task Environment"
+# The profiler's own planes (JAX's ``/host:__ScopeRangeCallStack__``): bookkeeping, no device.
+_BOOKKEEPING_PLANE = re.compile(r"/host:__\w+__$")
 # Field numbers of the schema (tracebridge.protos: xplane.proto and ProfileOptions), facts of
 # the format written out, so that reading an XSpace imports no protobuf (its import and
 # descriptor pool are a tenth of a summary's fixed cost); tests/test_xspace.py checks them
@@ -402,12 +404,14 @@ def _add_lanes(builder: TraceBuilder, planes: list[_Plane], host: str | None,
     """Devices and lanes: one device per plane (and host), one lane per line with events;
     returns the lane and the device of each line (-1: none)."""
     # Task Environment holds the run's settings, and /host:metadata (when it has no events, as
-    # TF and JAX write it) the HLO of its XLA modules: facts about the run, not devices.
+    # TF and JAX write it) the HLO of its XLA modules: facts about the run, not devices; nor is
+    # a plane of the profiler's own bookkeeping without events.
     line_owner, n_lines = ev.line_owner, ev.n_lines
     has_events = np.zeros(n_lines, dtype=bool)
     has_events[[line for line, _, _ in ev.runs()]] = True
     facts = {p for p, plane in enumerate(planes) if plane.name == _TASK_ENVIRONMENT
-             or (plane.name == METADATA_PLANE and not has_events[line_owner == p].any())}
+             or ((plane.name == METADATA_PLANE or _BOOKKEEPING_PLANE.match(plane.name))
+                 and not has_events[line_owner == p].any())}
     plane_device = {p: -1 for p in range(len(planes)) if p not in facts}
     lane_of_line = np.full(n_lines, -1, dtype=np.int64)
     device_of_line = np.full(n_lines, -1, dtype=np.int64)

@@ -4,8 +4,8 @@ Layout: pid 0 holds step markers, pid 1 the allocator counters, and every device
 process of its own (pid 2 + device index, sorted by index) with one thread per lane
 (sorted in lane order; a line xprof derived from the device's streams is named
 ``... (derived)``) and a ``network`` thread for transfers. A lane of XLA thunks or kernels
-has a ``TF ops · <lane>`` thread sorted right above it: a span per run of its events that
-compute one TF op, as xprof shows TensorFlow Ops above XLA Ops. Op events follow TF's timeline.py (``name`` = op type, args
+has a ``TF ops · <lane>`` thread (``JAX ops · <lane>`` in a JAX run) sorted right above it: a
+span per run of its events that compute one TF op, as xprof shows TensorFlow Ops above XLA Ops. Op events follow TF's timeline.py (``name`` = op type, args
 ``name``/``op``/``input<i>``) so existing habits carry over; flow arrows link a producer
 to its consumers on other lanes or devices, as timeline.py's ``show_dataflow`` does, and
 a host launch to the kernel or copy it started.
@@ -37,7 +37,7 @@ from .._fork import ChildFailed, ForkedJob
 from ..errors import OutputError
 from ..model.accelerator import launches
 from ..model.dataflow import dataflow_edges
-from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, TF_OP_SPAN_CAT
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, TF_OP_SPAN_CAT, framework_ops
 from ..model.lanes import first_fit, op_spans
 from ..model.schema import Category
 from ..model.trace import Trace
@@ -439,6 +439,7 @@ def _tf_op_spans(trace: Trace, quoted: np.ndarray, pid: np.ndarray, tid: np.ndar
         mine = tid[(pid == device_pid) & (tid != NETWORK_TID)]
         next_tid[device_pid] = int(mine.max()) + 1 if len(mine) else 0
     events, threads = [], []
+    what = framework_ops(trace)  # "TF ops", or "JAX ops" in a JAX run
     lanes = ops["lane"][linked]
     cuts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1], True])
     for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
@@ -451,7 +452,7 @@ def _tf_op_spans(trace: Trace, quoted: np.ndarray, pid: np.ndarray, tid: np.ndar
         for k in range(int(sub.max()) + 1):
             tids.append(next_tid[device_pid])
             next_tid[device_pid] += 1
-            name = f"TF ops · {trace.lanes[lane].name}" + (f" / {k + 1}" if k else "")
+            name = f"{what} · {trace.lanes[lane].name}" + (f" / {k + 1}" if k else "")
             threads.append((device_pid, tids[-1], name, _SORT * int(local[lane]) - (int(sub.max()) + 1) + k))
         ts, ts_frac = _micros_parts(start)
         dur, dur_frac = _micros_parts(end - start)

@@ -16,9 +16,12 @@ blocks (see that module), and the comparison as one more JSON block::
     <script type="application/json" id="tb-compare" class="tracebridge-compare">
     {"format": "tracebridge-compare", "version": 1, "title": ..., "coverage": {...},
      "step_pairs": [[control, test], ...], "traces": [{"role", "source_format"}, ...],
-     "fields": [...], "rows": [[...], ...]}
+     "fields": [...], "rows": [[...], ...], "layers": [{"label", "phase", "control_total_ns",
+     "test_total_ns", "delta_ns", "rows": [row index, ...]}, ...]}
 
-``rows`` are lists in the order of ``fields`` (the comparison rows' attributes). The page
+``rows`` are lists in the order of ``fields`` (the comparison rows' attributes). ``layers``
+is the comparison's layer table (empty without recorded graphs): the diff table then lists
+the layers in the model's order, each with its op rows folded under it. The page
 script is the timeline page's plus ``html_assets/diff_view.js``, which builds the diff view
 from that block (see :mod:`.html_page`), so the safety rules are the same: all data is JSON
 with ``<``, ``>`` and ``&`` escaped, the DOM is built with ``textContent`` only, and the
@@ -83,7 +86,7 @@ def _document_parts(comparison: Any, *, title: str | None, device_pattern: str |
     title = title if title is not None else default_title(comparison)
     payloads = [
         TimelineData(trace, device_pattern=device_pattern,
-                 title=f"{role}: {trace.source_format} trace, {len(trace):,} ops")
+                 title=f"{role}: {trace.source_format} trace, {len(trace):,} events")
         for role, trace in (("control", comparison.control), ("test", comparison.test))
     ]
     yield page_head(script, title, "comparison")
@@ -110,7 +113,17 @@ def comparison_data(comparison: Any, *, title: str, names: tuple[str, str] | Non
         "findings": [_finding(f) for f in (getattr(comparison, "findings", None) or [])],
         "fields": list(ROW_FIELDS),
         "rows": [_row(row) for row in comparison.rows],
+        "layers": _layers(comparison),
     }
+
+
+def _layers(comparison: Any) -> list[dict]:
+    """The layer table (compare.layers), each layer with the indices of its op rows."""
+    index = {row.key: i for i, row in enumerate(comparison.rows)}
+    return [{"label": str(layer.label), "phase": str(layer.phase),
+             "control_total_ns": _number(layer.control_total_ns), "test_total_ns": _number(layer.test_total_ns),
+             "delta_ns": _number(layer.delta_ns), "rows": [index[key] for key in layer.rows if key in index]}
+            for layer in getattr(comparison, "layers", None) or []]
 
 
 def _finding(finding: Any) -> dict:

@@ -31,7 +31,8 @@ float64); ids use the narrowest unsigned type that holds them.
 Page order of ops: devices in trace order (only those ``device_pattern`` matches), then
 each device's compute lanes (the trace's lanes; overlapping ops of one lane are split
 into sub-rows), then its network lanes, each lane by start time. A lane of XLA kernels or
-thunks (events readers/xspace_xla.py linked to their HLO) has a "TF ops" lane above it: one
+thunks (events readers/xspace_xla.py linked to their HLO) has a "TF ops" lane ("JAX ops" in a
+JAX run) above it: one
 span per run of its events of one TF op, a page op of its own (flags bit 2), so that a
 click on the op or on one of its events highlights both. ``window.tracebridge``
 exposes a small API (see ``html_assets/start.js``; the page shell is :mod:`.html_page`).
@@ -56,8 +57,10 @@ import numpy as np
 
 from .._files import atomic_output
 from ..model.graph_outline import graph_outline
-from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS
+from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, framework_ops
+from ..model.kernel_names import demangled, short_kernel_name
 from ..model.lanes import first_fit, op_spans
+from .thread_roles import lane_labels
 from ..model.schema import NO_STEP, Category, OpFlag
 from ..model.trace import Trace
 from .html_page import page_end, page_head, page_script
@@ -109,7 +112,7 @@ def notebook_html(trace: Trace, *, height: int = 640, max_ops: int = 300_000, **
     scripts run in an opaque origin, apart from the notebook). Traces above ``max_ops``
     ops get a one-line hint instead, as the notebook would hold the whole page."""
     if len(trace) > max_ops:
-        return (f"<p>{html.escape(repr(trace))}: {len(trace):,} ops; open it with "
+        return (f"<p>{html.escape(repr(trace))}: more than {max_ops:,} events for a notebook; open it with "
                 "<code>tracebridge.writers.html.write_html(trace, 'timeline.html')</code>.</p>")
     document = html_document(trace, **options)
     return (f'<iframe sandbox="allow-scripts" style="width:100%;height:{int(height)}px;border:1px solid #ccc" '
@@ -230,7 +233,7 @@ class TimelineData:
         self.trace = trace
         self.device_ids = page_order(trace, kept)
         self.title = title if title is not None else (
-            f"{trace.source_format} trace, {len(trace):,} ops" + (f" ({device_pattern})" if device_pattern else ""))
+            f"{trace.source_format} trace, {len(trace):,} events" + (f" ({device_pattern})" if device_pattern else ""))
         self.columns: dict[str, tuple[str, np.ndarray]] = {}
         self._layout()
 
@@ -250,6 +253,7 @@ class TimelineData:
         network[trace.transfers["op"]] = True
         network = network[rows]
         xla = XlaLinks(trace)
+        framework = framework_ops(trace) if xla.any else "TF ops"  # the lane of spans above XLA events
         device = page_device[ops["device"][rows]]
         start = ops["start_ns"][rows]
         end = np.maximum(ops["end_ns"][rows], start)  # a negative duration is drawn as zero
@@ -258,6 +262,8 @@ class TimelineData:
         rows, device, start, end = rows[order], device[order], start[order], end[order]
         network, group_lane = network[order], group_lane[order]
 
+        # Host threads go by their role (TF compute 2, tf.data 1, Python), their own name on hover.
+        labels = _lane_labels(trace)
         # Runs of one (device, network, lane); overlapping ops of a run get sub-rows.
         key_change = np.flatnonzero((np.diff(device) != 0) | (np.diff(network.astype(np.int8)) != 0)
                                     | (np.diff(group_lane) != 0)) + 1 if len(rows) else np.zeros(0, np.int64)
@@ -270,10 +276,14 @@ class TimelineData:
             sub = first_fit(start[a:b], end[a:b])
             count = int(sub.max()) + 1
             is_net = bool(network[a])
+            renamed = False
             if is_net:
                 base_name = "network"
             else:
-                base_name = trace.lanes[int(group_lane[a])].name if 0 <= group_lane[a] < len(trace.lanes) else "lane"
+                known = 0 <= group_lane[a] < len(trace.lanes)
+                thread = trace.lanes[int(group_lane[a])].name if known else "lane"
+                base_name = labels[int(group_lane[a])] if known else thread
+                renamed = base_name != thread
                 if trace.ops["category"][rows[a]] == Category.DERIVED:  # xprof's lines from the streams
                     base_name += " (derived)"
                 # XLA kernels and thunks sit under their TF op: a lane of TF op spans above them
@@ -283,14 +293,15 @@ class TimelineData:
                     span_sub = first_fit(span_start, span_end)
                     span_count = int(span_sub.max()) + 1
                     for k in range(span_count):
-                        lanes.append({"device": int(device[a]), "name": "TF ops" + (f" / {k + 1}" if k else ""),
+                        lanes.append({"device": int(device[a]), "name": framework + (f" / {k + 1}" if k else ""),
                                       "network": False, "tf_ops": True})
                     spans.append((span_rows, span_start, span_end, len(lanes) - span_count + span_sub))
                     resorted = True
             for k in range(count):
                 name = (f"{base_name} {k + 1}" if is_net and count > 1 else
                         f"{base_name} / {k + 1}" if count > 1 and k else base_name)
-                lanes.append({"device": int(device[a]), "name": name, "network": is_net})
+                lanes.append({"device": int(device[a]), "name": name, "network": is_net,
+                              **({"thread": thread} if renamed else {})})
             display[a:b] = len(lanes) - count + sub
             resorted |= count > 1
         span = np.zeros(len(rows), dtype=bool)
@@ -374,6 +385,13 @@ class TimelineData:
         }
         used, remap = _used_ids(len(trace.strings), *string_columns.values())
         self.strings = [trace.strings[i] for i in used.tolist()]
+        # C++ kernel names: the short form to show, the whole (demangled) for hover
+        self.kernel_names = {}
+        for index in np.unique(remap[string_columns["kernel_id"]]).tolist():
+            name = self.strings[index]
+            short = short_kernel_name(name)
+            if short != name:
+                self.kernel_names[str(index)] = [short, demangled(name)]
         for key, ids in string_columns.items():
             self.columns[key] = _uint(remap[ids])
         self.columns["input_count"] = _uint(counts)
@@ -427,7 +445,7 @@ class TimelineData:
             metadata["graph"] = graph_outline(metadata["graph"])
         modules = trace.metadata.get(HLO_MODULES)
         if isinstance(modules, list):  # names, not the protos' base64
-            names = [str(m.get("name")) for m in modules if isinstance(m, dict)]
+            names = list(dict.fromkeys(str(m.get("name")) for m in modules if isinstance(m, dict)))  # each once
             metadata[HLO_MODULES] = f"{len(modules)} XLA module(s): " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
 
         def rows(grouped: list[dict]) -> list[dict]:
@@ -443,7 +461,8 @@ class TimelineData:
             "op_count": int(len(self.rows)), "hidden_devices": self.hidden_devices,
             "devices": devices,
             "lanes": [{"device": lane["device"], "name": lane["name"], "network": lane["network"],
-                       "first": lane["first"], **({"tf_ops": True} if lane.get("tf_ops") else {})} for lane in self.lanes],
+                       "first": lane["first"], **({"tf_ops": True} if lane.get("tf_ops") else {}),
+                       **({"thread": lane["thread"]} if "thread" in lane else {})} for lane in self.lanes],
             "span_count": int(self.span.sum()),
             "lane_end": int(len(self.rows)),
             "steps": [{"number": s.number, "name": s.name, "start": s.start_ns - self.base_ns,
@@ -453,11 +472,14 @@ class TimelineData:
             "columns": {key: {"dtype": code, "length": int(len(values))}
                         for key, (code, values) in self.columns.items()},
             "allocators": self.allocators,
+            # string index of a kernel -> [short name, whole name demangled] (model/kernel_names.py)
+            "kernel_names": self.kernel_names,
             # A click on one of these ops highlights the TF op and its kernels (their rows
             # share the op's name: the TF op that launched each kernel or copy).
             "linked_names": self._linked_names(),
             # On accelerator traces the top ops rank by device time (a TF op's kernels, once).
-            "summary": {"counted": summary.counted, "time": summary.time, "total_ns": summary.total_ns,
+            "summary": {"counted": summary.counted, "counted_as": summary.counted_as, "time": summary.time,
+                        "total_ns": summary.total_ns,
                         "op_count": summary.op_count,
                         "by_op": rows(summary.by_op), "by_type": rows(summary.by_type)},
         }
@@ -482,6 +504,18 @@ class TimelineData:
                f"{_json(meta)}</script>\n")
         for key, (text, _) in packed.items():
             yield f'<script type="application/octet-stream" id="{prefix}-{key}">{text}</script>\n'
+
+
+def _lane_labels(trace: Trace) -> list[str]:
+    """Each lane's label (:func:`~.thread_roles.lane_labels`, numbered device by device)."""
+    labels = [lane.name for lane in trace.lanes]
+    by_device: dict[int, list[int]] = {}
+    for index, lane in enumerate(trace.lanes):
+        by_device.setdefault(lane.device, []).append(index)
+    for indices in by_device.values():
+        for index, label in zip(indices, lane_labels([trace.lanes[i].name for i in indices])):
+            labels[index] = label
+    return labels
 
 
 def _pack(data: bytes) -> tuple[str, bool]:

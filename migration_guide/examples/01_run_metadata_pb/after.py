@@ -30,7 +30,7 @@ with tf.compat.v1.Session() as sess:
 
     # Run a training step with metadata capture
     _, summary = tracebridge.compat.run_traced(sess, [estimator.train_op, estimator.summary_op],
-                                                     options=run_options, run_metadata=run_metadata)
+                                               options=run_options, run_metadata=run_metadata)
 
 
     # Serialize the RunMetadata

@@ -38,7 +38,7 @@ with tf.compat.v1.Session() as sess:
     run_metadata = tf.compat.v1.RunMetadata()
 
     _, summary = tracebridge.compat.run_traced(sess, [estimator.train_op, estimator.summary_op],
-                                                     options=run_options, run_metadata=run_metadata)
+                                               options=run_options, run_metadata=run_metadata)
 
     #Create the custom summary op
     metadata_summary_op = create_metadata_summary(run_metadata)

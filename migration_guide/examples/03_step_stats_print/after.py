@@ -28,7 +28,7 @@ with tf.compat.v1.Session() as sess:
     run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     run_metadata = tf.compat.v1.RunMetadata()
     _, summary = tracebridge.compat.run_traced(sess, [estimator.train_op, estimator.summary_op],
-                                                     options=run_options, run_metadata=run_metadata)
+                                               options=run_options, run_metadata=run_metadata)
 
 #Parse the run metadata to access specific fields like the step statistics.
 step_stats = run_metadata.step_stats

@@ -5,8 +5,7 @@ One traced 1000x1000 matmul; timeline.py writes it as a Chrome trace to
 ``timeline.json``. The seed's code as it stands (only this docstring added).
 """
 import tensorflow as tf
-from tracebridge.compat import timeline
-import tracebridge.compat
+from tracebridge.compat import run_traced, timeline
 tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
 x = tf.compat.v1.random_normal([1000, 1000])
@@ -17,7 +16,7 @@ run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_T
 run_metadata = tf.compat.v1.RunMetadata()
 
 with tf.compat.v1.Session() as sess:
-    tracebridge.compat.run_traced(sess, z, options=run_options, run_metadata=run_metadata)
+    run_traced(sess, z, options=run_options, run_metadata=run_metadata)
 
     trace = timeline.Timeline(run_metadata.step_stats)
     chrome_trace = trace.generate_chrome_trace_format()

@@ -1,8 +1,7 @@
 """Idiom: the graph is built at module level; a helper, called under ``if __name__ ==
 "__main__":``, makes the session and writes the trace."""
 import tensorflow as tf
-from tracebridge.compat import timeline
-import tracebridge.compat
+from tracebridge.compat import run_traced, timeline
 tf.compat.v1.disable_eager_execution()  # tracebridge: the sessions below need graph mode (TF 2 executes eagerly)
 
 x = tf.compat.v1.placeholder(tf.float32, [None, 8], name="x")
@@ -15,8 +14,8 @@ def profile(fetch, path):
         sess.run(tf.compat.v1.global_variables_initializer())
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         run_metadata = tf.compat.v1.RunMetadata()
-        tracebridge.compat.run_traced(sess, fetch, feed_dict={x: [[1.0] * 8] * 2},
-                                            options=options, run_metadata=run_metadata)
+        run_traced(sess, fetch, feed_dict={x: [[1.0] * 8] * 2},
+                   options=options, run_metadata=run_metadata)
     with open(path, "w") as handle:
         handle.write(timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format())
 

@@ -14,7 +14,7 @@ def trace_step(fetch):
     with tf.compat.v1.Session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         tracebridge.compat.run_traced(sess, fetch, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
-                                            run_metadata=run_metadata)
+                                      run_metadata=run_metadata)
     return run_metadata
 
 

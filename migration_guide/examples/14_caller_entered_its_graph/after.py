@@ -1,8 +1,7 @@
 """Idiom: ``build_and_profile`` enters its own graph and calls ``profile_in_session``,
 which makes a session on the default graph. The file also has TF2 code."""
 import tensorflow as tf
-from tracebridge.compat import timeline
-import tracebridge.compat
+from tracebridge.compat import run_traced, timeline
 
 
 def eager_mean(values):
@@ -12,7 +11,7 @@ def eager_mean(values):
 def profile_in_session(fetch):
     sess = tf.compat.v1.Session()
     run_metadata = tf.compat.v1.RunMetadata()
-    tracebridge.compat.run_traced(sess, fetch, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
+    run_traced(sess, fetch, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
     return timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format()
 
 

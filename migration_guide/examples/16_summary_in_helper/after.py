@@ -18,7 +18,7 @@ with tf.compat.v1.Session() as sess:
     writer = tf.compat.v1.summary.FileWriter("logs", sess.graph)
     run_metadata = tf.compat.v1.RunMetadata()
     summary = tracebridge.compat.run_traced(sess, merged, feed_dict={x: [[1.0, -1.0, 2.0, 0.5]]},
-                                                  options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
+                                            options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
     tracebridge.compat.add_run_metadata(writer, run_metadata, "step_1")
     writer.add_summary(summary, 1)
     writer.close()

@@ -14,7 +14,7 @@ with tf.compat.v1.Session() as sess:
     for step in range(3):
         run_metadata = tf.compat.v1.RunMetadata()
         tracebridge.compat.run_traced(sess, train, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
-                                            run_metadata=run_metadata)
+                                      run_metadata=run_metadata)
         profiler.add_step(step, run_metadata)
     quiet = option_builder.ProfileOptionBuilder(
         option_builder.ProfileOptionBuilder.time_and_memory()).with_empty_output().build()

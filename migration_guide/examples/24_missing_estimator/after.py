@@ -11,7 +11,7 @@ def model_fn(features, labels, mode):
 
 
 def input_fn():
-    return tf.compat.v1.data.Dataset.from_tensors(({"x": tf.ones([4, 2])}, tf.ones([4, 1]))).repeat()
+    return tf.data.Dataset.from_tensors(({"x": tf.ones([4, 2])}, tf.ones([4, 1]))).repeat()
 
 
 hook = tracebridge.compat.ProfilerHook(save_steps=2, output_dir="profiles")

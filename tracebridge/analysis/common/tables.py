@@ -31,3 +31,14 @@ def ms(ns: float | None, signed: bool = False, unit: str = " ms", digits: int = 
 def plural(count: int, word: str) -> str:
     """``1 step``, ``3 steps``: a count with its noun, as the text tables say it."""
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def human_bytes(count: int) -> str:
+    """Bytes in binary units, as a reader takes them in: ``512 B``, ``3.4 KiB``, ``15.0 GiB``
+    (three significant digits at least; the exact count stays in ``--json`` and ``--csv``)."""
+    value, unit = float(count), "B"
+    for larger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024:
+            break
+        value, unit = value / 1024, larger
+    return f"{int(value)} B" if unit == "B" else f"{value:.{1 if abs(value) >= 10 else 2}f} {unit}"

@@ -57,6 +57,7 @@ import re
 
 from ...model.trace import Trace
 from .align import align_ops
+from .layers import layer_rows, map_layers
 from .names import RULE_CONFIDENCE, pair_key
 from .result import SORTS, Comparison, Finder, Row
 from .sides import chosen_time, prepare_side, self_times
@@ -67,6 +68,7 @@ from ..run.doctor import trace_notes
 from ..common.kernels import trace_kernel_family
 from ..run.memory import memory_in_use
 from ..common.shift import shift
+from ..graphs.recorded_graph import SHAPE_ONLY_OPS
 from ..graphs.structure import align_graphs
 from ..common.thresholds import DEFAULT, Thresholds
 
@@ -107,9 +109,13 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
         missing = " and ".join(name for name, side in sides.items() if not side.graph)
         notes.append(f"no graph recorded in {missing}: aligned by names and position only "
                      "(captures record the graph that ran; old files have none)")
-    pairs = align_ops(sides.control, sides.test, bool(compiled), alignment, notes)
+    layer_map = map_layers(sides.control, sides.test, alignment)
+    pairs = align_ops(sides.control, sides.test, bool(compiled), alignment, notes, layer_map)
     made = [make_row(pair, sides, limits) for pair in pairs]
     rows = [row for row, _ in made]
+    if alignment is not None and not _structure_paired_work(rows):
+        notes.append("the graphs' structure paired no op that does work (the port computes the model another "
+                     "way): rows pair by names, types and position within each layer and phase")
     add_both_times(rows, control, test)
     rows.sort(key=SORTS["change"])  # largest changes first, then the rows of one run only
     step_pairs = list(zip([s.number for s in control.steps][skipped.control:],
@@ -125,7 +131,19 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
                       groups=groups(rows, sides), memory=traces.map(memory_in_use),
                       kernels=traces.map(trace_kernel_family), time=time, rule_shares=rule_shares(pairs, sides),
                       warmup=skipped, thresholds=limits, notes=notes,
-                      find=find)
+                      layers=layer_rows(layer_map, sides, rows) if layer_map is not None else [],
+                      layer_map=layer_map, find=find)
+
+
+# Kernels that move, reshape or name data, or only run the graph: an op of these does no work
+# a user would compare. (Where the structure pairs only these, the port is shaped otherwise.)
+_NO_WORK = frozenset({*SHAPE_ONLY_OPS, "Const", "NoOp", "ReadVariableOp", "VarHandleOp", "Shape", "Fill",
+                      "Placeholder", "_Arg", "_Retval", "Pack", "ConcatOffset", "BroadcastGradientArgs"})
+
+
+def _structure_paired_work(rows: list[Row]) -> bool:
+    return any(row.rule in ("structure", "group") and row.op_type.split("+")[0] not in _NO_WORK
+               and row.median_ns.control > 0 for row in rows)
 
 
 def user_rule(text: str):

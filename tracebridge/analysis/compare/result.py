@@ -15,6 +15,7 @@ from ..run.memory import MemoryUse
 from ..common.shift import Shift
 from ..common.thresholds import DEFAULT, Thresholds
 from ..common.tables import csv_text, ms, plural
+from .layers import LayerMap, LayerRow
 
 
 # The Row fields that hold one value per run (flattened, control first, as ``control_<name>``
@@ -113,6 +114,9 @@ class Comparison:
     # each row's per-step totals on each side (by the row's key), as the findings test them
     row_steps: dict[str, PerSide[Any]] = field(default_factory=dict, repr=False, compare=False)
     notes: list[str] = field(default_factory=list)
+    # time per layer and phase (compare.layers), where both runs recorded their graphs
+    layers: list[LayerRow] = field(default_factory=list)
+    layer_map: LayerMap | None = field(default=None, repr=False, compare=False)
     # How the findings are measured (compare()'s caller hands in findings.comparison_findings):
     # the comparison sits below the findings, which read comparisons, so it does not import them.
     find: Finder | Callable[["Comparison"], Any] | None = field(default=None, repr=False, compare=False)
@@ -158,7 +162,9 @@ class Comparison:
                 "groups": self.groups.to_dict(), "memory": self.memory.to_dict(lambda m: m.peaks),
                 "kernels": self.kernels.to_dict(), "time": self.time.value,
                 "rule_shares": {rule: share.to_dict() for rule, share in self.rule_shares.items()},
-                "notes": self.notes, "headline": self.headline().to_dict()}
+                "notes": self.notes, "headline": self.headline().to_dict(),
+                "layers": [layer.to_dict() for layer in self.layers],
+                "variables": self.layer_map.variables() if self.layer_map is not None else []}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -205,6 +211,8 @@ class Comparison:
             lines.append(f"matched by rule (control/test op time): {shares}")
         lines += [f"note: {note}" for note in self.notes]
         lines += ["", self.findings.to_text()]
+        if self.layers:
+            lines += ["", *self._layer_lines()]
         lines += [
             "",
             f"{'':2}{'control':>11}{'test':>11}{'delta':>11}{'ratio':>8}{'conf':>6}  {'rule':13} op",
@@ -224,6 +232,22 @@ class Comparison:
                 shown = ", ".join(f"{r.key} ({ms(getattr(r.total_ns, side), unit='ms')})" for r in rows[:10])
                 lines.append(f"unmatched in {side}: {shown}{' ...' if len(rows) > 10 else ''}")
         return "\n".join(lines)
+
+    def _layer_lines(self, rows_per_layer: int = 3) -> list[str]:
+        """The layer table: time per step in each layer and phase, the model's order; under
+        each, the op rows that moved most of its difference (``rows_per_layer`` at most, each
+        of a tenth of it or more; the op table below has them all)."""
+        lines = ["by layer (time per step; under each layer, the op rows that moved it most):",
+                 f"{'control':>11}{'test':>11}{'delta':>11}  layer and phase"]
+        by_key = {row.key: row for row in self.rows}
+        for layer in self.layers:
+            lines.append(f"{ms(layer.control_total_ns, unit='ms'):>11}{ms(layer.test_total_ns, unit='ms'):>11}"
+                         f"{ms(layer.delta_ns, signed=True, unit='ms'):>11}  {layer.label}")
+            moved = sorted((by_key[key] for key in layer.rows if key in by_key), key=lambda r: -abs(r.delta_ns))
+            for row in moved[:rows_per_layer]:
+                if abs(row.delta_ns) >= max(0.1 * abs(layer.delta_ns), self.noise_ns):
+                    lines.append(f"{'':33}    {ms(row.delta_ns, signed=True, unit='ms')} {row.change} {row.key}")
+        return lines
 
     def _step_shift_lines(self) -> list[str]:
         """The step durations' shift and its bounds, where both runs have the steps for them."""

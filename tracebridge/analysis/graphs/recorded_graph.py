@@ -22,6 +22,7 @@ class Graph:
     producers: dict[str, tuple[str, ...]]
     consumers: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     variables: list[tuple[str, tuple, str]] = field(default_factory=list)  # (node, shape, role) in graph order
+    variable_names: dict[str, str] = field(default_factory=dict)  # variable node -> the variable's own name
 
 
 def decode_graph(metadata) -> Graph | None:
@@ -31,9 +32,12 @@ def decode_graph(metadata) -> Graph | None:
         return None
     try:
         record = json.loads(text)
-        nodes, variables = record["nodes"], record["variables"]
-    except (ValueError, KeyError, TypeError):
+        return _graph(record["nodes"], record["variables"])
+    except (ValueError, KeyError, TypeError, AttributeError):  # not a graph record: no graph
         return None
+
+
+def _graph(nodes: list, variables: dict) -> Graph:
     graph = Graph(order={}, types={}, producers={})
     for index, (name, op_type, inputs, _shape) in enumerate(nodes):
         graph.order[name] = index
@@ -54,6 +58,7 @@ def decode_graph(metadata) -> Graph | None:
             graph.consumers[producer].append(name)
     graph.variables = sorted(((name, tuple(shape or ()), _role(variable)) for name, (variable, shape)
                               in variables.items() if name in graph.order), key=lambda item: graph.order[item[0]])
+    graph.variable_names = {name: str(variable) for name, (variable, _) in variables.items() if name in graph.order}
     return graph
 
 

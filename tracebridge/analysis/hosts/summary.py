@@ -139,7 +139,8 @@ def merge_parts(parts: Sequence[HostPart], top: int | None = None) -> Summary:
     first = summaries[0]
     return Summary(
         total_ns=total, op_count=sum(s.op_count for s in summaries), counted=first.counted,
-        time=first.time, total_span_ns=span, steps=[step for s in summaries for step in s.steps],
+        time=first.time, total_span_ns=span, counted_as=first.counted_as,
+        steps=[step for s in summaries for step in s.steps],
         by_op=_rows(_by_key(summaries, "by_op"), total, top, lambda key: order[key[0]]),
         by_type=_rows(_by_key(summaries, "by_type"), total, top, lambda key: order[key[0]]),
         by_device=by_device,

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ...model.hlo import HLO_INSTRUCTION
+from ...model.hlo import HLO_INSTRUCTION, LINK_STATS, framework_ops, xla_framework
 from ...model.schema import NO_STEP, Category, OpFlag, is_eager_name, is_framework_eager_op
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms
@@ -51,6 +51,11 @@ CUPTI_EVENT_CAP = 2 * 1024 * 1024
 # (cupti_collector: "Detected GPU events dropped on <host>: ... N events dropped because R").
 _DROPPED = re.compile(r"(\d+) events dropped because ([^;.]*)")
 _MEMORY_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
+_CPU_MEMORY_FIX = f"set {_MEMORY_ENV}=true before TensorFlow starts (tracebridge.capture.enable_cpu_memory_events())"
+_GPU_MEMORY_FIX = ("keep the GPU's BFC allocator (do not set TF_GPU_ALLOCATOR=cuda_malloc_async, which records no "
+                   "allocations)")
+# A capture's own no_memory_records note, as a tracebridge .json keeps it: what is missing, the evidence.
+_CAPTURE_MEMORY_NOTE = re.compile(r"no_memory_records: ([^(]*?) \(([^()]*)\)")
 _STEP_MARKER = 'with tf.profiler.experimental.Trace("train", step_num=step, _r=1): <one training step>'
 # XSpace formats: the TF2 profiler's own files and tracebridge's TF2 capture of them.
 _XSPACE_FORMATS = ("xspace", "tf2")
@@ -156,6 +161,7 @@ def trace_notes(trace: Trace, codes: Iterable[str] | None = None) -> list[str]:
 def _empty_window(trace: Trace):
     meta = trace.metadata
     work = _work_rows(trace)
+    jax = xla_framework(trace) == "jax"
     if meta.get("runs_seen") and not meta.get("runs_traced") and not len(trace):
         yield Problem("empty_window", "no session.run was traced",
                       f"{meta['runs_seen']} runs seen, 0 traced",
@@ -168,10 +174,13 @@ def _empty_window(trace: Trace):
                       "lower warmup or run more steps")
     elif len(trace) and not work.any() and _stats_read(trace):
         yield Problem("empty_window", "the profiling window covers no traced steps",
-                      f"{len(trace)} events, none of them a TF op, kernel or copy; {len(trace.steps)} steps",
-                      "start the profiler before the training steps and stop it after them "
-                      "(tf.profiler.experimental.start/stop around the loop; Keras: "
-                      "TensorBoard(profile_batch=(first, last)) within the batches of one epoch)")
+                      f"{len(trace)} events, none of them a {'JAX' if jax else 'TF'} op, kernel or copy; "
+                      f"{len(trace.steps)} steps",
+                      "start the profiler before the training steps and stop it after them " + (
+                          "(jax.profiler.start_trace(logdir)/stop_trace() around the loop, or with "
+                          "jax.profiler.trace(logdir):)" if jax else
+                          "(tf.profiler.experimental.start/stop around the loop; Keras: "
+                          "TensorBoard(profile_batch=(first, last)) within the batches of one epoch)"))
 
 
 def _no_trace_level(trace: Trace):
@@ -314,21 +323,24 @@ def _no_steps(trace: Trace):
         if trace.source_format == "chrome" and not _timeline_py(trace) and not _tracebridge_json(trace):
             yield "no_steps: a Chrome trace from another writer has no step markers to look for"
         return
-    if not trace.table("event_stats").rows:
+    if not _stats_read(trace):
         yield "no_steps: read without event stats (ops only), the step markers cannot be seen"
         return
     if _step_markers(trace) or any(lane.name == "Steps" for lane in trace.lanes):
         return
     ops = int((trace.ops["category"] == Category.OP).sum())
+    jax = xla_framework(trace) == "jax"
     where = (f"{len(trace.steps)} steps taken from tf.function calls instead" if trace.steps
              else "no tf.function calls either")
-    if ops:
+    evidence = f"0 events with a step_num stat among {len(trace):,} events"
+    if not jax:  # JAX has no tf.function calls to take steps from, and its op rows are thunks
+        evidence += f" ({ops:,} TF ops); {where}"
+    if ops and not jax:
         fix = (f"mark each training step: {_STEP_MARKER}; Keras 3 fit writes no markers: enter that Trace in a "
                "callback's on_train_batch_begin and exit it in on_train_batch_end")
     else:  # no TF ops: an XLA program (JAX, a TPU runtime)
         fix = 'mark each step: with jax.profiler.StepTraceAnnotation("train", step_num=step): <one step>'
-    yield Problem("no_steps", "no step markers: xprof reports \"No step marker observed\"",
-                  f"0 events with a step_num stat among {len(trace):,} events ({ops:,} TF ops); {where}", fix)
+    yield Problem("no_steps", "no step markers: xprof reports \"No step marker observed\"", evidence, fix)
 
 
 def _ops_without_time(trace: Trace):
@@ -365,7 +377,15 @@ def _ops_without_time(trace: Trace):
 def _no_memory_records(trace: Trace):
     fmt = trace.source_format
     if fmt == "chrome":
-        if _tracebridge_json(trace):
+        captured = _CAPTURE_MEMORY_NOTE.search(str(trace.metadata.get("notes", "")))
+        if _tracebridge_json(trace) and captured and not trace.counters.rows:
+            # the capture recorded none (its note, kept in the file): writing it again will not help
+            missing, evidence = captured.groups()
+            fixes = [fix for device, fix in (("/host:CPU", _CPU_MEMORY_FIX), ("/device:GPU", _GPU_MEMORY_FIX))
+                     if device in missing]
+            yield Problem("no_memory_records", missing, f"{evidence}; noted by the capture",
+                          "; ".join(fixes) or _CPU_MEMORY_FIX)
+        elif _tracebridge_json(trace):
             if not trace.counters.rows:
                 yield Problem("no_memory_records", "no allocator records in this file",
                               "no memory counter events (tracebridge writes them only when asked, from a "
@@ -399,8 +419,8 @@ def _no_memory_records(trace: Trace):
     if fmt not in _XSPACE_FORMATS:
         return
     allocators = set(trace.column_strings("counters", "allocator")) if trace.counters.rows else set()
-    if not (trace.ops["category"] == Category.OP).any():
-        return  # no TF ops (JAX, a TPU runtime): TF's allocators are not the ones that ran
+    if not (trace.ops["category"] == Category.OP).any() or xla_framework(trace) == "jax":
+        return  # no TF ops (JAX's thunks are op rows, a TPU runtime's none): TF's allocators did not run
     missing = []
     # With accelerators, TF's allocations that matter are theirs; the host's CPU allocator
     # records none unless asked, and no one profiles it there.
@@ -408,11 +428,9 @@ def _no_memory_records(trace: Trace):
     for d in devices_with_ops:
         device = trace.devices[d]
         if device.name.startswith("/host:CPU") and not accelerated and not allocators:
-            missing.append((device.name, f"set {_MEMORY_ENV}=true before TensorFlow starts "
-                                         "(tracebridge.capture.enable_cpu_memory_events())"))
+            missing.append((device.name, _CPU_MEMORY_FIX))
         elif "/device:GPU:" in device.name and not any(f"GPU_{device.index}" in a for a in allocators):
-            missing.append((device.name, "keep the GPU's BFC allocator (do not set TF_GPU_ALLOCATOR=cuda_malloc_async, "
-                                         "which records no allocations)"))
+            missing.append((device.name, _GPU_MEMORY_FIX))
     if missing:
         names = ", ".join(name for name, _ in missing)
         fixes = "; ".join(dict.fromkeys(fix for _, fix in missing))
@@ -469,13 +487,22 @@ def _in_steps(trace: Trace) -> np.ndarray:
 
 def _stats_read(trace: Trace) -> bool:
     """False for an XSpace read for its op rows only (``load(..., ops_only=True)``, as a
-    summary reads): without event stats, eager ops and step markers cannot be told."""
-    return trace.source_format not in _XSPACE_FORMATS or trace.table("event_stats").rows > 0
+    summary reads): without event stats, eager ops and step markers cannot be told. Such a
+    read keeps only the stats that link XLA events to their HLO (a JAX run's has hundreds)."""
+    if trace.source_format not in _XSPACE_FORMATS:
+        return True
+    stats = trace.table("event_stats")
+    links = [trace.string_id(key) for key in LINK_STATS]
+    return bool(stats.rows) and not np.isin(stats["key"], links).all()
 
 
 def _work_rows(trace: Trace) -> np.ndarray:
+    """TF ops, kernels and copies, and XLA's thunks even where their HLO is missing (a host
+    event with an ``hlo_op`` stat: ops_without_time says what they lack)."""
     category = trace.ops["category"]
-    return (category == Category.OP) | (category == Category.DEVICE) | (category == Category.MEMCPY)
+    work = (category == Category.OP) | (category == Category.DEVICE) | (category == Category.MEMCPY)
+    work[trace.event_stat("hlo_op")[0]] = True
+    return work
 
 
 def _stat_rows(trace: Trace, key: str) -> tuple[np.ndarray, list[str]]:
@@ -495,12 +522,18 @@ def _unlinked_xla_ops(trace: Trace):
     unlinked = xla - len(np.unique(_stat_rows(trace, HLO_INSTRUCTION)[0]))  # the reader linked the others
     if unlinked > 0:
         modules = len(trace.metadata.get("hlo_modules") or ())
-        yield Problem("ops_without_time", f"{unlinked} XLA ops cannot be tied to TF ops: their HLO is not in the trace",
+        what = framework_ops(trace)
+        if xla_framework(trace) == "jax":
+            fix = ("the time stays on XLA instructions (fusions): to name their JAX ops, keep the profile's "
+                   "/host:metadata plane (jax.profiler writes each module's HLO there), or dump the HLO with "
+                   "jax.jit(f).lower(*args).compile().as_text() or XLA_FLAGS=--xla_dump_to=DIR")
+        else:
+            fix = ("the time stays on XLA instructions (fusions): to name their TF ops, dump the HLO with "
+                   "f.experimental_get_compiler_ir(*args)(stage='optimized_hlo') or "
+                   "XLA_FLAGS=--xla_dump_to=DIR, or profile without jit_compile to see TF ops")
+        yield Problem("ops_without_time", f"{unlinked} XLA ops cannot be tied to {what}: their HLO is not in the trace",
                       f"{unlinked} of {xla} events carry hlo_op that no instruction of the trace's {modules} "
-                      "HLO modules has",
-                      "the time stays on XLA instructions (fusions): to name their TF ops, dump the HLO with "
-                      "f.experimental_get_compiler_ir(*args)(stage='optimized_hlo') or "
-                      "XLA_FLAGS=--xla_dump_to=DIR, or profile without jit_compile to see TF ops")
+                      "HLO modules has", fix)
 
 
 def _xla_ops(trace: Trace) -> int:

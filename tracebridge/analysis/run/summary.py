@@ -14,7 +14,10 @@ import numpy as np
 
 from ...model.accelerator import busy_ns, device_rows, self_times
 from ...model.graph_outline import graph_outline
-from ...model.hlo import HLO_MODULES
+from ..graphs.layers import attribute
+from ..graphs.recorded_graph import decode_graph
+from ...model.hlo import ASYNC_COPY, HLO_MODULES, framework_ops
+from ...model.kernel_names import short_kernel_name
 from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms, plural
@@ -47,6 +50,7 @@ class Summary:
     by_hlo: list[dict] = field(default_factory=list)  # XLA: per HLO instruction (common/xla.py)
     time: str = "host"      # "device" when the trace has device activity
     total_span_ns: int = 0
+    counted_as: str = ""    # what the counted rows are called ("TF ops", "kernels", ...: counted_words)
 
     def to_dict(self) -> dict:
         return {"total_ns": self.total_ns, "op_count": self.op_count, "counted": self.counted,
@@ -66,7 +70,7 @@ class Summary:
                          for group, rows in tables for row in rows))
 
     def to_text(self) -> str:
-        what = COUNTED_WORDS.get(self.counted, "ops")
+        what = self.counted_as or COUNTED_WORDS.get(self.counted, "events")
         of_what = " device time" if self.time == "device" else ""
         lines = [f"{self.op_count} {what}, {ms(self.total_ns)}{of_what} in all"]
         if self.steps:
@@ -76,14 +80,18 @@ class Summary:
         both = self.time == "device"
         tables = [("Top ops by device time" if both else "Top ops by total time", self.by_op), ("By op type", self.by_type),
                   ("By device", self.by_device)]
-        if self.by_kernel:
-            tables.append(("Top kernels by device time", self.by_kernel))
+        if self.by_kernel:  # C++ kernel names demangled and shortened (--json keeps them whole)
+            tables.append(("Top kernels by device time",
+                           [dict(row, key=short_kernel_name(row["key"])) for row in self.by_kernel]))
         if self.by_hlo:
             # each with every framework op it computes: a fusion's time is all of theirs
             tables.append(("Top HLO instructions (framework ops computed)",
                            [dict(row, op=", ".join(row["tf_ops"])) for row in self.by_hlo]))
         for title, rows in tables:
             lines += ["", title, _table(rows, both)]
+            if rows is self.by_type and any(row["key"] == ASYNC_COPY for row in rows):
+                lines.append(f"  ({ASYNC_COPY}: XLA's copy-start/copy-done pairs, copies between memories that run "
+                             "beside the compute; a copy-done's time is the wait for its copy)")
         return "\n".join(lines)
 
     __str__ = to_text
@@ -120,17 +128,24 @@ def _counted_mask(trace: Trace, mode: str, device: np.ndarray, host: np.ndarray)
 
 
 def counted_ops(trace: Trace) -> tuple[int, str]:
-    """How many rows ``summary`` counts as ops, and what they are (``"ops"``, ``"device
-    events"``, ``"events"``): ``info`` says the same number. Profiler bookkeeping on the
-    host (``ThreadpoolListener::Record``, ``EagerExecute``) is not an op."""
+    """How many rows ``summary`` counts, and what they are (:func:`counted_words`): ``info``
+    says the same number. Profiler bookkeeping on the host (``ThreadpoolListener::Record``,
+    ``EagerExecute``) is not an op."""
     mode = summary_mode(trace)
     ops = trace.ops
     mask = _counted_mask(trace, mode, device_rows(ops["category"], ops["flags"]), ops["category"] == Category.OP)
-    return int(mask.sum()), COUNTED_WORDS[mode]
+    return int(mask.sum()), counted_words(trace, mode)
 
 
-# What the rows a summary counts are called, by mode.
-COUNTED_WORDS = {"op": "ops", "device+memcpy": "device events", "all": "events"}
+# What the rows a summary counts are called, by mode: one vocabulary in every output (info,
+# summary, the HTML page; a trace's repr and the writers' "wrote ..." lines count events).
+# Kernels are what runs on a device (GPU kernels and copies, a TPU's XLA ops).
+COUNTED_WORDS = {"op": "TF ops", "device+memcpy": "kernels", "all": "events"}
+
+
+def counted_words(trace: Trace, mode: str) -> str:
+    """:data:`COUNTED_WORDS` for ``trace``: the op rows of a JAX run are JAX ops."""
+    return framework_ops(trace) if mode == "op" else COUNTED_WORDS[mode]
 
 
 def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> Summary:
@@ -183,6 +198,7 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         row["idle_ns"] = span - row["busy_ns"]
     return Summary(
         total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
+        counted_as=counted_words(trace, counted),
         steps=[{"number": s.number, "name": s.name, "start_ns": s.start_ns,
                 "duration_ns": s.duration_ns} for s in trace.steps],
         by_op=group(ops["name"], trace.strings),
@@ -326,7 +342,18 @@ def describe(trace: Trace) -> dict:
         "transfers": {"count": trace.transfers.rows, "bytes": int(trace.transfers["bytes"].sum())},
         "memory": {"allocators": peaks, "allocation_records": trace.allocations.rows},
         "outputs": trace.outputs.rows,
+        "layers": model_layers(trace),
     }
+
+
+def model_layers(trace: Trace) -> list[dict]:
+    """The model's layers as the recorded graph shows them (analysis/graphs/layers.py: its
+    parameters grouped, in forward order), or [] without a graph."""
+    graph = decode_graph(trace.metadata)
+    if graph is None:
+        return []
+    return [{"name": layer.name, "variables": list(layer.variables), "shapes": [list(s) for s in layer.shapes],
+             "parameters": layer.parameters} for layer in attribute(graph).layers]
 
 
 def shown_metadata(info: dict) -> list[tuple[str, str]]:
@@ -368,10 +395,16 @@ def _step_inputs_outline(value) -> str:
 
 
 def _hlo_outline(modules: list) -> str:
-    """``3 HLO modules (41,200 bytes): jit_train_step, ...`` for ``metadata["hlo_modules"]``."""
+    """``3 HLO modules (41,200 bytes): jit_train_step (2 programs), ...`` for
+    ``metadata["hlo_modules"]``: each name once (a function compiled for two input types is
+    one name with two program ids)."""
     names = [str(m.get("name", "?")) if isinstance(m, dict) else "?" for m in modules]
     size = sum(len(m.get("proto") or "") * 3 // 4 for m in modules if isinstance(m, dict))  # base64 -> bytes
-    listed = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    shown = [f"{name} ({count} programs)" if count > 1 else name for name, count in counts.items()]
+    listed = ", ".join(shown[:5]) + (f", ... ({len(shown) - 5} more)" if len(shown) > 5 else "")
     return f"{len(names)} HLO module{'s' * (len(names) != 1)} ({size:,} bytes): {listed}"
 
 
@@ -407,10 +440,12 @@ def allocator_peaks(trace: Trace) -> dict[str, int]:
 def _table(rows: list[dict], device_first: bool = False) -> str:
     if not rows:
         return "  (none)"
-    if device_first:  # device time leads; the host's own time beside it
-        header = ("device", "share", "count", "mean", "host", "name")
-        body = [(ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), ms(r["mean_ns"]),
-                 ms(r.get("host_ns", 0)), r["key"] + (f"  ({r['op']})" if "op" in r else ""))
+    if device_first:  # device time leads; the host's own time beside it, where there is any
+        host = any(r.get("host_ns", 0) for r in rows)
+        header = ("device", "share", "count", "mean") + (("host",) if host else ()) + ("name",)
+        body = [(ms(r["total_ns"]), f"{100 * r['share']:5.1f}%", str(r["count"]), ms(r["mean_ns"]))
+                + ((ms(r.get("host_ns", 0)),) if host else ())
+                + (r["key"] + (f"  ({r['op']})" if "op" in r else ""),)
                 for r in rows]
     else:
         header = ("total", "share", "count", "mean", "name")

@@ -56,6 +56,9 @@ class DiffView {
       row.search = [row.key, row.op_type, row.rule].concat(row.control_names, row.test_names).join('\n').toLowerCase();
       return row;
     });
+    // The layer table (compare.layers): the diff table lists layers, op rows folded under each.
+    this.layers = (compare.layers || []).map((layer, index) => Object.assign({index, open: false}, layer));
+    this.byLayer = this.layers.length > 0;
     this.sortState = {key: 'delta_ns', descending: true};
     this.filterText = '';
     this.category = '';
@@ -166,7 +169,7 @@ class DiffView {
     format.title = `${info.name || ''} (${info.source_format || meta.source_format} trace)`;
     head.appendChild(format);
     head.appendChild(el('span', 'tb-trace-facts',
-      `${plural(meta.op_count, 'op')} \u00b7 ${plural(meta.devices.length, 'device')} \u00b7 ${plural(meta.steps.length, 'step')}`
+      `${plural(meta.op_count, 'event')} \u00b7 ${plural(meta.devices.length, 'device')} \u00b7 ${plural(meta.steps.length, 'step')}`
       + ` \u00b7 ${fmtPercent((this.compare.coverage || {})[role])} of op time matched`));
     return head;
   }
@@ -272,6 +275,17 @@ class DiffView {
     }
     this.categorySelect.addEventListener('change', () => this.setFilter(this.filterBox.value, this.categorySelect.value));
     head.appendChild(this.categorySelect);
+    if (this.layers.length) {
+      const label = el('label', 'tb-diff-by-layer');
+      this.layerBox = el('input');
+      this.layerBox.type = 'checkbox';
+      this.layerBox.checked = this.byLayer;
+      this.layerBox.addEventListener('change', () => { this.byLayer = this.layerBox.checked; this.render(); });
+      label.appendChild(this.layerBox);
+      label.appendChild(document.createTextNode(' by layer'));
+      label.title = 'List the layers of the model (time per step in each layer and phase), op rows folded under each';
+      head.appendChild(label);
+    }
     this.note = el('span', 'tb-muted tb-diff-note', '');
     head.appendChild(el('span', 'tb-help', 'click a row: highlight and zoom to it in both runs \u00b7 \u2191/\u2193 next row \u00b7 click a column: sort'));
     head.appendChild(this.note);
@@ -345,7 +359,8 @@ class DiffView {
   render() {
     this.shown = this._sorted(this._filtered());
     const fragment = document.createDocumentFragment();
-    for (const row of this.shown.slice(0, MAX_DIFF_ROWS)) fragment.appendChild(this._row(row));
+    if (this.byLayer) this._renderLayers(fragment);
+    else for (const row of this.shown.slice(0, MAX_DIFF_ROWS)) fragment.appendChild(this._row(row));
     this.body.textContent = '';
     this.body.appendChild(fragment);
     for (const {column, th, button} of this.headers) {
@@ -357,6 +372,43 @@ class DiffView {
     this.note.textContent = (shown < total ? `${shown.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} rows` : '')
       + (shown > MAX_DIFF_ROWS ? ` (first ${MAX_DIFF_ROWS.toLocaleString('en-US')} listed: filter to see others)` : '');
     fitCells(this.table);
+  }
+
+  /** Layers in the model's order, each a heading row (both runs' time per step in it, the
+   *  difference) that opens to its op rows, as filtered and sorted. */
+  _renderLayers(fragment) {
+    const shown = new Set(this.shown.map((r) => r.index));
+    let listed = 0;
+    for (const layer of this.layers) {
+      const rows = layer.rows.filter((i) => shown.has(i));
+      if (!rows.length && (this.filterText || this.category)) continue;
+      const tr = el('tr', 'tb-layer' + (layer.open ? ' tb-open' : ''));
+      tr.tabIndex = 0;
+      tr.dataset.layer = String(layer.index);
+      tr.appendChild(el('td', 'tb-layer-toggle', layer.open ? '\u25be' : '\u25b8'));
+      const name = el('td', 'tb-name tb-fit tb-wrap', layer.label);
+      name.title = `${layer.label}: ${plural(rows.length, 'op row')}`;
+      name.colSpan = 3;
+      tr.appendChild(name);
+      tr.appendChild(el('td', 'tb-num', fmtShort(layer.control_total_ns)));
+      tr.appendChild(el('td', 'tb-num', fmtShort(layer.test_total_ns)));
+      tr.appendChild(el('td', 'tb-num ' + (layer.delta_ns > 0 ? 'tb-slower' : layer.delta_ns < 0 ? 'tb-faster' : ''),
+                        fmtSigned(layer.delta_ns)));
+      const ratio = layer.control_total_ns > 0 ? layer.test_total_ns / layer.control_total_ns : null;
+      tr.appendChild(el('td', 'tb-num', ratio === null ? '\u2014' : ratio.toFixed(2) + '\u00d7'));
+      const toggle = () => { layer.open = !layer.open; this.render(); };
+      tr.addEventListener('click', toggle);
+      tr.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); toggle(); } });
+      fragment.appendChild(tr);
+      if (!layer.open) continue;
+      const order = new Map(this.shown.map((r, k) => [r.index, k]));
+      for (const i of rows.sort((a, b) => order.get(a) - order.get(b))) {
+        if (listed++ >= MAX_DIFF_ROWS) return;
+        const row = this._row(this.rows[i]);
+        row.classList.add('tb-in-layer');
+        fragment.appendChild(row);
+      }
+    }
   }
 
   _row(row) {
@@ -488,7 +540,7 @@ class DiffView {
       /** The rows in table order (after sorting and filtering), as plain objects. */
       rows: () => this.shown.map((r) => this.rowInfo(r)),
       /** The op keys of the rows drawn in the table, top to bottom. */
-      tableKeys: () => Array.from(this.body.rows, (tr) => tr.cells[1].title),
+      tableKeys: () => Array.from(this.body.querySelectorAll('tr:not(.tb-layer)'), (tr) => tr.cells[1].title),
       sort: (key, descending) => this.sortBy(key, descending),
       sortState: () => Object.assign({}, this.sortState),
       filter: (text, category) => this.setFilter(text, category),
@@ -512,6 +564,17 @@ class DiffView {
       coverage: () => Object.assign({}, this.compare.coverage),
       ruleShares: () => JSON.parse(JSON.stringify(this.compare.rule_shares || {})),
       findings: () => Array.from(document.querySelectorAll('.tb-finding-head'), (e) => e.textContent),
+      /** The layer table: [{label, phase, control_total_ns, test_total_ns, delta_ns, rows, open}]. */
+      layers: () => this.layers.map((l) => Object.assign({}, l, {rows: l.rows.slice()})),
+      /** Open or fold layer ``index`` (byLayer: list by layer, or not); the table's row keys after. */
+      openLayer: (index, open) => {
+        const layer = this.layers[index];
+        if (!layer) return null;
+        layer.open = open === undefined ? !layer.open : !!open;
+        this.render();
+        return Array.from(this.body.querySelectorAll('tr.tb-in-layer'), (tr) => tr.cells[1].title);
+      },
+      byLayer: (on) => { if (on !== undefined) { this.byLayer = !!on; if (this.layerBox) this.layerBox.checked = this.byLayer; this.render(); } return this.byLayer; },
     };
   }
 }

@@ -40,6 +40,7 @@ class Input {
         hovered = timeline.opAt(panel, x, y);
         if (hovered >= 0) tooltip.showOp(timeline, hovered, e.clientX, e.clientY); else tooltip.hide();
       }
+      if (panel && !panel.memory) target.title = x < GUTTER ? timeline.laneTitle(panel, y) : '';
       for (const t of page.timelines) t.hovered = t === timeline ? hovered : -1;
       target.style.cursor = hovered >= 0 ? 'pointer' : (inTime ? 'grab' : 'default');
       page.redrawOverlays();

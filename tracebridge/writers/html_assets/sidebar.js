@@ -78,7 +78,7 @@ class Sidebar {
       tables[key] = {tab, table: this._topTable(rows, key)};
     }
     top.appendChild(tabs);
-    top.appendChild(el('p', 'tb-muted', `${summary.op_count.toLocaleString('en-US')} ${summary.counted === 'op' ? 'TF ops' : 'events'}, ${fmtDuration(summary.total_ns)}${summary.time === 'device' ? ' device time (kernels credited to their TF op)' : ''} in all; click a row to highlight${summary.time === 'device' ? ' the op and its kernels' : ''}`));
+    top.appendChild(el('p', 'tb-muted', `${summary.op_count.toLocaleString('en-US')} ${summary.counted_as || 'events'}, ${fmtDuration(summary.total_ns)}${summary.time === 'device' ? ' device time (kernels credited to the op that launched them)' : ''} in all; click a row to highlight${summary.time === 'device' ? ' the op and its kernels' : ''}`));
     for (const value of Object.values(tables)) top.appendChild(value.table);
     this.add(top);
     show('ops');

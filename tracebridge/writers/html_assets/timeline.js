@@ -86,7 +86,7 @@ class Timeline {
     head.appendChild(full);
     const network = device.lanes.filter((l) => this.data.lanes[l].network).length;
     head.appendChild(el('span', 'tb-device-count',
-      `${plural(device.ops, 'op')} \u00b7 ${plural(device.lanes.length, 'lane')}` + (network ? ` (${network} network)` : '')));
+      `${plural(device.ops, 'event')} \u00b7 ${plural(device.lanes.length, 'lane')}` + (network ? ` (${network} network)` : '')));
     const {section, wrap, canvas, overlay} = this._section('tb-device', head);
     if (!device.lanes.length) wrap.appendChild(el('div', 'tb-empty', 'no ops'));
     const panel = {index, device, lanes: device.lanes, section, head, wrap, canvas, overlay,
@@ -460,6 +460,15 @@ class Timeline {
     };
     mark(this.hovered, '#d0021b', 1);
     mark(this.selected, '#0b3fd9', 2.5);
+  }
+
+  /** What the gutter says of the lane at height ``y`` of a panel on hover: its whole name,
+   *  and a host thread's own name beside its role (``TF compute 2: tf_Compute/6596184094961``). */
+  laneTitle(p, y) {
+    const k = Math.floor(y / this.row);
+    if (!p || k < 0 || k >= p.lanes.length) return '';
+    const lane = this.data.lanes[p.lanes[k]];
+    return lane.thread ? `${lane.name}: ${lane.thread}` : lane.name;
   }
 
   /** The op under a point of a panel canvas (CSS px in that canvas), or -1. */

@@ -60,7 +60,10 @@ class Tooltip {
  *  fields, long inputs and descriptions cut) or, ``full``, the details panel's. ``device``:
  *  how to name the op's device. */
 function opFields(op, full, device) {
-  const out = [['Name', op.name], ['op', op.kernel !== op.type ? `${op.type} (kernel ${op.kernel})` : op.type]];
+  // a C++ kernel shows its short name; the whole one is the field's hover text (details panel)
+  const kernel = op.kernel_short || op.kernel;
+  const out = [['Name', op.name], ['op', op.kernel !== op.type ? `${op.type} (kernel ${kernel})` : op.type,
+                                     op.kernel_full && op.kernel_full !== kernel ? op.kernel_full : '']];
   const inputs = full || op.inputs.length <= 12 ? op.inputs : op.inputs.slice(0, 12).concat([`\u2026 ${op.inputs.length - 12} more`]);
   out.push(['Inputs', inputs.join('\n')]);
   const description = !full && op.description.length > 400 ? op.description.slice(0, 400) + '\u2026' : op.description;
@@ -75,9 +78,9 @@ function opFields(op, full, device) {
   }
   if (op.hlo && op.hlo.instruction) {
     out.push(['HLO', `${op.hlo.instruction}` + (op.hlo.module ? ` (${op.hlo.module})` : '')]);
-    if (op.hlo.tf_ops) out.push(['TF ops', op.hlo.tf_ops]);
+    if (op.hlo.tf_ops) out.push(['Ops computed', op.hlo.tf_ops]);
   }
-  if (op.xla_span) out.push(['XLA', 'the TF op over its XLA kernels or thunks in the lane below; click to highlight them']);
+  if (op.xla_span) out.push(['XLA', 'the op over its XLA kernels or thunks in the lane below; click to highlight them']);
   out.push(['Device', device]);
   if (full) {
     out.push(['Lane', op.lane + (op.network ? ' (network)' : '')]);
@@ -87,12 +90,15 @@ function opFields(op, full, device) {
   return out;
 }
 
-/** Op fields as a definition list (inputs one per line). */
+/** Op fields as a definition list (inputs one per line; a field's third part, where it
+ *  has one, is its hover text). */
 function fieldList(fields) {
   const dl = el('dl');
-  for (const [k, v] of fields) {
+  for (const [k, v, title] of fields) {
     dl.appendChild(el('dt', null, k));
-    dl.appendChild(el('dd', k === 'Inputs' ? 'tb-pre' : null, v));
+    const dd = el('dd', k === 'Inputs' ? 'tb-pre' : null, v);
+    if (title) dd.title = title;  // the whole of what the field shortens
+    dl.appendChild(dd);
   }
   return dl;
 }

@@ -119,6 +119,16 @@ class TraceData {
     return i < 0 ? this.types[this.type[pos]] : this.strings[this.column('kernel_id')[i]];
   }
 
+  /** [short, whole] names of op ``pos``'s kernel: a C++ kernel's demangled and shortened
+   *  (html.py: meta.kernel_names), any other's its name twice. */
+  kernelNames(pos) {
+    const i = this._sparse('kernel_at', pos);
+    const found = i < 0 ? null : (this.meta.kernel_names || {})[this.column('kernel_id')[i]];
+    if (found) return found;
+    const name = this.kernel(pos);
+    return [name, name];
+  }
+
   inputs(pos) {
     if (!this._inputOffsets) {
       const counts = this.column('input_count'), offsets = new Float64Array(this.n + 1);
@@ -181,6 +191,7 @@ class TraceData {
     const start = this.start[pos], end = this.end[pos];
     return {
       pos, name: this.name(pos), type: this.types[this.type[pos]], kernel: this.kernel(pos),
+      kernel_short: this.kernelNames(pos)[0], kernel_full: this.kernelNames(pos)[1],
       device: device.name, device_index: lane.device, lane: lane.name, lane_index: laneIndex,
       network: lane.network, step: step ? this.steps[step - 1].number : null,
       start_ns: start, end_ns: end, duration_ns: end - start, start_epoch_ns: this.absoluteNs(start),

@@ -23,6 +23,9 @@ LOOP_CONTROL_OPS = frozenset({"Enter", "RefEnter", "Merge", "RefMerge", "Switch"
                               "RefNextIteration", "LoopCond", "Exit", "RefExit"})
 
 
+_ENTERS = frozenset({"Enter", "RefEnter"})
+
+
 class LoopControlJoinsCondition(JoinRule):
     """Each unmatched loop control-flow op joins the row of its loop's condition: found
     along the trace's dataflow through control-flow ops, the nearest ``LoopCond``'s input.
@@ -38,8 +41,12 @@ class LoopControlJoinsCondition(JoinRule):
 
     def joins(self, side: Side, name: str, row_of: dict[str, int]) -> str | None:
         condition = _loop_condition(side, name)
+        if condition in row_of:
+            return condition
+        if side.plain_type[name] not in _ENTERS:  # an Exit's readers are past the loop
+            return None
         readers = sorted(n for n in side.consumers.get(name, ()) if n in row_of)
-        return condition if condition in row_of else readers[0] if readers else None
+        return readers[0] if readers else None
 
 
 def _loop_condition(side: Side, start: str, depth: int = 4) -> str | None:

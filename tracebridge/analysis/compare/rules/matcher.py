@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ..names import RULE_CONFIDENCE, Pair
 from ..sides import Side
-from ...common.types import SIDES
+from ...common.types import SIDES, PerSide
 
 
 
@@ -61,10 +61,8 @@ class JoinRule(Rule, abstract=True):
             row_of = {name: index for index, pair in enumerate(matcher.pairs) for name in getattr(pair, side_name)}
             for name in self.joining(side, pool):
                 target = self.joins(side, name, row_of)
-                if target is not None:
-                    if self.chains:
-                        row_of[name] = row_of[target]
-                    matcher.join(side_name, name, row_of[target])
+                if target is not None and matcher.join(side_name, name, row_of[target]) and self.chains:
+                    row_of[name] = row_of[target]
 
 
 class Matcher:
@@ -73,10 +71,13 @@ class Matcher:
     graph order where the graphs are known (the same graphs give the same pairs), else in
     order of first occurrence; ``pairs``: the rows made so far."""
 
-    def __init__(self, control: Side, test: Side, in_graph_order: bool):
+    def __init__(self, control: Side, test: Side, in_graph_order: bool, zones: PerSide[dict] | None = None):
         def ordered(side: Side) -> list[str]:
             return sorted(side.names, key=side.order.__getitem__) if in_graph_order else side.names
         self.control, self.test = control, test
+        # each op's layer and phase (compare.layers), where both graphs were recorded: no row
+        # pairs ops of different layers or phases
+        self.zones = zones
         self.unmatched_control = {name: control.rewritten[name] for name in ordered(control)}
         self.unmatched_test = {name: test.rewritten[name] for name in ordered(test)}
         self.pairs: list[Pair] = []
@@ -87,22 +88,42 @@ class Matcher:
     def unmatched(self, side_name: str) -> dict[str, str]:
         return self.unmatched_control if side_name == "control" else self.unmatched_test
 
+    def compatible(self, control_names: Iterable[str], test_names: Iterable[str]) -> bool:
+        """Whether these ops may form a row: both sides' ops are in the same layers and
+        phases (an op outside both graphs, an XLA instruction say, constrains nothing)."""
+        if self.zones is None:
+            return True
+        zones_c = {self.zones.control[n] for n in control_names if n in self.zones.control}
+        zones_t = {self.zones.test[n] for n in test_names if n in self.zones.test}
+        return not zones_c or not zones_t or zones_c == zones_t
+
     def pair(self, control_names: Iterable[str], test_names: Iterable[str], key: str, rule: str,
-             confidence: float = -1.0) -> None:
+             confidence: float = -1.0) -> bool:
         """A row of ``rule`` pairing these ops, which leave the unmatched pools;
-        ``confidence`` below 0: the rule's own."""
+        ``confidence`` below 0: the rule's own. Refused (False, nothing paired) where the ops
+        are in different layers or phases."""
         control_names, test_names = tuple(control_names), tuple(test_names)
+        if not self.compatible(control_names, test_names):
+            return False
         for name in control_names:
             self.unmatched_control.pop(name, None)
         for name in test_names:
             self.unmatched_test.pop(name, None)
         self.pairs.append(Pair(key, rule, control_names, test_names, confidence))
+        return True
 
-    def join(self, side_name: str, name: str, row: int) -> None:
-        """Unmatched op ``name`` of ``side_name`` joins the row at index ``row``."""
+    def join(self, side_name: str, name: str, row: int) -> bool:
+        """Unmatched op ``name`` of ``side_name`` joins the row at index ``row``; refused
+        (False) where the op is in another layer or phase than the row's ops of its side."""
         pair = self.pairs[row]
+        if self.zones is not None:
+            zones = getattr(self.zones, side_name)
+            own = {zones[n] for n in getattr(pair, side_name) if n in zones}
+            if name in zones and own and zones[name] not in own:
+                return False
         setattr(pair, side_name, (*getattr(pair, side_name), name))
         self.unmatched(side_name).pop(name)
+        return True
 
     def run(self, rules: Iterable[Rule]) -> list[Pair]:
         """Each rule in turn, then a row of its own for every op no rule took."""
