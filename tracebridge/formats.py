@@ -216,10 +216,13 @@ def _read(fmt: Format, source: Source, parallelism: Parallelism, ops_only: bool)
             return fmt.read_ops(source, parallelism)
         return fmt.read(source, parallelism)
     except TraceFormatError as error:
-        mangled = next((f for f in source.files if _text_converted(f.data)), None)
+        # (a reader that took a file's bytes to free them early leaves them to be read again)
+        mangled = next(((f, data) for f in source.files if (data := f.bytes_now()) is not None
+                        and _text_converted(data)), None)
         if mangled is None:
             raise
-        count = mangled.data.count(_REPLACEMENT)
+        mangled, data = mangled
+        count = data.count(_REPLACEMENT)
         raise TraceFormatError(
             f"{error.reason}; the file went through a text conversion: {count:,} times the bytes EF BF BD (U+FFFD) "
             "stand for bytes that were not UTF-8, which are lost: copy the original as binary (git: mark it binary "

@@ -37,6 +37,17 @@ class InputFile:
         object.__setattr__(self, "data", None)  # frozen for everything but this hand-over
         return data
 
+    def bytes_now(self) -> bytes | None:
+        """The bytes, also after a reader took them: read again from the path (an error's
+        diagnosis looks at them); None where they cannot be read any more."""
+        if self.data is not None:
+            return self.data
+        try:
+            with open(self.path, "rb") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
 
 @dataclass(frozen=True)
 class Source:

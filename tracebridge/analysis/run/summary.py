@@ -14,8 +14,6 @@ import numpy as np
 
 from ...model.accelerator import busy_ns, device_rows, self_times
 from ...model.graph_outline import graph_outline
-from ..graphs.layers import attribute
-from ..graphs.recorded_graph import decode_graph
 from ...model.hlo import ASYNC_COPY, HLO_MODULES, framework_ops
 from ...model.kernel_names import short_kernel_name
 from ...model.schema import STEP_INPUTS, Category
@@ -349,6 +347,8 @@ def describe(trace: Trace) -> dict:
 def model_layers(trace: Trace) -> list[dict]:
     """The model's layers as the recorded graph shows them (analysis/graphs/layers.py: its
     parameters grouped, in forward order), or [] without a graph."""
+    from ..graphs.layers import attribute  # info's: a summary of 3M ops does without (24 ms of imports)
+    from ..graphs.recorded_graph import decode_graph
     graph = decode_graph(trace.metadata)
     if graph is None:
         return []
