@@ -178,10 +178,12 @@ def _add_summary(commands) -> None:
     _add_filters(summary)
 
 
-# compare --sort's choices: the names of analysis.compare.result.SORTS (tests/test_cli.py
-# checks that they agree), written out so that building the parser imports no analysis (the
-# compare package costs a summary ~50 ms of imports).
+# compare --sort's choices (the names of analysis.compare.result.SORTS) and run's default
+# steps (capture.script.DEFAULT_STEPS), written out so that building the parser imports
+# neither the comparison nor the capture package (each would cost every command, a summary
+# too, ~50 ms of imports); tests/test_imports.py checks that they agree.
 COMPARE_SORTS = ("change", "slower", "faster", "control", "test", "name")
+RUN_DEFAULT_STEPS = "2-4"
 
 
 def _add_compare(commands) -> None:
@@ -266,12 +268,11 @@ def _add_view(commands) -> None:
 
 
 def _add_run_script(commands) -> None:
-    from .capture.script import DEFAULT_STEPS
     run = _command(commands, "run", _run_script, "run a TF1 or TF2 script unmodified and trace a few of its steps")
     run.usage = "tracebridge run [--steps A-B] [-o OUT] [--] script.py [args ...]  |  ... -m module [args ...]"
-    run.add_argument("--steps", default=DEFAULT_STEPS, metavar="A-B",
+    run.add_argument("--steps", default=RUN_DEFAULT_STEPS, metavar="A-B",
                      help=f"the steps to trace, counted from 0 in the order the script reaches them "
-                          f"(default {DEFAULT_STEPS}: after the first steps, which trace and compile)")
+                          f"(default {RUN_DEFAULT_STEPS}: after the first steps, which trace and compile)")
     run.add_argument("-o", "--output", metavar="OUT", help="the trace to write; its suffix names the format "
                      "(.json, .json.gz, .pftrace, .html, .pb, .xplane.pb; default SCRIPT.trace.json)")
     run.add_argument("-m", dest="module", action="store_true", help="run a module, as python -m does")

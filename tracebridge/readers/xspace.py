@@ -39,7 +39,8 @@ from .sources import Source
 from .xspace_steps import EVENT_CHUNK, add_steps
 from .xspace_xla import (HLO_PROTO_STAT, METADATA_PLANE, XLA_STATS, integer, link_xla_events, module_name,
                          note_hlo_modules, spread_metadata_stats)
-from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, _wirec, as_signed, compiled, decode, numpy_column,
+from . import wire
+from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, compiled, decode, numpy_column,
                    strings, strings_per_message, varints_at)
 
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
@@ -355,7 +356,7 @@ def event_columns_compiled(raw: bytes, line_starts: np.ndarray, line_ends: np.nd
     not built, or the input is malformed (:func:`event_columns_numpy` then names the error)."""
     if not compiled():
         return None
-    found = _wirec.events(raw, np.ascontiguousarray(line_starts, dtype=np.int64),
+    found = wire._wirec.events(raw, np.ascontiguousarray(line_starts, dtype=np.int64),
                           np.ascontiguousarray(line_ends, dtype=np.int64), _EVENT_NUMBERS, numpy_column)
     if found is None:
         return None
@@ -651,8 +652,8 @@ def _stat_values(raw: bytes, stats_f: Fields, count: int, planes: list[_Plane], 
     """``(stat index, name, value)`` for decoded XStat messages; refs resolved to names."""
     ids = as_signed(stats_f.scalar(_STAT.metadata_id, count, np.uint64))
     for number, kind in _STAT_VALUES.items():
-        wire = LENGTH if kind in ("str", "bytes") else FIXED64 if kind == "double" else VARINT
-        owner, values, offsets = stats_f.select(number, wire)
+        wire_type = LENGTH if kind in ("str", "bytes") else FIXED64 if kind == "double" else VARINT
+        owner, values, offsets = stats_f.select(number, wire_type)
         if kind in ("str", "bytes"):
             ends = offsets + values.astype(np.int64)
             payloads = strings(raw, offsets, ends) if kind == "str" else \
