@@ -873,17 +873,18 @@ def _add_event_stats(builder: TraceBuilder, stats: dict, op_of_event: np.ndarray
     s = builder.strings
     ops, keys, values = [], [], []
     for key, (events, event_values) in stats.items():
-        key_id = s[key]
-        for event, value in zip(events, event_values):
-            op = op_of_event[event]
-            if op >= 0:
-                ops.append(op)
-                keys.append(key_id)
-                values.append(s[_text(value)])
-    if ops:
+        key_id = s[key]  # interned before its values, as the values in order: string ids stay as they were
+        op = op_of_event[np.asarray(events, dtype=np.int64)]
+        kept = op >= 0
+        texts = [_text(value) for value, keep in zip(event_values, kept.tolist()) if keep]
+        ops.append(op[kept])
+        keys.append(np.full(len(texts), key_id, dtype=np.int64))
+        values.append(np.fromiter(map(s.__getitem__, texts), dtype=np.int64, count=len(texts)))
+    ops = np.concatenate(ops) if ops else np.zeros(0, dtype=np.int64)
+    if len(ops):
         order = np.argsort(ops, kind="stable")
-        builder.extend("event_stats", op=np.array(ops)[order], key=np.array(keys)[order],
-                       value=np.array(values)[order])
+        builder.extend("event_stats", op=ops[order], key=np.concatenate(keys)[order],
+                       value=np.concatenate(values)[order])
 
 
 def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, stats: dict,
@@ -946,10 +947,14 @@ def _add_links(builder: TraceBuilder, stats: dict, op_of_event, category) -> Non
         for events in by_element.values():
             if len(events) == 2:
                 links.append((events[0], events[1], "element"))
-    for producer, consumer, kind in links:
-        p, c = op_of_event[producer], op_of_event[consumer]
-        if p >= 0 and c >= 0:
-            builder.add_row("links", producer=int(p), consumer=int(c), kind=kind)
+    if not links:
+        return
+    producer, consumer = (op_of_event[np.array(ends, dtype=np.int64)] for ends in list(zip(*links))[:2])
+    kept = (producer >= 0) & (consumer >= 0)
+    # each kind interned where its first kept link is, as row by row: string ids stay as they were
+    kind = [builder.strings[k] for k, keep in zip(list(zip(*links))[2], kept.tolist()) if keep]
+    if kind:
+        builder.extend("links", producer=producer[kept], consumer=consumer[kept], kind=np.array(kind, dtype=np.int64))
 
 
 # --- helpers ----------------------------------------------------------------------------------
