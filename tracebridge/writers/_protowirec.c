@@ -224,6 +224,64 @@ done:
     return result;
 }
 
+/* merge_times(times, low, end_order, order): merge() with the keys made from the times as it
+ * goes: times holds the n begins then the n ends of a track's slices (perfetto._event_order);
+ * a begin's key is 4 (t - low) + 1, an end's 4 (t - low), or + 2 for a slice of no duration
+ * (end == begin). No key columns: for 5M slices they are 80 MB beside the order. Every time
+ * must lie within [low, low + 2**60). */
+static PyObject *merge_times(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *objects[3];
+    long long low;
+    if (!PyArg_ParseTuple(args, "OLOO:merge_times", &objects[0], &low, &objects[1], &objects[2]))
+        return NULL;
+    Py_buffer views[3];
+    int held = 0;
+    PyObject *result = NULL;
+    for (; held < 3; held++)
+        if (!get_column(objects[held], &views[held], -1, "merge_times", held == 2))
+            goto done;
+    Py_ssize_t n = views[0].len / 16;
+    if (views[0].len != n * 16 || views[1].len != n * 8 || views[2].len != 2 * n * 8) {
+        PyErr_SetString(PyExc_ValueError, "merge_times: expected 2n times, n end rows and 2n places");
+        goto done;
+    }
+    const int64_t *times = views[0].buf, *end_order = views[1].buf;
+    int64_t *order = views[2].buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t m = 0; m < 2 * n && !bad; m++)
+        if (times[m] < low || (uint64_t)(times[m] - low) >= ((uint64_t)1 << 60))
+            bad = 1;
+    for (Py_ssize_t m = 0; m < n && !bad; m++)
+        if (end_order[m] < 0 || end_order[m] >= n)
+            bad = 1;
+    Py_ssize_t i = 0, j = 0, k = 0;
+    while (!bad && (i < n || j < n)) {
+        int64_t begin_key = 0, end_key = 0;
+        if (i < n)
+            begin_key = ((times[i] - low) << 2) + 1;
+        if (j < n) {
+            int64_t slice = end_order[j];
+            end_key = ((times[n + slice] - low) << 2) + (times[n + slice] > times[slice] ? 0 : 2);
+        }
+        if (j < n && (i == n || end_key < begin_key))
+            order[k++] = n + end_order[j++];
+        else
+            order[k++] = i++;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "merge_times: a time out of range, or an end row out of range");
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return result;
+}
+
 /* --- a track's events, encoded straight from the op columns ----------------------------------
  *
  * track_events(times, events, previous, rows, sequence, columns, extras) -> bytes: the
@@ -239,8 +297,9 @@ done:
  * columns: (name_iid of each string id (int32, -1: not on this track), kernel, name, op_type
  * (int32 per op), category, name_key, shows_name, shows_type (uint8 per op), step (int32 per
  * op), step_numbers (int64 per step, then one more), name-less keys (op_type key, step key)).
- * extras: (data, lengths, starts) (uint8, int64 per op, int64 per op) or None. Any index out
- * of its column raises ValueError. */
+ * extras: (data, rows, lengths, starts) or None: the ops that have extra fields (int64, ascending)
+ * and their bytes' spans in data (int64 each; an op's extra bytes are data[start:start + length]).
+ * Any index out of its column raises ValueError. */
 
 enum { C_IID, C_KERNEL, C_NAME, C_TYPE, C_CATEGORY, C_NAME_KEY, C_SHOWS_NAME, C_SHOWS_TYPE, C_STEP, C_STEPS,
        C_COUNT };
@@ -265,10 +324,10 @@ static uint8_t *put_varint(uint8_t *at, uint64_t v) {
 }
 
 typedef struct {
-    const int64_t *times, *events, *rows, *steps, *extra_lengths, *extra_starts;
+    const int64_t *times, *events, *rows, *steps, *extra_rows, *extra_lengths, *extra_starts;
     const int32_t *iid, *kernel, *name, *op_type, *step;
     const uint8_t *category, *name_key, *shows_name, *shows_type, *extra_data;
-    Py_ssize_t n, count, ops, strings, step_count, extra_size;
+    Py_ssize_t n, count, ops, strings, step_count, extra_size, extra_count;
     int64_t previous;
     uint64_t sequence;
     long type_key, step_key;
@@ -305,12 +364,22 @@ static int64_t begin_fields(const Track *t, int64_t slice, uint8_t *at) {
         size += 5 + varint_length(number);
     }
     int64_t extra = 0, extra_start = 0;
-    if (t->extra_lengths) {
-        extra = t->extra_lengths[row];
-        extra_start = t->extra_starts[row];
-        if (extra < 0 || extra_start < 0 || extra_start > t->extra_size - extra)
-            return -1;
-        size += extra;
+    if (t->extra_rows) { /* the op's extra fields, if it is among the ops that have any */
+        Py_ssize_t lo = 0, hi = t->extra_count;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (t->extra_rows[mid] < row)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < t->extra_count && t->extra_rows[lo] == row) {
+            extra = t->extra_lengths[lo];
+            extra_start = t->extra_starts[lo];
+            if (extra < 0 || extra_start < 0 || extra_start > t->extra_size - extra)
+                return -1;
+            size += extra;
+        }
     }
     if (!at)
         return size;
@@ -413,7 +482,7 @@ static PyObject *track_events(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "track_events: 10 columns and keys below 128 expected");
         return NULL;
     }
-    Py_buffer views[C_COUNT + 6];
+    Py_buffer views[C_COUNT + 8]; /* times, events, rows, the columns, the four of extras */
     int held = 0;
     PyObject *result = NULL;
     Track t;
@@ -456,18 +525,22 @@ static PyObject *track_events(PyObject *Py_UNUSED(self), PyObject *args) {
             goto done;
         }
     if (extras_object != Py_None) {
-        if (!PyTuple_Check(extras_object) || PyTuple_GET_SIZE(extras_object) != 3) {
-            PyErr_SetString(PyExc_ValueError, "track_events: extras is (data, lengths, starts) or None");
+        if (!PyTuple_Check(extras_object) || PyTuple_GET_SIZE(extras_object) != 4) {
+            PyErr_SetString(PyExc_ValueError, "track_events: extras is (data, rows, lengths, starts) or None");
             goto done;
         }
         if (!get_items(PyTuple_GET_ITEM(extras_object, 0), &views[held], 1, -1, "extras data"))
             goto done;
         t.extra_data = views[held].buf;
         t.extra_size = views[held++].len;
-        if (!get_items(PyTuple_GET_ITEM(extras_object, 1), &views[held], 8, t.ops, "extras lengths"))
+        if (!get_items(PyTuple_GET_ITEM(extras_object, 1), &views[held], 8, -1, "extras rows"))
+            goto done;
+        t.extra_rows = views[held].buf;
+        t.extra_count = views[held++].len / 8;
+        if (!get_items(PyTuple_GET_ITEM(extras_object, 2), &views[held], 8, t.extra_count, "extras lengths"))
             goto done;
         t.extra_lengths = views[held++].buf;
-        if (!get_items(PyTuple_GET_ITEM(extras_object, 2), &views[held], 8, t.ops, "extras starts"))
+        if (!get_items(PyTuple_GET_ITEM(extras_object, 3), &views[held], 8, t.extra_count, "extras starts"))
             goto done;
         t.extra_starts = views[held++].buf;
     }
@@ -497,6 +570,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"merge_times", merge_times, METH_VARARGS,
+     "merge_times(times, low, end_order, order): merge(), the keys made from the times (see the function)."},
     {"merge", merge, METH_VARARGS,
      "merge(begin_key, end_key, end_order, order): begins and ends of a track in time order (see the module)."},
     {"varints", varints, METH_VARARGS,

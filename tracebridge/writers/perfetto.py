@@ -223,7 +223,7 @@ class _HostWriter:
         for track in range(len(keys)):
             rows = np.arange(cuts[track], cuts[track + 1]) if order is None else order[cuts[track]:cuts[track + 1]]
             if len(rows):
-                tracks.append(_Track(uuids[track], self._next_sequence(), rows))
+                tracks.append(_Track(uuids[track], self._next_sequence(), rows, contiguous=order is None))
                 units += [(len(tracks) - 1, lo, min(lo + CHUNK_EVENTS, 2 * len(rows)))
                           for lo in range(0, 2 * len(rows), CHUNK_EVENTS)]
         context = (trace, strings, fields)
@@ -449,9 +449,6 @@ def _event_order(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
         order = np.lexsort((np.concatenate([rank, -rank]), np.concatenate([np.ones(n, dtype=np.int64), kind]), times))
         return times, order
     # Keys made in place, a block of rows at a time: no temporaries of n int64 beside them.
-    begin_key = start - low
-    begin_key <<= 2
-    begin_key += 1
     end_key = end - low
     end_key <<= 2
     for lo in range(0, n, _KEY_BLOCK):
@@ -460,6 +457,12 @@ def _event_order(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
     # Ends of one key innermost (last) first: a stable sort of the ends read backwards.
     end_order = np.argsort(end_key[::-1], kind="stable")
     np.subtract(n - 1, end_order, out=end_order)
+    if protowire.compiled():  # the C loop makes the keys from the times as it merges
+        del end_key
+        return times, protowire.merged_times(times, low, end_order)
+    begin_key = start - low
+    begin_key <<= 2
+    begin_key += 1
     return times, merged_order(begin_key, end_key, end_order)
 
 
@@ -473,15 +476,17 @@ _END_TYPE = np.frombuffer(message_bytes((E_TYPE, TYPE_END)), dtype=np.uint8)
 class _Track:
     """One track's ops (rows, in start order) and what its sequence needs, made when first used."""
 
-    def __init__(self, uuid: int, sequence: int, rows: np.ndarray):
+    def __init__(self, uuid: int, sequence: int, rows: np.ndarray, contiguous: bool = False):
         self.uuid, self.sequence, self.rows = uuid, sequence, rows
+        self.contiguous = contiguous  # rows are rows[0], rows[0] + 1, ...: the columns' views, not copies
         self.times = self.order = self.names = self.name_iids = self.iids = None
 
     def prepare(self, ops) -> None:
         """The events' time order and the event names' iids, once."""
         if self.times is not None:
             return
-        self.times, order = _event_order(ops["start_ns"][self.rows], ops["end_ns"][self.rows])
+        at = slice(int(self.rows[0]), int(self.rows[0]) + len(self.rows)) if self.contiguous else self.rows
+        self.times, order = _event_order(ops["start_ns"][at], ops["end_ns"][at])
         self.order = order.astype(np.int32) if len(order) < (1 << 31) else order  # kept while written
         del order
         # Event names numbered by use on this track, most used first: most names then fit
@@ -582,9 +587,16 @@ class _OpFields:
                                         A_STRING_IID) for name in ("src", "dst", "tensor")]
             pieces.append(_per_op(concat(*parts), transfers["op"], n))
         pieces += [flow for flow in flows if len(flow.data)]
-        self.extras = concat(*pieces) if pieces else None
-        if self.extras is not None and not len(self.extras.data):
-            self.extras = None
+        extras = concat(*pieces) if pieces else None
+        # Kept as the ops that have any (few: the flows of 10M ops are thousands) with their
+        # bytes' spans, not as a length per op and its running sum (10M ops: 160 MB).
+        self.extra_data = extras.data if extras is not None and len(extras.data) else None
+        if self.extra_data is not None:
+            self.extra_rows = np.flatnonzero(extras.lengths)
+            self.extra_sizes = extras.lengths[self.extra_rows].astype(np.int64)
+            self.extra_starts = np.cumsum(self.extra_sizes) - self.extra_sizes  # records lie in op order
+        del extras
+        self._extras_per_op: Ragged | None = None
         self._inputs, self._shaped = inputs, shaped
         self._columns = self._extras = None  # for encoded_events, made on first use
 
@@ -631,9 +643,17 @@ class _OpFields:
             head[:, :] = [tag(E_ANNOTATIONS, 2)[0], 0, tag(A_NAME_IID, 0)[0], self.key["step"], tag(A_INT, 0)[0]]
             head[:, 1] = 3 + varint_lengths(numbers.view(np.uint64))
             pieces.append(varint_piece(numbers, has_step, prefix=head))
-        if self.extras is not None:
-            pieces.append(ragged_piece(self.extras, rows))
+        if self.extra_data is not None:
+            pieces.append(ragged_piece(self._extras_ragged(), rows))
         return pieces
+
+    def _extras_ragged(self) -> Ragged:
+        """The extra fields as a record per op (for the numpy pieces), made once."""
+        if self._extras_per_op is None:
+            lengths = np.zeros(self.n, dtype=np.int64)
+            lengths[self.extra_rows] = self.extra_sizes
+            self._extras_per_op = Ragged(self.extra_data, lengths)
+        return self._extras_per_op
 
     def encoded_events(self, track: "_Track", lo: int, hi: int) -> bytes:
         """The packets of events ``lo:hi`` of ``track``'s time order, encoded by the C loop
@@ -646,9 +666,8 @@ class _OpFields:
         if self._columns is None:
             self._columns = (ops["kernel"], ops["name"], ops["op_type"], ops["category"], self.name_key,
                              self.shows_name, self.shows_type, ops["step"], self.step_numbers)
-            extras = self.extras
-            self._extras = None if extras is None else (extras.data, np.ascontiguousarray(extras.lengths, np.int64),
-                                                         np.ascontiguousarray(extras.starts(), np.int64))
+            self._extras = None if self.extra_data is None else (self.extra_data, self.extra_rows.astype(np.int64),
+                                                                  self.extra_sizes, self.extra_starts)
         previous = int(track.times[order[lo - 1]]) if lo else int(track.times[order[0]])
         return protowire.track_events(track.times, np.ascontiguousarray(order[lo:hi], dtype=np.int64), previous,
                                       np.ascontiguousarray(track.rows, dtype=np.int64), track.sequence,

@@ -313,6 +313,15 @@ def merged_order(first_key: np.ndarray, second_key: np.ndarray, second_order: np
     return order
 
 
+def merged_times(times: np.ndarray, low: int, end_order: np.ndarray) -> np.ndarray:
+    """:func:`merged_order` of a track's begins and ends by their keys of time and kind, made
+    from ``times`` by the C loop (``compiled()`` only): no key columns."""
+    order = np.empty(len(times), dtype=np.int64)
+    _protowirec.merge_times(np.ascontiguousarray(times, dtype=np.int64), low,
+                            np.ascontiguousarray(end_order, dtype=np.int64), order)
+    return order
+
+
 def track_events(times, events, previous: int, rows, sequence: int, columns: tuple, type_key: int, step_key: int,
                  extras) -> bytes:
     """The packets of a chunk of a .pftrace track's events, by the C loop (``compiled()``
