@@ -145,8 +145,26 @@ def _checked(run: Run, what: str) -> Run:
     return run
 
 
-def _median_ratio(ours: list[float], theirs: list[float]) -> float:
-    return statistics.median(a / b for a, b in zip(ours, theirs))
+def median_ratio(ours: list[float], theirs: list[float]) -> float:
+    """The median of the pairs' ratios (ours[i] / theirs[i]): each pair ran back to back."""
+    return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
+
+
+# The verdicts (None: not judged, the input is not the one the target is set for).
+def met_vs_xprof_rs(time_ratio: float, memory_ratio: float, judged: bool) -> bool | None:
+    return time_ratio <= SUMMARY_VS_RS["time"] and memory_ratio <= SUMMARY_VS_RS["memory"] if judged else None
+
+
+def met_vs_xprof(time_ratio: float, judged: bool) -> bool | None:
+    return time_ratio <= SUMMARY_VS_XPROF if judged else None
+
+
+def met_pftrace(time_ratio: float, judged: bool) -> bool | None:
+    return time_ratio <= PFTRACE_VS_JSON if judged else None
+
+
+def met_large(peak_mib: float, judged: bool) -> bool | None:
+    return peak_mib <= LARGE_PEAK_MIB if judged else None
 
 
 # --- summary ------------------------------------------------------------------------------
@@ -177,11 +195,11 @@ def _summaries(source: str, pairs: int, judged: bool, *, xprof: bool) -> list[di
     rows = []
     if rs:
         rs_s, rs_mib = statistics.median(r.seconds for r in rs), statistics.median(r.peak_rss_mb for r in rs)
-        time_ratio = _median_ratio([r.seconds for r in ours], [r.seconds for r in rs])
-        memory_ratio = _median_ratio([r.peak_rss_mb for r in ours], [r.peak_rss_mb for r in rs])
+        time_ratio = median_ratio([r.seconds for r in ours], [r.seconds for r in rs])
+        memory_ratio = median_ratio([r.peak_rss_mb for r in ours], [r.peak_rss_mb for r in rs])
         print(f"{'xprof-rs framework_op_stats (cold)':36}{rs_s:9.2f}{statistics.median(r.cpu_s for r in rs):8.2f}"
               f"{rs_mib:10.0f}")
-        met = time_ratio <= SUMMARY_VS_RS["time"] and memory_ratio <= SUMMARY_VS_RS["memory"] if judged else None
+        met = met_vs_xprof_rs(time_ratio, memory_ratio, judged)
         print(f"tracebridge / xprof-rs, median of {len(rs)} pairs: time {time_ratio:.2f}x, memory "
               f"{memory_ratio:.2f}x; target <= {SUMMARY_VS_RS['time']}x and <= {SUMMARY_VS_RS['memory']}x: "
               f"{verdict(met).upper()}")
@@ -202,11 +220,11 @@ def _summaries(source: str, pairs: int, judged: bool, *, xprof: bool) -> list[di
             tracebridge=ours_s, tracebridge_peak_mib=ours_mib, notes="xprof-rs not installed: no anchor"))
     if py:
         py_s, py_mib = statistics.median(r.seconds for r in py), statistics.median(r.peak_rss_mb for r in py)
-        time_ratio = _median_ratio([r.seconds for r in ours], [r.seconds for r in py])
-        memory_ratio = _median_ratio([r.peak_rss_mb for r in ours], [r.peak_rss_mb for r in py])
+        time_ratio = median_ratio([r.seconds for r in ours], [r.seconds for r in py])
+        memory_ratio = median_ratio([r.peak_rss_mb for r in ours], [r.peak_rss_mb for r in py])
         print(f"{'xprof framework_op_stats':36}{py_s:9.2f}{statistics.median(r.cpu_s for r in py):8.2f}"
               f"{py_mib:10.0f}")
-        met = time_ratio <= SUMMARY_VS_XPROF if judged else None
+        met = met_vs_xprof(time_ratio, judged)
         print(f"tracebridge / xprof, median of {len(py)} pairs: time {time_ratio:.2f}x, memory {memory_ratio:.2f}x; "
               f"target <= {SUMMARY_VS_XPROF}x time: {verdict(met).upper()}")
         rows.append(result_row(
@@ -236,14 +254,14 @@ def _convert(source: str, pairs: int, judged: bool) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ours, theirs = runs["pftrace"], runs["json"]
-    time_ratio = _median_ratio([r.seconds for r in ours], [r.seconds for r in theirs])
-    cpu_ratio = _median_ratio([r.cpu_s for r in ours], [r.cpu_s for r in theirs])
+    time_ratio = median_ratio([r.seconds for r in ours], [r.seconds for r in theirs])
+    cpu_ratio = median_ratio([r.cpu_s for r in ours], [r.cpu_s for r in theirs])
     print(f"{'':36}{'wall s':>9}{'CPU s':>8}{'peak MiB':>10}{'MB out':>9}")
     for name, kind in (("convert -> .json", "json"), ("convert -> .pftrace", "pftrace")):
         rs = runs[kind]
         print(f"{name:36}{statistics.median(r.seconds for r in rs):9.2f}{statistics.median(r.cpu_s for r in rs):8.2f}"
               f"{statistics.median(r.peak_rss_mb for r in rs):10.0f}{sizes[kind] / 1e6:9.1f}")
-    met = time_ratio <= PFTRACE_VS_JSON if judged else None
+    met = met_pftrace(time_ratio, judged)
     print(f".pftrace / JSON, median of {pairs} pairs: wall {time_ratio:.2f}x, CPU {cpu_ratio:.2f}x; target <= "
           f"{PFTRACE_VS_JSON}x time: {verdict(met).upper()}")
     return result_row(
@@ -271,7 +289,7 @@ def _large(source: str, repeat: int, judged: bool) -> dict:
         shutil.rmtree(work, ignore_errors=True)
     seconds = statistics.median(r.seconds for r in runs)
     peak = statistics.median(r.peak_rss_mb for r in runs)
-    met = peak <= LARGE_PEAK_MIB if judged else None
+    met = met_large(peak, judged)
     print(f"one XSpace of {os.path.getsize(source) / 1e6:.0f} MB -> .pftrace: {seconds:.1f} s, peak {peak:.0f} MiB "
           f"(median of {repeat}); target <= 1 GB ({LARGE_PEAK_MIB:.0f} MiB): {verdict(met).upper()}")
     return result_row(
