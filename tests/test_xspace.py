@@ -285,3 +285,27 @@ def test_profile_options_read_as_protobuf_reads_them():
         assert _profile_options(damaged) == {"profile_options": "unreadable"}
         with pytest.raises(Exception):
             protos.ProfileOptions.FromString(damaged)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_of_each_event_as_numpy_finds_it(seed):
+    """xspace_steps._assign_steps: the C loop's one pass (runs of events in start order, a
+    search where a run begins) against numpy's search of every event."""
+    import numpy as np
+
+    from tracebridge.readers import wire, xspace_steps
+    if wire._wirec is None:
+        pytest.skip("the C wire decoder is not built here")
+    chance = np.random.default_rng(seed)
+    runs = [np.sort(chance.integers(-50, 5000, int(chance.integers(0, 2000)))) for _ in range(int(chance.integers(1, 5)))]
+    start = np.concatenate(runs).astype(np.int64)
+    chosen = chance.random(len(start)) < 0.8
+    lows = np.sort(chance.integers(0, 5000, int(chance.integers(1, 40))))
+    markers = sorted((int(lo), int(lo + chance.integers(0, 300)), k, "") for k, lo in enumerate(lows))
+    ids = np.arange(len(markers), dtype=np.int64) + 7
+    ours = np.full(len(start), -1, dtype=np.int32)
+    xspace_steps._assign_steps(ours, start, chosen, markers, ids)
+    with reading_with("numpy"):
+        theirs = np.full(len(start), -1, dtype=np.int32)
+        xspace_steps._assign_steps(theirs, start, chosen, markers, ids)
+    assert np.array_equal(ours, theirs)

@@ -695,6 +695,71 @@ done:
     return result;
 }
 
+/* steps(start, chosen, starts, ends, ids, out): the step of each chosen event (xspace_steps.py,
+ * _assign_steps): p = how many of the markers' sorted `starts` are at or before the event's
+ * start; where the event starts no later than ends[p] (ends and ids have p = 0, "before every
+ * marker", first), out[i] = ids[p]. Events come in runs in start order (a line's), so p moves
+ * forward from the event before, and is searched for afresh only where the start goes back:
+ * one pass, where numpy searches every event's place. */
+static PyObject *steps(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objects[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO:steps", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
+                          &objects[5]))
+        return NULL;
+    Py_buffer views[6];
+    int held = 0;
+    PyObject *result = NULL;
+    static const Py_ssize_t width[6] = {8, 1, 8, 8, 4, 4};
+    for (; held < 6; held++) {
+        if (PyObject_GetBuffer(objects[held], &views[held], PyBUF_C_CONTIGUOUS | (held == 5 ? PyBUF_WRITABLE : 0)) < 0)
+            goto done;
+        if (views[held].itemsize != width[held] || views[held].len % width[held]) {
+            held++;
+            PyErr_SetString(PyExc_TypeError, "steps: int64 start, bool chosen, int64 starts and ends, int32 ids and out");
+            goto done;
+        }
+    }
+    Py_ssize_t n = views[0].len / 8, m = views[2].len / 8;
+    if (views[1].len != n || views[5].len != n * 4 || views[3].len != (m + 1) * 8 || views[4].len != (m + 1) * 4) {
+        PyErr_SetString(PyExc_ValueError, "steps: n events and chosen and out, m marker starts, m + 1 ends and ids");
+        goto done;
+    }
+    const int64_t *start = views[0].buf, *starts = views[2].buf, *ends = views[3].buf;
+    const uint8_t *chosen = views[1].buf;
+    const int32_t *ids = views[4].buf;
+    int32_t *out = views[5].buf;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t p = 0;
+    int64_t previous = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = start[i];
+        if (s < previous) { /* a new run: search p again (the first marker start after s) */
+            Py_ssize_t lo = 0, hi = m;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (starts[mid] <= s)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            p = lo;
+        } else {
+            while (p < m && starts[p] <= s)
+                p++;
+        }
+        previous = s;
+        if (chosen[i] && s <= ends[p])
+            out[i] = ids[p];
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return result;
+}
+
 /* For tests: column_bytes, which no input small enough to test with can overflow. */
 static PyObject *column_bytes_for_tests(PyObject *self, PyObject *args) {
     (void)self;
@@ -714,6 +779,8 @@ static PyMethodDef methods[] = {
      "events(raw, line_starts, line_ends, numbers, allocate=None) -> (line, metadata_id, offset_ps, duration_ps,"
      " aggregated, stat_event, stat_start, stat_end) or None when malformed; numbers: the field numbers of"
      " XLine.events and XEvent's metadata_id, offset_ps, duration_ps, stats and num_occurrences"},
+    {"steps", steps, METH_VARARGS,
+     "steps(start, chosen, starts, ends, ids, out): the step of each chosen event (xspace_steps._assign_steps)"},
     {"_column_bytes", column_bytes_for_tests, METH_VARARGS, "_column_bytes(rows, width): for tests"},
     {NULL, NULL, 0, NULL},
 };
