@@ -4,8 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_TF := $(VENV)/.stamp-tf
 STAMP_TEST := $(VENV)/.stamp-test
+STAMP_BENCH := $(VENV)/.stamp-bench
 # What the install builds from: an edited C loop (wire decoder, encoder) is rebuilt by the next make.
-BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c tracebridge/writers/_protowirec.c
+BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c tracebridge/writers/_protowirec.c \
+	tracebridge/analysis/run/_groupc.c
 
 .PHONY: demo check test test-onednn test-fast bench clean fuzz
 
@@ -67,7 +69,12 @@ test-onednn: $(STAMP_TEST)
 
 test-fast: check
 
-bench: $(STAMP_TEST)
+# The peers the benchmarks run beside tracebridge (xprof-rs: the bench extra).
+$(STAMP_BENCH): $(BUILD_INPUTS) $(STAMP_TEST)
+	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask,bench]'
+	touch $@
+
+bench: $(STAMP_BENCH)
 	bash tests/viewers/setup.sh $(VENV)
 	$(BIN)/python bench/run_all.py
 

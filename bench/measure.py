@@ -22,6 +22,7 @@ class Run:
     peak_rss_mb: float
     returncode: int
     output: str
+    cpu_s: float = 0.0  # user + system CPU of the process and the children it waited for
 
 
 def run_once(command: list[str], *, timeout: float | None = None, env: dict | None = None) -> Run:
@@ -40,7 +41,7 @@ def run_once(command: list[str], *, timeout: float | None = None, env: dict | No
     seconds = time.perf_counter() - start
     if process.returncode < 0:
         output += "\n(killed: timeout)" if timeout else "\n(killed)"
-    return Run(seconds, usage.ru_maxrss / 1024, process.returncode, output)
+    return Run(seconds, usage.ru_maxrss / 1024, process.returncode, output, usage.ru_utime + usage.ru_stime)
 
 
 def median_of(command: list[str], repeat: int = 3, **kwargs) -> tuple[float, float, list[Run]]:

@@ -13,7 +13,10 @@ in the same run on the same input:
 * bench_html.py: the HTML view's first draw in headless Chromium, redraws and file size
   vs timeline.py's JSON (issue 4);
 * bench_perfetto.py: XSpace -> .pftrace vs tracebridge's Chrome JSON writer, a 10M-event
-  logdir host by host, and both in the Perfetto UI (issue 26).
+  logdir host by host, and both in the Perfetto UI (issue 26);
+* bench_peers.py: summary vs xprof-rs (a cold server, the ``bench`` extra) and xprof, convert
+  to .pftrace vs to JSON, in paired runs with median ratios, and one 10M-event XSpace to
+  .pftrace (issue 35).
 
 Each writes its result rows (``--json``, see bench/targets.py); this collects them and
 writes RESULTS.md atomically: the date (UTC), the machine, the command, one table of
@@ -84,6 +87,9 @@ BENCHMARKS = [
 ]
 BENCHMARKS.append(Benchmark("perfetto", "bench_perfetto.py", ("--repeat", "3", "--ui"),
                             ("--ops", "30", "--steps", "20", "--repeat", "1", "--hosts", "2")))
+BENCHMARKS.append(Benchmark("peers", "bench_peers.py", ("--pairs", "5", "--large-repeat", "3"),
+                            ("--ops", "30", "--steps", "20", "--pairs", "1", "--large-steps", "40",
+                             "--large-repeat", "1")))
 BY_NAME = {benchmark.name: benchmark for benchmark in BENCHMARKS}
 
 

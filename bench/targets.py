@@ -62,6 +62,13 @@ TARGETS = [
            "and ≤ 0.3× the JSON's size", "bench_perfetto.py", "the 2,000 ops × 1,500 steps XSpace"),
     Target("T11", 26, "10M events: peak RSS ≤ 1.5 GB", "bench_perfetto.py",
            "a logdir of hosts × the 3M-event XSpace, 10M events or more"),
+    Target("T12", 35, "`summary` of a 3M-event XSpace ≤ 0.35x xprof-rs's time and ≤ 0.3x its peak memory",
+           "bench_peers.py", "the 2,000 ops × 1,500 steps XSpace"),
+    Target("T13", 35, "≤ 0.12x xprof's time", "bench_peers.py", "the 2,000 ops × 1,500 steps XSpace"),
+    Target("T14", 35, "`convert` to `.pftrace` ≤ 0.4x the JSON writer's time", "bench_peers.py",
+           "the 2,000 ops × 1,500 steps XSpace"),
+    Target("T15", 35, "a single 10M-event XSpace converts in ≤ 1 GB peak (streamed by line or by step, not held "
+           "whole)", "bench_peers.py", "one XSpace of 2,000 ops × 5,000 steps (10.1M events)"),
 ]
 BY_ID = {target.id: target for target in TARGETS}
 

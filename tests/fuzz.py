@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CORPUS = REPO.parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("TRACEBRIDGE_CORPUS") or REPO.parent / "shared" / "corpus")  # as tests/conftest.py
 CASE_SECONDS = {"notebook": 60.0}  # LibCST takes its time on big cells; readers get the default
 DEFAULT_CASE_SECONDS = 20.0
 STALL_SECONDS = 180.0  # no progress for this long: a hang the in-process alarm could not stop

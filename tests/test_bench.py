@@ -38,6 +38,10 @@ QUICK_ROWS = {
     "XSpace summary, 2 hosts (issue 18)": 1,
     "XSpace → .pftrace (issue 26)": 1,
     "multi-host logdir → .pftrace (host by host) (issue 26)": 1,
+    "XSpace summary vs xprof-rs (issue 35)": 1,
+    "XSpace summary vs xprof (issue 35)": 1,
+    "convert → .pftrace vs → Chrome JSON (issue 35)": 1,
+    "one large XSpace → .pftrace (issue 35)": 1,
 }
 COLUMNS = ["#", "benchmark", "input", "unit", "tracebridge", "peak MiB", "anchor", "anchor value",
            "anchor peak MiB", "anchor / tracebridge", "target", "met?"]
@@ -252,3 +256,25 @@ def test_results_list_failures_and_every_target():
     assert listed["T3"]["figure"] == "0.38× time, 0.29× memory" and listed["T3"]["met?"] == "**met**"
     assert listed["T1"]["met?"] == "not measured: bench_stepstats.py failed"
     assert listed["T6"]["met?"] == "not measured: bench_html.py not run"
+
+
+def test_peers_targets_on_the_issues_files_only():
+    """Issue 35's targets (bench_peers.py), judged as the issue states them: ratios are the
+    medians of paired runs' ratios."""
+    bench = load("bench_peers")
+    assert bench.median_ratio([1.0, 2.0, 3.0], [4.0, 4.0, 4.0]) == 0.5
+    assert bench.median_ratio([1.0, 9.0, 1.2], [2.0, 3.0, 4.0]) == 0.5  # the pairs' ratios, not the medians'
+    with pytest.raises(ValueError):
+        bench.median_ratio([1.0], [1.0, 2.0])
+    assert bench.met_vs_xprof_rs(0.35, 0.30, True) is True
+    assert bench.met_vs_xprof_rs(0.36, 0.20, True) is False and bench.met_vs_xprof_rs(0.20, 0.31, True) is False
+    assert bench.met_vs_xprof_rs(0.1, 0.1, False) is None
+    assert bench.met_vs_xprof(0.12, True) is True and bench.met_vs_xprof(0.13, True) is False
+    assert bench.met_pftrace(0.40, True) is True and bench.met_pftrace(0.41, True) is False
+    assert bench.met_large(953.0, True) is True and bench.met_large(955.0, True) is False  # 1 GB = 953.7 MiB
+    assert bench.met_pftrace(0.1, False) is None and bench.met_large(1.0, False) is None
+    targets = load("targets")
+    assert {t.id for t in targets.TARGETS if t.issue == 35} == {"T12", "T13", "T14", "T15"}
+    assert all(t.bench == "bench_peers.py" for t in targets.TARGETS if t.issue == 35)
+    run_all = load("run_all")
+    assert "peers" in run_all.BY_NAME

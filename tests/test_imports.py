@@ -329,3 +329,27 @@ def test_private_tensorflow_names_check_is_precise():
             "import tensorflow as tf\nv = tf.__version__\nsession = tf.compat.v1.Session()\n"
             "print(session.sess_str, '/tensorflow.ProfilerService/Terminate')\n")
     assert private_tf_names(ours) == []
+
+
+def test_a_summary_imports_no_comparison(corpus):
+    """``tracebridge summary`` of an XSpace imports neither the comparison nor the capture
+    package (the CLI's parser names compare --sort's choices and run's default steps itself)
+    nor the HLO reader of a profile without XLA: imports are a fifth of a 3M-event summary's
+    time (issue 35)."""
+    from tracebridge import cli
+    from tracebridge.analysis.compare.result import SORTS
+    from tracebridge.capture.script import DEFAULT_STEPS
+    assert cli.COMPARE_SORTS == tuple(SORTS)
+    assert cli.RUN_DEFAULT_STEPS == DEFAULT_STEPS
+    code = f"""
+import io, contextlib, json, sys
+from tracebridge import cli
+with contextlib.redirect_stdout(io.StringIO()):
+    cli.main(["summary", {str(corpus / "xspace" / "tfprofiler_gpu_multi_worker.xplane.pb")!r}, "--json"])
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("tracebridge"))))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.splitlines()[-1])
+    assert not [m for m in loaded if m.startswith(("tracebridge.analysis.compare", "tracebridge.capture"))]
+    assert "tracebridge.readers.hlo" not in loaded

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import tracebridge
+from tests.conftest import reading_with
 from tracebridge import TraceFormatError, protos
 from tracebridge.model.schema import Category
 
@@ -189,3 +190,122 @@ def test_events_find_their_metadata_whatever_the_ids(corpus, tmp_path):
     for shift, trace in traces.items():
         assert len(trace) + memory == total - 1, shift
         assert rows(trace) == rows(traces[0]), shift
+
+
+def _line_spans(raw: bytes):
+    """The lines of an XSpace (owner plane, start, end), as the reader finds them."""
+    from tracebridge.readers import wire
+    from tracebridge.readers.xspace import _PLANE, _SPACE
+    top = wire.decode(raw, [0], [len(raw)])
+    _, starts, ends = top.spans(_SPACE.planes)
+    return wire.decode(raw, starts, ends).spans(_PLANE.lines)
+
+
+def _event_columns_agree(raw: bytes, starts, ends) -> bool:
+    """Where the one-pass C loop accepts the lines, wire.py's decoder gives the same
+    columns (same values, same types); returns whether the C loop accepted them."""
+    import numpy as np
+
+    from tracebridge.readers import wire
+    from tracebridge.readers.xspace import event_columns_compiled, event_columns_numpy
+    compiled = event_columns_compiled(raw, starts, ends)
+    if compiled is None:
+        return False
+    with reading_with("numpy"):
+        reference = event_columns_numpy(raw, wire.decode(raw, starts, ends))
+    for name in ("line", "metadata_id", "offset_ps", "duration_ps", "aggregated", "stat_event", "stat_start",
+                 "stat_end"):
+        ours, theirs = getattr(compiled, name), getattr(reference, name)
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), name
+    return True
+
+
+def test_one_pass_event_columns_are_the_decoders_ones(corpus):
+    """The C loop's events (tracebridge/readers/_wirec.c: events) against wire.py's chunked
+    decode, on real XSpaces of TF, xprof and JAX (GPU, TPU, CPU with XLA)."""
+    from tracebridge.readers import wire
+    if wire._wirec is None:
+        pytest.skip("the C wire decoder is not built here")
+    paths = [corpus / "xspace" / GPU, corpus / "xspace" / TPU, *sorted((corpus / "xspace").glob("jax_*.xplane.pb"))]
+    for path in paths:
+        raw = path.read_bytes()
+        _, starts, ends = _line_spans(raw)
+        assert _event_columns_agree(raw, starts, ends), path.name
+
+
+def test_one_pass_event_columns_on_damaged_bytes(corpus):
+    """Bytes changed at random inside the lines: whatever the C loop accepts, wire.py's
+    decoder reads to the same columns; what it refuses goes to wire.py, which names the
+    error or reads it (the reader never sees a column of the C loop's that differs)."""
+    import random
+
+    from tracebridge.readers import wire
+    if wire._wirec is None:
+        pytest.skip("the C wire decoder is not built here")
+    raw = (corpus / "xspace" / GPU).read_bytes()
+    _, starts, ends = _line_spans(raw)
+    lo, hi = int(starts.min()), int(ends.max())
+    chance = random.Random(35)
+    accepted = refused = 0
+    for _ in range(60):
+        damaged = bytearray(raw)
+        for _ in range(chance.randint(1, 4)):
+            damaged[chance.randrange(lo, hi)] = chance.randrange(256)
+        damaged = bytes(damaged)
+        if _event_columns_agree(damaged, starts, ends):
+            accepted += 1
+            continue
+        refused += 1
+        with reading_with("numpy"):
+            try:
+                from tracebridge.readers.xspace import event_columns_numpy
+                event_columns_numpy(damaged, wire.decode(damaged, starts, ends))
+            except wire.WireError:
+                pass
+    assert accepted and refused  # both ways were taken
+
+
+def test_the_readers_field_numbers_are_the_schemas():
+    """The XSpace reader's field numbers, written out (it imports no protobuf), are those of
+    the schema tracebridge.protos builds."""
+    from tracebridge.readers.xspace import FIELD_NUMBERS
+    for message, numbers in FIELD_NUMBERS.items():
+        schema = vars(protos.field_numbers(message))
+        assert {name: schema[name] for name in vars(numbers)} == vars(numbers), message
+
+
+def test_profile_options_read_as_protobuf_reads_them():
+    from tracebridge.readers.xspace import _profile_options
+    options = protos.ProfileOptions(host_tracer_level=3, python_tracer_level=1, device_tracer_level=2,
+                                    session_id="s", repository_path="r")
+    assert _profile_options(options.SerializeToString()) == {"host_tracer_level": 3, "python_tracer_level": 1,
+                                                             "device_tracer_level": 2}
+    assert _profile_options(b"") == {"host_tracer_level": 0, "python_tracer_level": 0, "device_tracer_level": 0}
+    for damaged in (b"\x10", b"\x72\x02\xff\xfe", b"\x12\x05ab"):  # a cut varint, bad UTF-8, a cut string
+        assert _profile_options(damaged) == {"profile_options": "unreadable"}
+        with pytest.raises(Exception):
+            protos.ProfileOptions.FromString(damaged)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_of_each_event_as_numpy_finds_it(seed):
+    """xspace_steps._assign_steps: the C loop's one pass (runs of events in start order, a
+    search where a run begins) against numpy's search of every event."""
+    import numpy as np
+
+    from tracebridge.readers import wire, xspace_steps
+    if wire._wirec is None:
+        pytest.skip("the C wire decoder is not built here")
+    chance = np.random.default_rng(seed)
+    runs = [np.sort(chance.integers(-50, 5000, int(chance.integers(0, 2000)))) for _ in range(int(chance.integers(1, 5)))]
+    start = np.concatenate(runs).astype(np.int64)
+    chosen = chance.random(len(start)) < 0.8
+    lows = np.sort(chance.integers(0, 5000, int(chance.integers(1, 40))))
+    markers = sorted((int(lo), int(lo + chance.integers(0, 300)), k, "") for k, lo in enumerate(lows))
+    ids = np.arange(len(markers), dtype=np.int64) + 7
+    ours = np.full(len(start), -1, dtype=np.int32)
+    xspace_steps._assign_steps(ours, start, chosen, markers, ids)
+    with reading_with("numpy"):
+        theirs = np.full(len(start), -1, dtype=np.int32)
+        xspace_steps._assign_steps(theirs, start, chosen, markers, ids)
+    assert np.array_equal(ours, theirs)

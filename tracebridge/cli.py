@@ -37,6 +37,21 @@ def main(argv: list[str] | None = None) -> int:
         return _closed_pipe()
 
 
+def _return_large_blocks() -> None:
+    """glibc serves a large block from its heap once one of that size was freed (its mmap
+    threshold rises with every large free), and a block freed there stays resident: the
+    temporaries of 3M rows then add up in the peak RSS. A fixed threshold of 8 MiB maps each
+    block that large (a column of a million rows or more) apart and returns it to the kernel
+    when freed: a 3M-event summary peaks 15% lower (226 -> 192 MB). Only the summary sets it:
+    a convert reuses its temporaries' pages from the heap, and mapping each afresh costs it
+    a fifth more time (its peak is the writer's own, 4% higher without)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).mallopt(-3, 8 << 20)  # M_MMAP_THRESHOLD; other C libraries have no mallopt
+    except (OSError, AttributeError):
+        pass
+
+
 def _closed_pipe() -> int:
     """The reader went away (``summary T | head -2``): end quietly, as ``head``'s writers do.
     Python's docs (signal, "Note on SIGPIPE"): point stdout at devnull so that the flush at
@@ -181,8 +196,15 @@ def _add_summary(commands) -> None:
     _add_filters(summary)
 
 
+# compare --sort's choices (the names of analysis.compare.result.SORTS) and run's default
+# steps (capture.script.DEFAULT_STEPS), written out so that building the parser imports
+# neither the comparison nor the capture package (each would cost every command, a summary
+# too, ~50 ms of imports); tests/test_imports.py checks that they agree.
+COMPARE_SORTS = ("change", "slower", "faster", "control", "test", "name")
+RUN_DEFAULT_STEPS = "2-4"
+
+
 def _add_compare(commands) -> None:
-    from .analysis.compare.result import SORTS
     diff = _command(commands, "compare", _compare, "compare two runs of the same model (control A, test B)")
     diff.add_argument("control", help="the run compared against (say, the TF1 run): " + _INPUT_HELP)
     diff.add_argument("test", help="the run under test (say, its TF2 port): " + _INPUT_HELP)
@@ -196,7 +218,7 @@ def _add_compare(commands) -> None:
                       help=WARMUP_HELP)
     _add_thresholds(diff)
     diff.add_argument("--top", type=_positive, default=25, help="rows in the table (default 25)")
-    diff.add_argument("--sort", choices=tuple(SORTS), default="change",
+    diff.add_argument("--sort", choices=COMPARE_SORTS, default="change",
                       help="rank the table's rows by: change (largest absolute change, default), slower, faster, "
                            "control or test (median time), name; rows of one run only come after, longest first")
     diff.add_argument("--time", choices=("auto", "device", "host"), default="auto",
@@ -265,12 +287,11 @@ def _add_view(commands) -> None:
 
 
 def _add_run_script(commands) -> None:
-    from .capture.script import DEFAULT_STEPS
     run = _command(commands, "run", _run_script, "run a TF1 or TF2 script unmodified and trace a few of its steps")
     run.usage = "tracebridge run [--steps A-B] [-o OUT] [--] script.py [args ...]  |  ... -m module [args ...]"
-    run.add_argument("--steps", default=DEFAULT_STEPS, metavar="A-B",
+    run.add_argument("--steps", default=RUN_DEFAULT_STEPS, metavar="A-B",
                      help=f"the steps to trace, counted from 0 in the order the script reaches them "
-                          f"(default {DEFAULT_STEPS}: after the first steps, which trace and compile)")
+                          f"(default {RUN_DEFAULT_STEPS}: after the first steps, which trace and compile)")
     run.add_argument("-o", "--output", metavar="OUT", help="the trace to write; its suffix names the format "
                      "(.json, .json.gz, .pftrace, .html, .pb, .xplane.pb; default SCRIPT.trace.json)")
     run.add_argument("-m", dest="module", action="store_true", help="run a module, as python -m does")
@@ -503,6 +524,7 @@ def _streams_hosts(args) -> bool:
 
 
 def _summary(args) -> int:
+    _return_large_blocks()
     if args.by_host or _several_hosts(args):
         return _summary_by_host(args)
     # Only the op rows of an XSpace (a summary needs no more): the same result, sooner.

@@ -140,6 +140,7 @@ def load(path: str | os.PathLike, *, format: str | None = None, run: str | None 
         if fmt is None or fmt.read is None:
             raise TraceFormatError(f"unknown format {format!r} (one of {', '.join(READABLE)})", path=name)
         source = Source(name, (InputFile(name, data),))
+        del data  # the source holds it: a reader that takes it frees it as soon as it can
         if evidence is Evidence.NONE:
             return _read_unclaimed(fmt, source, parallelism, ops_only)
     return _read(fmt, source, parallelism, ops_only)
@@ -165,6 +166,7 @@ def load_host(file: HostFile, *, ops_only: bool = False) -> Trace:
     data = read_host(file)
     fmt, evidence = (BY_NAME["xspace"], None) if file.path.endswith(".xplane.pb") else _claim(file.path, data)
     source = Source(file.path, (InputFile(file.path, data, file.host),))
+    del data  # as in load()
     read = _read_unclaimed if evidence is Evidence.NONE else _read
     return read(fmt, source, choose_parallelism(1), ops_only)
 
@@ -214,10 +216,13 @@ def _read(fmt: Format, source: Source, parallelism: Parallelism, ops_only: bool)
             return fmt.read_ops(source, parallelism)
         return fmt.read(source, parallelism)
     except TraceFormatError as error:
-        mangled = next((f for f in source.files if _text_converted(f.data)), None)
+        # (a reader that took a file's bytes to free them early leaves them to be read again)
+        mangled = next(((f, data) for f in source.files if (data := f.bytes_now()) is not None
+                        and _text_converted(data)), None)
         if mangled is None:
             raise
-        count = mangled.data.count(_REPLACEMENT)
+        mangled, data = mangled
+        count = data.count(_REPLACEMENT)
         raise TraceFormatError(
             f"{error.reason}; the file went through a text conversion: {count:,} times the bytes EF BF BD (U+FFFD) "
             "stand for bytes that were not UTF-8, which are lost: copy the original as binary (git: mark it binary "

@@ -60,6 +60,9 @@ typedef struct {
     uint32_t dense_number[MAX_DENSE];
     PyObject *dense_column[MAX_DENSE];
     uint64_t *dense[MAX_DENSE];
+    /* Skipped fields: checked as every field is, but no rows kept. */
+    int skip_count;
+    uint32_t skip_number[MAX_DENSE];
 } Table;
 
 static Group *group_of(Table *table, uint32_t number) {
@@ -171,6 +174,11 @@ static int walk(const uint8_t *data, Py_ssize_t size, const int64_t *starts, con
             default:
                 return 0; /* groups and reserved wire types */
             }
+            int skipped = 0;
+            for (int k = 0; k < table->skip_count; k++)
+                skipped |= table->skip_number[k] == number;
+            if (skipped)
+                continue;
             int d = 0;
             while (d < table->dense_count && table->dense_number[d] != number)
                 d++;
@@ -314,11 +322,36 @@ fail:
     return NULL;
 }
 
+/* The `skip` argument of decode: at most MAX_DENSE field numbers into the table; 0 with
+ * an exception set when it is not that. */
+static int read_skipped(PyObject *skip_object, Table *table) {
+    PyObject *numbers = PySequence_Fast(skip_object, "skip must be a sequence of field numbers");
+    if (!numbers)
+        return 0;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(numbers);
+    if (count > MAX_DENSE)
+        PyErr_SetString(PyExc_ValueError, "at most 8 skipped fields");
+    for (Py_ssize_t k = 0; k < count && !PyErr_Occurred(); k++) {
+        unsigned long long number = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(numbers, k));
+        if (PyErr_Occurred())
+            break;
+        if (number == 0 || number > MAX_FIELD) {
+            PyErr_Format(PyExc_ValueError, "skipped field number %llu out of range 1..%u", number, MAX_FIELD);
+            break;
+        }
+        table->skip_number[k] = (uint32_t)number;
+        table->skip_count = (int)k + 1;
+    }
+    Py_DECREF(numbers);
+    return !PyErr_Occurred();
+}
+
 static PyObject *decode(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *raw_object, *starts_object, *ends_object, *dense_object = NULL, *allocate_object = NULL;
-    if (!PyArg_ParseTuple(args, "OOO|OO", &raw_object, &starts_object, &ends_object, &dense_object,
-                          &allocate_object))
+    PyObject *raw_object, *starts_object, *ends_object, *dense_object = NULL, *allocate_object = NULL,
+             *skip_object = NULL;
+    if (!PyArg_ParseTuple(args, "OOO|OOO", &raw_object, &starts_object, &ends_object, &dense_object,
+                          &allocate_object, &skip_object))
         return NULL;
     Py_buffer raw, starts, ends;
     if (PyObject_GetBuffer(raw_object, &raw, PyBUF_SIMPLE) < 0)
@@ -363,6 +396,8 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         if (PyErr_Occurred())
             goto done;
     }
+    if (skip_object && skip_object != Py_None && !read_skipped(skip_object, table))
+        goto done;
     if (ends.len != starts.len) {
         result = Py_NewRef(Py_None);
         goto done;
@@ -394,6 +429,337 @@ done:
     return result;
 }
 
+/* --- XSpace events in one pass -------------------------------------------------------------
+ *
+ * Why: decode() above yields a row per field (25 bytes) and wire.py then gathers the
+ * columns from them; for the 3M events of a 49 MB XSpace that is the 75 MB of rows of the
+ * lines' `events` field, then rows per event field in chunks, then a copy into columns.
+ * events() walks the lines once to count their events, then once more to decode every event
+ * straight into its columns, allocated at their final size: the event's line, metadata id,
+ * offset and duration (varints, last wins, 0 where absent), whether it has
+ * num_occurrences, and the spans of its stats (few: they are decoded in Python).
+ *
+ * The same contract as decode(): malformed input (a field a decoder would reject, or one
+ * of these fields with another wire type than protobuf's for it) returns None, and the
+ * caller reads the same bytes with wire.py's decoder, which names the error. It checks
+ * at least everything wire.py checks, so that whatever it accepts, wire.py accepts and
+ * decodes to the same columns (tests/test_xspace.py compares them). */
+
+enum { E_EVENTS, E_METADATA_ID, E_OFFSET, E_DURATION, E_STATS, E_OCCURRENCES, E_NUMBERS };
+
+/* One field at *p (before end): its number, wire type, value (a varint's value, a length,
+ * or a fixed value) and where its payload starts; 0 when malformed. */
+static int next_field(const uint8_t **p, const uint8_t *end, uint64_t *number, int *kind, uint64_t *value,
+                      const uint8_t **payload) {
+    uint64_t tag;
+    if (**p < 0x80) {
+        tag = *(*p)++;
+    } else if (!read_varint(p, end, &tag, 5)) {
+        return 0;
+    }
+    *number = tag >> 3;
+    *kind = (int)(tag & 7);
+    if (*number == 0 || *number > MAX_FIELD)
+        return 0;
+    switch (*kind) {
+    case VARINT:
+        *payload = *p;
+        return read_varint(p, end, value, 10);
+    case LENGTH:
+        if (!read_varint(p, end, value, 10) || *value > (uint64_t)(end - *p))
+            return 0;
+        *payload = *p;
+        *p += *value;
+        return 1;
+    case FIXED64:
+    case FIXED32: {
+        int width = *kind == FIXED64 ? 8 : 4;
+        if (end - *p < width)
+            return 0;
+        *value = 0;
+        for (int i = 0; i < width; i++)
+            *value |= (uint64_t)(*p)[i] << (8 * i);
+        *payload = *p;
+        *p += width;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+typedef struct {
+    int64_t *event, *start, *end;
+    Py_ssize_t used, room;
+} Spans;
+
+static int add_span(Spans *spans, int64_t event, int64_t start, int64_t end) {
+    if (spans->used == spans->room) {
+        Py_ssize_t room = spans->room ? 2 * spans->room : 1024;
+        if ((size_t)room > SIZE_MAX / sizeof(int64_t))
+            return 0;
+        int64_t *grown[3];
+        int64_t **column[3] = {&spans->event, &spans->start, &spans->end};
+        for (int c = 0; c < 3; c++) {
+            grown[c] = realloc(*column[c], (size_t)room * sizeof(int64_t));
+            if (!grown[c])
+                return 0;
+            *column[c] = grown[c];
+        }
+        spans->room = room;
+    }
+    spans->event[spans->used] = event;
+    spans->start[spans->used] = start;
+    spans->end[spans->used] = end;
+    spans->used++;
+    return 1;
+}
+
+typedef struct {
+    int32_t *line;
+    uint64_t *metadata_id, *offset, *duration;
+    uint8_t *aggregated;
+} EventColumns;
+
+/* The lines' events: counted (columns NULL: *count is set), or decoded into the columns
+ * and spans. 1, 0 when malformed, -1 out of memory, -2 when decoding finds more events
+ * than counted (the buffer changed between the passes). */
+static int walk_events(const uint8_t *data, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
+                       Py_ssize_t lines, const uint64_t *numbers, Py_ssize_t *count, EventColumns *columns,
+                       Spans *spans) {
+    Py_ssize_t found = 0;
+    for (Py_ssize_t m = 0; m < lines; m++) {
+        int64_t first = starts[m], last = ends[m];
+        if (first < 0 || first > last || last > size)
+            return columns ? -2 : 0;
+        const uint8_t *p = data + first, *end = data + last;
+        while (p < end) {
+            uint64_t number, value;
+            int kind;
+            const uint8_t *payload;
+            if (!next_field(&p, end, &number, &kind, &value, &payload))
+                return 0;
+            if (number != numbers[E_EVENTS])
+                continue;
+            if (kind != LENGTH)
+                return 0;
+            if (!columns) {
+                found++;
+                continue;
+            }
+            if (found == *count)
+                return -2;
+            Py_ssize_t event = found++;
+            columns->line[event] = (int32_t)m;
+            const uint8_t *q = payload, *event_end = payload + value;
+            while (q < event_end) {
+                uint64_t inner, inner_value;
+                int inner_kind;
+                const uint8_t *inner_payload;
+                if (*q < 0x80 && (*q & 7) == VARINT && *q >= 8) {
+                    /* the usual field: a one-byte tag and a varint (metadata id, offset, duration) */
+                    inner = *q++ >> 3;
+                    inner_kind = VARINT;
+                    if (!read_varint(&q, event_end, &inner_value, 10))
+                        return 0;
+                } else if (!next_field(&q, event_end, &inner, &inner_kind, &inner_value, &inner_payload)) {
+                    return 0;
+                }
+                if (inner == numbers[E_OCCURRENCES]) {
+                    columns->aggregated[event] = 1;
+                } else if (inner == numbers[E_STATS]) {
+                    if (inner_kind != LENGTH)
+                        return 0;
+                    if (!add_span(spans, event, inner_payload - data, inner_payload - data + (int64_t)inner_value))
+                        return -1;
+                } else if (inner == numbers[E_METADATA_ID] || inner == numbers[E_OFFSET] ||
+                           inner == numbers[E_DURATION]) {
+                    if (inner_kind != VARINT)
+                        return 0;
+                    uint64_t *into = inner == numbers[E_METADATA_ID] ? columns->metadata_id
+                                     : inner == numbers[E_OFFSET] ? columns->offset : columns->duration;
+                    into[event] = inner_value;
+                }
+            }
+        }
+    }
+    if (!columns)
+        *count = found;
+    else if (found != *count)
+        return -2;
+    return 1;
+}
+
+/* A new zeroed column of `rows` items of `width` bytes, through new_column. */
+static PyObject *zeroed_column(PyObject *allocator, Py_ssize_t rows, Py_ssize_t width, void *data) {
+    Py_ssize_t bytes = column_bytes(rows, width);
+    return bytes < 0 ? NULL : new_column(allocator, bytes, 1, data);
+}
+
+static PyObject *spans_column(const int64_t *values, Py_ssize_t rows, PyObject *allocator) {
+    void *data;
+    PyObject *column = zeroed_column(allocator, rows, 8, &data);
+    if (column && rows)
+        memcpy(data, values, (size_t)rows * sizeof(int64_t));
+    return column;
+}
+
+static PyObject *events(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *raw_object, *starts_object, *ends_object, *numbers_object, *allocate_object = NULL;
+    if (!PyArg_ParseTuple(args, "OOOO|O", &raw_object, &starts_object, &ends_object, &numbers_object,
+                          &allocate_object))
+        return NULL;
+    uint64_t numbers[E_NUMBERS];
+    PyObject *sequence = PySequence_Fast(numbers_object, "numbers must be a sequence of field numbers");
+    if (!sequence)
+        return NULL;
+    if (PySequence_Fast_GET_SIZE(sequence) != E_NUMBERS) {
+        Py_DECREF(sequence);
+        PyErr_SetString(PyExc_ValueError, "numbers: events, metadata_id, offset_ps, duration_ps, stats, "
+                                          "num_occurrences");
+        return NULL;
+    }
+    for (int k = 0; k < E_NUMBERS; k++) {
+        numbers[k] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(sequence, k));
+        if (PyErr_Occurred()) {
+            Py_DECREF(sequence);
+            return NULL;
+        }
+    }
+    Py_DECREF(sequence);
+    Py_buffer raw, starts, ends;
+    if (PyObject_GetBuffer(raw_object, &raw, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (!get_int64s(starts_object, &starts, "starts")) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    if (!get_int64s(ends_object, &ends, "ends")) {
+        PyBuffer_Release(&starts);
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    PyObject *result = NULL, *made[5] = {NULL, NULL, NULL, NULL, NULL};
+    Spans spans = {NULL, NULL, NULL, 0, 0};
+    Py_ssize_t lines = starts.len / 8, count = 0;
+    if (ends.len != starts.len || lines > INT32_MAX) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = walk_events(raw.buf, raw.len, starts.buf, ends.buf, lines, numbers, &count, NULL, NULL);
+    Py_END_ALLOW_THREADS
+    if (status <= 0) {
+        result = status < 0 ? PyErr_NoMemory() : Py_NewRef(Py_None);
+        goto done;
+    }
+    EventColumns columns;
+    if (!(made[0] = zeroed_column(allocate_object, count, 4, &columns.line)) ||
+        !(made[1] = zeroed_column(allocate_object, count, 8, &columns.metadata_id)) ||
+        !(made[2] = zeroed_column(allocate_object, count, 8, &columns.offset)) ||
+        !(made[3] = zeroed_column(allocate_object, count, 8, &columns.duration)) ||
+        !(made[4] = zeroed_column(allocate_object, count, 1, &columns.aggregated)))
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    status = walk_events(raw.buf, raw.len, starts.buf, ends.buf, lines, numbers, &count, &columns, &spans);
+    Py_END_ALLOW_THREADS
+    if (status == 0) {
+        result = Py_NewRef(Py_None);
+    } else if (status == -1) {
+        PyErr_NoMemory();
+    } else if (status == -2) {
+        PyErr_SetString(PyExc_RuntimeError, "the buffer changed while it was decoded");
+    } else {
+        PyObject *stat_event = spans_column(spans.event, spans.used, allocate_object);
+        PyObject *stat_start = stat_event ? spans_column(spans.start, spans.used, allocate_object) : NULL;
+        PyObject *stat_end = stat_start ? spans_column(spans.end, spans.used, allocate_object) : NULL;
+        if (stat_end)
+            result = Py_BuildValue("(OOOOONNN)", made[0], made[1], made[2], made[3], made[4], stat_event,
+                                   stat_start, stat_end);
+        else {
+            Py_XDECREF(stat_event);
+            Py_XDECREF(stat_start);
+        }
+    }
+done:
+    for (int c = 0; c < 5; c++)
+        Py_XDECREF(made[c]);
+    free(spans.event);
+    free(spans.start);
+    free(spans.end);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+/* steps(start, chosen, starts, ends, ids, out): the step of each chosen event (xspace_steps.py,
+ * _assign_steps): p = how many of the markers' sorted `starts` are at or before the event's
+ * start; where the event starts no later than ends[p] (ends and ids have p = 0, "before every
+ * marker", first), out[i] = ids[p]. Events come in runs in start order (a line's), so p moves
+ * forward from the event before, and is searched for afresh only where the start goes back:
+ * one pass, where numpy searches every event's place. */
+static PyObject *steps(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objects[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO:steps", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
+                          &objects[5]))
+        return NULL;
+    Py_buffer views[6];
+    int held = 0;
+    PyObject *result = NULL;
+    static const Py_ssize_t width[6] = {8, 1, 8, 8, 4, 4};
+    for (; held < 6; held++) {
+        if (PyObject_GetBuffer(objects[held], &views[held], PyBUF_C_CONTIGUOUS | (held == 5 ? PyBUF_WRITABLE : 0)) < 0)
+            goto done;
+        if (views[held].itemsize != width[held] || views[held].len % width[held]) {
+            held++;
+            PyErr_SetString(PyExc_TypeError, "steps: int64 start, bool chosen, int64 starts and ends, int32 ids and out");
+            goto done;
+        }
+    }
+    Py_ssize_t n = views[0].len / 8, m = views[2].len / 8;
+    if (views[1].len != n || views[5].len != n * 4 || views[3].len != (m + 1) * 8 || views[4].len != (m + 1) * 4) {
+        PyErr_SetString(PyExc_ValueError, "steps: n events and chosen and out, m marker starts, m + 1 ends and ids");
+        goto done;
+    }
+    const int64_t *start = views[0].buf, *starts = views[2].buf, *ends = views[3].buf;
+    const uint8_t *chosen = views[1].buf;
+    const int32_t *ids = views[4].buf;
+    int32_t *out = views[5].buf;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t p = 0;
+    int64_t previous = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = start[i];
+        if (s < previous) { /* a new run: search p again (the first marker start after s) */
+            Py_ssize_t lo = 0, hi = m;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (starts[mid] <= s)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            p = lo;
+        } else {
+            while (p < m && starts[p] <= s)
+                p++;
+        }
+        previous = s;
+        if (chosen[i] && s <= ends[p])
+            out[i] = ids[p];
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return result;
+}
+
 /* For tests: column_bytes, which no input small enough to test with can overflow. */
 static PyObject *column_bytes_for_tests(PyObject *self, PyObject *args) {
     (void)self;
@@ -406,8 +772,15 @@ static PyObject *column_bytes_for_tests(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
-     "decode(raw, starts, ends, dense=(), allocate=None) -> ([(number, message, wire_type, value, offset)],"
-     " {number: values}) or None when malformed; allocate(size) makes each column (default: a bytearray)"},
+     "decode(raw, starts, ends, dense=(), allocate=None, skip=()) -> ([(number, message, wire_type, value, offset)],"
+     " {number: values}) or None when malformed; allocate(size) makes each column (default: a bytearray);"
+     " skip: fields checked but not kept"},
+    {"events", events, METH_VARARGS,
+     "events(raw, line_starts, line_ends, numbers, allocate=None) -> (line, metadata_id, offset_ps, duration_ps,"
+     " aggregated, stat_event, stat_start, stat_end) or None when malformed; numbers: the field numbers of"
+     " XLine.events and XEvent's metadata_id, offset_ps, duration_ps, stats and num_occurrences"},
+    {"steps", steps, METH_VARARGS,
+     "steps(start, chosen, starts, ends, ids, out): the step of each chosen event (xspace_steps._assign_steps)"},
     {"_column_bytes", column_bytes_for_tests, METH_VARARGS, "_column_bytes(rows, width): for tests"},
     {NULL, NULL, 0, NULL},
 };

@@ -29,6 +29,25 @@ class InputFile:
     data: bytes
     host: str | None = None
 
+    def take(self) -> bytes:
+        """The bytes, handed over: this file holds them no longer (``data`` is None after),
+        so that a reader that decodes them into columns can free them as soon as it is done
+        with them (the 168 MB of a 10M-event XSpace, say), not when the read returns."""
+        data = self.data
+        object.__setattr__(self, "data", None)  # frozen for everything but this hand-over
+        return data
+
+    def bytes_now(self) -> bytes | None:
+        """The bytes, also after a reader took them: read again from the path (an error's
+        diagnosis looks at them); None where they cannot be read any more."""
+        if self.data is not None:
+            return self.data
+        try:
+            with open(self.path, "rb") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
 
 @dataclass(frozen=True)
 class Source:

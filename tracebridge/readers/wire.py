@@ -243,12 +243,14 @@ def compiled() -> bool:
     return _wirec is not None and os.environ.get("TRACEBRIDGE_PURE_WIRE") != "1"
 
 
-def decode(raw: bytes, starts, ends, dense: tuple[int, ...] = ()) -> Fields:
+def decode(raw: bytes, starts, ends, dense: tuple[int, ...] = (), skip: tuple[int, ...] = ()) -> Fields:
     """Decode every field of the messages ``raw[starts[i]:ends[i]]``.
 
     ``dense``: singular varint fields (at most 8) that the caller reads only with
     :meth:`Fields.scalar`; the C loop writes them straight into a column per field
     instead of a row per occurrence (3M events' offsets and durations, say).
+    ``skip``: fields (at most 8) the caller does not read; the C loop checks them and
+    keeps no rows of them (the numpy decoder may keep them).
 
     With the C module, one sequential loop does it all. Malformed input sends it back
     here, where the numpy decoder names the error and its offset: the numpy decoder
@@ -257,7 +259,7 @@ def decode(raw: bytes, starts, ends, dense: tuple[int, ...] = ()) -> Fields:
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     ends = np.ascontiguousarray(ends, dtype=np.int64)
     if compiled() and len(starts) == len(ends):
-        found = _wirec.decode(raw, starts, ends, dense, _numpy_column)
+        found = _wirec.decode(raw, starts, ends, dense, numpy_column, skip)
         if found is not None:
             groups, columns = found
             return Fields({number: {name: np.frombuffer(column, dtype=_DTYPES[name])
@@ -274,7 +276,7 @@ def decode_submessages(raw: bytes, fields: Fields, number: int) -> tuple[np.ndar
     return owner, (decode(raw, starts, ends) if len(owner) else None)
 
 
-def _numpy_column(size: int) -> np.ndarray:
+def numpy_column(size: int) -> np.ndarray:
     # The C loop's columns as numpy memory: numpy asks the kernel for huge pages for large
     # blocks, so the 75 MB of rows of a big XSpace's lines fault in 2 MB at a time.
     return np.empty(size, dtype=np.uint8)

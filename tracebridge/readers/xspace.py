@@ -23,10 +23,10 @@ import dataclasses
 import enum
 import re
 import struct
+import types
 
 import numpy as np
 
-from .. import protos
 from ..errors import TraceFormatError
 from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
@@ -39,8 +39,9 @@ from .sources import Source
 from .xspace_steps import EVENT_CHUNK, add_steps
 from .xspace_xla import (HLO_PROTO_STAT, METADATA_PLANE, XLA_STATS, integer, link_xla_events, module_name,
                          note_hlo_modules, spread_metadata_stats)
-from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, decode, strings, strings_per_message,
-                   varints_at)
+from . import wire
+from .wire import (FIXED64, LENGTH, VARINT, Fields, WireError, as_signed, compiled, decode, numpy_column,
+                   strings, strings_per_message, varints_at)
 
 _OP_EVENT = re.compile(r"^([^:\s][^:]*):([A-Za-z_][A-Za-z0-9_]*)$")
 _OP_TYPE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -59,14 +60,27 @@ _MEMORY_EVENTS = {"MemoryAllocation": MemoryEvent.ALLOCATION, "MemoryDeallocatio
 _TASK_ENVIRONMENT = "Task Environment"
 # The profiler's own planes (JAX's ``/host:__ScopeRangeCallStack__``): bookkeeping, no device.
 _BOOKKEEPING_PLANE = re.compile(r"/host:__\w+__$")
-_SPACE = protos.field_numbers("tensorflow.profiler.XSpace")
-_PLANE = protos.field_numbers("tensorflow.profiler.XPlane")
-_LINE = protos.field_numbers("tensorflow.profiler.XLine")
-_EVENT = protos.field_numbers("tensorflow.profiler.XEvent")
-_STAT = protos.field_numbers("tensorflow.profiler.XStat")
-_EVENT_METADATA = protos.field_numbers("tensorflow.profiler.XEventMetadata")
-_STAT_METADATA = protos.field_numbers("tensorflow.profiler.XStatMetadata")
-_MAP_ENTRY = protos.field_numbers("tensorflow.profiler.XPlane.EventMetadataEntry")  # every map's: key, value
+# Field numbers of the schema (tracebridge.protos: xplane.proto and ProfileOptions), facts of
+# the format written out, so that reading an XSpace imports no protobuf (its import and
+# descriptor pool are a tenth of a summary's fixed cost); tests/test_xspace.py checks them
+# against the schema's descriptors.
+_SPACE = types.SimpleNamespace(planes=1, errors=2, warnings=3, hostnames=4)
+_PLANE = types.SimpleNamespace(id=1, name=2, lines=3, event_metadata=4, stat_metadata=5, stats=6)
+_LINE = types.SimpleNamespace(id=1, display_id=10, name=2, display_name=11, timestamp_ns=3, duration_ps=9, events=4)
+_EVENT = types.SimpleNamespace(metadata_id=1, offset_ps=2, num_occurrences=5, duration_ps=3, stats=4)
+_STAT = types.SimpleNamespace(metadata_id=1, double_value=2, uint64_value=3, int64_value=4, str_value=5,
+                              bytes_value=6, ref_value=7)
+_EVENT_METADATA = types.SimpleNamespace(id=1, name=2, display_name=4, metadata=3, stats=5, child_id=6)
+_STAT_METADATA = types.SimpleNamespace(id=1, name=2, description=3)
+_MAP_ENTRY = types.SimpleNamespace(key=1, value=2)  # every map's entry: key, value
+_PROFILE_OPTIONS = types.SimpleNamespace(host_tracer_level=2, device_tracer_level=3, python_tracer_level=4,
+                                         repository_path=10, session_id=14, override_hostname=15)
+FIELD_NUMBERS = {"tensorflow.profiler.XSpace": _SPACE, "tensorflow.profiler.XPlane": _PLANE,
+                 "tensorflow.profiler.XLine": _LINE, "tensorflow.profiler.XEvent": _EVENT,
+                 "tensorflow.profiler.XStat": _STAT, "tensorflow.profiler.XEventMetadata": _EVENT_METADATA,
+                 "tensorflow.profiler.XStatMetadata": _STAT_METADATA,
+                 "tensorflow.profiler.XPlane.EventMetadataEntry": _MAP_ENTRY,
+                 "tensorflow.ProfileOptions": _PROFILE_OPTIONS}
 # XStat value fields: number -> kind
 _STAT_VALUES = {_STAT.double_value: "double", _STAT.uint64_value: "uint64", _STAT.int64_value: "int64",
                 _STAT.str_value: "str", _STAT.bytes_value: "bytes", _STAT.ref_value: "ref"}
@@ -74,13 +88,15 @@ _PS_LIMIT = 1 << 61  # event offsets and durations are clipped to this (see add_
 
 
 def read(source: Source, parallelism: Parallelism) -> Trace:
-    """An ``.xplane.pb`` file, or a profile run's files (one per host)."""
-    return read_xspace_files([(file.path, file.data, file.host) for file in source.files], dict(source.metadata))
+    """An ``.xplane.pb`` file, or a profile run's files (one per host). The source's bytes
+    are handed over (:meth:`~.sources.InputFile.take`): each file's are freed once its
+    events are decoded into columns, before the rows are made of them."""
+    return read_xspace_files([(file.path, file.take(), file.host) for file in source.files], dict(source.metadata))
 
 
 def read_ops(source: Source, parallelism: Parallelism) -> Trace:
     """The op rows and steps of :func:`read`'s trace, without its stats, memory and links."""
-    return read_xspace_files([(file.path, file.data, file.host) for file in source.files], dict(source.metadata),
+    return read_xspace_files([(file.path, file.take(), file.host) for file in source.files], dict(source.metadata),
                              ops_only=True)
 
 
@@ -88,22 +104,29 @@ def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict
                       ops_only: bool = False) -> Trace:
     """XSpace files ``(path, data, host)``, merged into one trace with a device per plane
     and host (``host`` None: the file's own hostname). ``ops_only``: op rows and steps
-    only (see :func:`add_xspace`), enough for a summary."""
+    only (see :func:`add_xspace`), enough for a summary. The list is emptied as the files
+    are read: a file's bytes are dropped as soon as its events are decoded (the caller
+    that keeps no other reference to them frees them then)."""
     builder = TraceBuilder({"source_format": "xspace", **(metadata or {})})
     errors, warnings = [], []
-    for path, data, host in files:
+    first_path = files[0][0] if files else None
+    files.reverse()  # popped from the end, in the given order
+    while files:
+        path, data, host = files.pop()
         try:
-            file_errors, file_warnings = add_xspace(builder, data, host=host, ops_only=ops_only)
+            decoded = decode_xspace(builder, data, host=host, ops_only=ops_only)
         except WireError as error:
             raise error.to_format_error(path, "XSpace") from None
-        errors += file_errors
-        warnings += file_warnings
+        del data
+        errors += decoded.errors
+        warnings += decoded.warnings
+        add_decoded(builder, decoded)
     if errors:
         builder.note(xspace_errors="; ".join(errors))
     if warnings:
         builder.note(xspace_warnings="; ".join(warnings))
     if not builder.device_list:
-        raise TraceFormatError("XSpace holds no planes with events", path=files[0][0])
+        raise TraceFormatError("XSpace holds no planes with events", path=first_path)
     return builder.build()
 
 
@@ -132,25 +155,57 @@ def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     ``ops_only``: only the op rows and steps, with the same values as a full read; event
     stats other than :data:`SUMMARY_STATS` are skipped undecoded, and no stats, memory or
     link rows are added (what a summary needs, at a fraction of the time and memory)."""
+    decoded = decode_xspace(builder, raw, host=host, ops_only=ops_only)
+    add_decoded(builder, decoded)
+    return decoded.errors, decoded.warnings
+
+
+@dataclasses.dataclass
+class DecodedXSpace:
+    """What :func:`decode_xspace` read from an XSpace's bytes (no reference to them is kept)."""
+    errors: list
+    warnings: list
+    host: str | None
+    ops_only: bool
+    planes: list = dataclasses.field(default_factory=list)
+    hlo_map: object = None
+    base_ns: int = 0
+    events: "_Events | None" = None  # None: no planes or no lines
+
+
+def decode_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
+                  ops_only: bool = False) -> DecodedXSpace:
+    """The first half of :func:`add_xspace`: everything read from the bytes (the planes'
+    metadata, noted in ``builder``, and the events' columns and stats)."""
     top = decode(raw, [0], [len(raw)])
     _, plane_starts, plane_ends = top.spans(_SPACE.planes)
     errors = _all_strings(raw, top, _SPACE.errors)
     warnings = _all_strings(raw, top, _SPACE.warnings)
     hostnames = _all_strings(raw, top, _SPACE.hostnames)
     host = host if host is not None else (hostnames[0] if hostnames else None)
+    decoded = DecodedXSpace(errors, warnings, host, ops_only)
     if not len(plane_starts):
-        return errors, warnings
+        return decoded
     planes_f = decode(raw, plane_starts, plane_ends)
-    planes, hlo_map, base_ns = _read_planes(builder, raw, planes_f, len(plane_starts), host)
+    decoded.planes, decoded.hlo_map, decoded.base_ns = _read_planes(builder, raw, planes_f, len(plane_starts), host)
     line_owner, line_starts, line_ends = planes_f.spans(_PLANE.lines)
-    if not len(line_starts):
-        return errors, warnings
-    events = _read_events(raw, planes, line_owner, line_starts, line_ends, ops_only)
-    lane_of_line, device_of_line = _add_lanes(builder, planes, host, events)
-    start_ns, end_ns = _event_clocks(events, base_ns)
-    columns = _link_events(builder, planes, hlo_map, events, device_of_line, start_ns, end_ns)
-    _add_rows(builder, planes, events, columns, lane_of_line, ops_only)
-    return errors, warnings
+    if len(line_starts):
+        decoded.events = _read_events(raw, decoded.planes, line_owner, line_starts, line_ends, ops_only)
+    return decoded
+
+
+def add_decoded(builder: TraceBuilder, decoded: DecodedXSpace) -> None:
+    """The second half of :func:`add_xspace`: the decoded events as lanes and rows
+    (``decoded``'s columns are used up)."""
+    events, planes = decoded.events, decoded.planes
+    decoded.events = None
+    if events is None:
+        return
+    lane_of_line, device_of_line = _add_lanes(builder, planes, decoded.host, events)
+    start_ns, end_ns = _event_clocks(events, decoded.base_ns)
+    columns = _link_events(builder, planes, decoded.hlo_map, events, device_of_line, start_ns, end_ns)
+    del start_ns, end_ns
+    _add_rows(builder, planes, events, columns, lane_of_line, decoded.ops_only)
 
 
 @dataclasses.dataclass
@@ -162,13 +217,13 @@ class _Events:
     display: list[str]
     line_ids: np.ndarray
     line_ts: np.ndarray
-    line: np.ndarray  # the line of each event
-    plane: np.ndarray  # the plane of each event
+    line: np.ndarray  # the line of each event (int32; events come line by line)
     metadata_id: np.ndarray | None
     offset_ps: np.ndarray | None
     duration_ps: np.ndarray | None
     aggregated: np.ndarray
     stats: dict[str, tuple[list, list]]
+    _runs: list | None = None
 
     @property
     def n_lines(self) -> int:
@@ -177,6 +232,16 @@ class _Events:
     @property
     def count(self) -> int:
         return len(self.line)
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """``(line, first event, end)`` of each line's run of events (:func:`_line_runs`), once."""
+        if self._runs is None:
+            self._runs = _line_runs(self.line)
+        return self._runs
+
+    def plane_of_event(self) -> np.ndarray:
+        """The plane of each event (a gather of 3M rows: only where XLA needs it)."""
+        return self.line_owner.astype(np.int32)[self.line]
 
 
 @dataclasses.dataclass
@@ -230,22 +295,94 @@ def _read_events(raw: bytes, planes: list[_Plane], line_owner: np.ndarray, line_
                  line_ends: np.ndarray, ops_only: bool) -> _Events:
     """Decode the lines and their events' columns and stats (all of them, or with
     ``ops_only`` those of :data:`SUMMARY_STATS`)."""
-    lines_f = decode(raw, line_starts, line_ends)
     n_lines = len(line_starts)
+    found = event_columns_compiled(raw, line_starts, line_ends)
+    # With the events decoded apart, the lines' own fields are all that is left to decode
+    # (their events' rows would be 25 bytes an event).
+    lines_f = decode(raw, line_starts, line_ends, skip=(_LINE.events,) if found is not None else ())
     line_names = strings_per_message(raw, lines_f, _LINE.name, n_lines)
     display = strings_per_message(raw, lines_f, _LINE.display_name, n_lines)
     line_ids = as_signed(lines_f.scalar(_LINE.id, n_lines, np.uint64))
     line_ts = as_signed(lines_f.scalar(_LINE.timestamp_ns, n_lines, np.uint64))
+    if found is None:
+        found = event_columns_numpy(raw, lines_f)
+    del lines_f
+    plane_of_line = line_owner.astype(np.int32)
+    stats: dict[str, tuple[list, list]] = {}
+    wanted = SUMMARY_STATS if ops_only else None
+    # Stats a chunk of events at a time, as the chunked decoder of wire.py reads them: the
+    # order of a stat's values (which lookups by value keep) is the same whichever decoded.
+    cuts = np.searchsorted(found.stat_event, np.arange(0, found.count + EVENT_CHUNK, EVENT_CHUNK))
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        if lo == hi:
+            continue
+        owner = found.stat_event[lo:hi]
+        for key, (events, values) in _event_stats(raw, owner, found.stat_start[lo:hi], found.stat_end[lo:hi], planes,
+                                                  plane_of_line[found.line[owner]], wanted).items():
+            into = stats.setdefault(key, ([], []))
+            into[0].extend(events)
+            into[1].extend(values)
+    return _Events(line_owner=line_owner, line_names=line_names, display=display, line_ids=line_ids,
+                   line_ts=line_ts, line=found.line, metadata_id=found.metadata_id,
+                   offset_ps=found.offset_ps, duration_ps=found.duration_ps, aggregated=found.aggregated,
+                   stats=stats)
+
+
+@dataclasses.dataclass
+class EventColumns:
+    """Every event of an XSpace's lines, decoded: its line (int32), metadata id, offset and
+    duration (int64: 0 where absent, the last where repeated), whether it is an aggregate
+    (``num_occurrences``), and the byte spans of its stats (``stat_event``: the event of
+    each, in event order, then wire order)."""
+    line: np.ndarray
+    metadata_id: np.ndarray
+    offset_ps: np.ndarray
+    duration_ps: np.ndarray
+    aggregated: np.ndarray
+    stat_event: np.ndarray
+    stat_start: np.ndarray
+    stat_end: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return len(self.line)
+
+
+_EVENT_NUMBERS = (_LINE.events, _EVENT.metadata_id, _EVENT.offset_ps, _EVENT.duration_ps, _EVENT.stats,
+                  _EVENT.num_occurrences)
+
+
+def event_columns_compiled(raw: bytes, line_starts: np.ndarray, line_ends: np.ndarray) -> EventColumns | None:
+    """:class:`EventColumns` in one pass of the C loop (``_wirec.events``): None where it is
+    not built, or the input is malformed (:func:`event_columns_numpy` then names the error)."""
+    if not compiled():
+        return None
+    found = wire._wirec.events(raw, np.ascontiguousarray(line_starts, dtype=np.int64),
+                          np.ascontiguousarray(line_ends, dtype=np.int64), _EVENT_NUMBERS, numpy_column)
+    if found is None:
+        return None
+    line, metadata_id, offset_ps, duration_ps, aggregated, stat_event, stat_start, stat_end = found
+    return EventColumns(line=np.frombuffer(line, dtype=np.int32),
+                        metadata_id=np.frombuffer(metadata_id, dtype=np.int64),
+                        offset_ps=np.frombuffer(offset_ps, dtype=np.int64),
+                        duration_ps=np.frombuffer(duration_ps, dtype=np.int64),
+                        aggregated=np.frombuffer(aggregated, dtype=bool),
+                        stat_event=np.frombuffer(stat_event, dtype=np.int64),
+                        stat_start=np.frombuffer(stat_start, dtype=np.int64),
+                        stat_end=np.frombuffer(stat_end, dtype=np.int64))
+
+
+def event_columns_numpy(raw: bytes, lines_f: Fields) -> EventColumns:
+    """:class:`EventColumns` from the lines' decoded fields, with :func:`~.wire.decode` (a
+    chunk of events at a time: its rows for 3M events at once, 33 bytes a field, would be
+    the largest allocation of the whole read)."""
     event_line, event_starts, event_ends = lines_f.spans(_LINE.events)
     n_events = len(event_starts)
     metadata_id = np.zeros(n_events, dtype=np.int64)
     offset_ps = np.zeros(n_events, dtype=np.int64)
     duration_ps = np.zeros(n_events, dtype=np.int64)
     aggregated = np.zeros(n_events, dtype=bool)  # num_occurrences: an aggregate, no time of its own
-    stats: dict[str, tuple[list, list]] = {}
-    plane_of_event = line_owner[event_line]
-    # Events are decoded a chunk at a time: the decoder's rows (one per field, 33 bytes
-    # each) for 3M events at once would be the largest allocation of the whole read.
+    stat_parts = []
     for lo in range(0, n_events, EVENT_CHUNK):
         hi = min(n_events, lo + EVENT_CHUNK)
         events_f = decode(raw, event_starts[lo:hi], event_ends[lo:hi],
@@ -255,17 +392,13 @@ def _read_events(raw: bytes, planes: list[_Plane], line_owner: np.ndarray, line_
         offset_ps[lo:hi] = as_signed(events_f.scalar(_EVENT.offset_ps, count, np.uint64))
         duration_ps[lo:hi] = as_signed(events_f.scalar(_EVENT.duration_ps, count, np.uint64))
         aggregated[lo:hi] = events_f.has(_EVENT.num_occurrences, count)
-        wanted = SUMMARY_STATS if ops_only else None
-        for key, (events, values) in _event_stats(raw, events_f, planes, plane_of_event[lo:hi], lo,
-                                                  wanted).items():
-            into = stats.setdefault(key, ([], []))
-            into[0].extend(events)
-            into[1].extend(values)
-        del events_f
-    del event_starts, event_ends, lines_f
-    return _Events(line_owner=line_owner, line_names=line_names, display=display, line_ids=line_ids,
-                   line_ts=line_ts, line=event_line, plane=plane_of_event, metadata_id=metadata_id,
-                   offset_ps=offset_ps, duration_ps=duration_ps, aggregated=aggregated, stats=stats)
+        owner, starts, ends = events_f.spans(_EVENT.stats)
+        stat_parts.append((owner + lo, starts, ends))
+    columns = [np.concatenate(part) if part else np.zeros(0, dtype=np.int64)
+               for part in zip(*stat_parts)] if stat_parts else [np.zeros(0, dtype=np.int64)] * 3
+    return EventColumns(line=event_line.astype(np.int32), metadata_id=metadata_id, offset_ps=offset_ps,
+                        duration_ps=duration_ps, aggregated=aggregated, stat_event=columns[0].astype(np.int64),
+                        stat_start=columns[1].astype(np.int64), stat_end=columns[2].astype(np.int64))
 
 
 def _add_lanes(builder: TraceBuilder, planes: list[_Plane], host: str | None,
@@ -276,7 +409,8 @@ def _add_lanes(builder: TraceBuilder, planes: list[_Plane], host: str | None,
     # TF and JAX write it) the HLO of its XLA modules: facts about the run, not devices; nor is
     # a plane of the profiler's own bookkeeping without events.
     line_owner, n_lines = ev.line_owner, ev.n_lines
-    has_events = np.bincount(ev.line, minlength=n_lines) > 0
+    has_events = np.zeros(n_lines, dtype=bool)
+    has_events[[line for line, _, _ in ev.runs()]] = True
     facts = {p for p, plane in enumerate(planes) if plane.name == _TASK_ENVIRONMENT
              or ((plane.name == METADATA_PLANE or _BOOKKEEPING_PLANE.match(plane.name))
                  and not has_events[line_owner == p].any())}
@@ -311,30 +445,70 @@ def _event_clocks(ev: _Events, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
     duration_ps += offset_ps
     base_ns = min(max(base_ns, -TIME_LIMIT_NS), TIME_LIMIT_NS)
     line_start = base_ns + np.clip(ev.line_ts, -TIME_LIMIT_NS // 2, TIME_LIMIT_NS // 2)
-    start_ns = offset_ps // 1000
-    end_ns = duration_ps // 1000  # (offset + duration) // 1000
+    # In place: the decoded columns become the clocks (no 3M-row temporaries).
+    start_ns = np.floor_divide(offset_ps, 1000, out=offset_ps)
+    end_ns = np.floor_divide(duration_ps, 1000, out=duration_ps)  # (offset + duration) // 1000
     del offset_ps, duration_ps
-    event_line_start = line_start[ev.line]
-    start_ns += event_line_start
-    end_ns += event_line_start
-    del line_start, event_line_start
+    if len(line_start) == 1 or not line_start.any():
+        start_ns += line_start[0] if len(line_start) else 0
+        end_ns += line_start[0] if len(line_start) else 0
+    else:
+        for line, lo, hi in ev.runs():
+            start_ns[lo:hi] += line_start[line]
+            end_ns[lo:hi] += line_start[line]
     return start_ns, end_ns
+
+
+def _line_runs(event_line: np.ndarray) -> list[tuple[int, int, int]]:
+    """``(line, first event, end)`` of each run of events of one line (events come line by
+    line: a run per line, a few ifs instead of a gather of 3M rows)."""
+    if not len(event_line):
+        return []
+    cuts = np.flatnonzero(event_line[1:] != event_line[:-1]) + 1
+    bounds = [0, *cuts.tolist(), len(event_line)]
+    lines = event_line[bounds[:-1]].tolist()
+    return [(line, lo, hi) for line, lo, hi in zip(lines, bounds[:-1], bounds[1:])]
+
+
+def _per_event(per_line: np.ndarray, runs: list[tuple[int, int, int]], dtype) -> np.ndarray:
+    """``per_line[line]`` of each event as ``dtype``, filled a line's run of events at a time."""
+    out = np.empty(runs[-1][2] if runs else 0, dtype=dtype)
+    for line, lo, hi in runs:
+        out[lo:hi] = per_line[line]
+    return out
+
+
+def _events_of(lines: np.ndarray, runs: list[tuple[int, int, int]]) -> np.ndarray:
+    """The events of the lines where ``lines`` is True, in order."""
+    chosen = [np.arange(lo, hi) for line, lo, hi in runs if lines[line]]
+    return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+
+
+def _op_of_event(rows: np.ndarray | None, count: int, first_op: int) -> np.ndarray:
+    """The op row of each event (-1: none) where ``rows`` (None: every event) became the
+    rows from ``first_op`` on."""
+    dtype = np.int32 if first_op + count < (1 << 31) else np.int64
+    if rows is None:
+        return np.arange(first_op, first_op + count, dtype=dtype)
+    op_of_event = np.full(count, -1, dtype=dtype)
+    op_of_event[rows] = np.arange(first_op, first_op + len(rows), dtype=dtype)
+    return op_of_event
 
 
 def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Events, device_of_line: np.ndarray,
                  start_ns: np.ndarray, end_ns: np.ndarray) -> _Columns:
     """Classify the events by their metadata and link them (eager ops, device events,
     XLA, correlation ids); uses up the events' metadata ids."""
-    stats, event_line, event_plane = ev.stats, ev.line, ev.plane
+    stats, event_line = ev.stats, ev.line
     metadata_id = ev.metadata_id
     ev.metadata_id = None
     kinds = _classify(builder, planes)
     pairs = sorted(kinds)
-    row_of_kind = _kind_rows(event_plane, metadata_id, pairs)  # -1: metadata not found
-    if hlo_map is not None:
-        spread_metadata_stats([plane.event_stats for plane in planes], stats, event_plane, metadata_id,
+    if hlo_map is not None:  # (a profile without XLA pays nothing for it)
+        spread_metadata_stats([plane.event_stats for plane in planes], stats, ev.plane_of_event(), metadata_id,
                               [{} if plane.name.startswith("/host:") else
                                {i: shown or name for i, (name, shown) in plane.events.items()} for plane in planes])
+    row_of_kind = _kind_rows(ev.line_owner, ev.runs(), metadata_id, pairs)  # -1: metadata not found
     del metadata_id
     known = row_of_kind >= 0
     # The last row stands for unknown metadata (-1 indexes it). Each column is gathered
@@ -344,7 +518,7 @@ def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Even
         table[:, k].astype(dtype)[row_of_kind]
         for k, dtype in enumerate((np.int32, np.int32, np.uint8, np.uint8, np.int32)))
     del row_of_kind
-    device_of_event = device_of_line.astype(np.int32)[event_line]
+    device_of_event = _per_event(device_of_line, ev.runs(), np.int32)
     mark_eager_ops(builder.strings, stats, category, name_id, type_id, kernel_id, start_ns)
     _link_device_events(builder, stats, category, name_id, type_id)
     if hlo_map is not None:
@@ -353,8 +527,11 @@ def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Even
     _link_by_correlation(stats, category, name_id, type_id, kernel_id, event_line, start_ns, end_ns)
     _device_clock_durations(stats, category, start_ns, end_ns)
     derived = _derived_lines(planes, ev.line_owner, ev.line_names)
-    if derived.any():
-        category[derived[event_line]] = Category.DERIVED
+    for line, lo, hi in ev.runs() if derived.any() else ():
+        if derived[line]:
+            category[lo:hi] = Category.DERIVED
+    if np.array_equal(kernel_id, type_id):  # host ops: their kernel is their type (one column, not two)
+        kernel_id = type_id
     return _Columns(known=known, name_id=name_id, type_id=type_id, category=category, memory_event=memory_event,
                     kernel_id=kernel_id, device=device_of_event, start_ns=start_ns, end_ns=end_ns)
 
@@ -368,8 +545,8 @@ def _add_rows(builder: TraceBuilder, planes: list[_Plane], ev: _Events, c: _Colu
     keep = known & ~ev.aggregated & (device_of_event >= 0) & (memory_event == MemoryEvent.NONE)
 
     first_op = builder.op_count
-    rows = np.flatnonzero(keep)
-    every = len(rows) == ev.count  # the usual case: no fancy-indexed copies needed
+    every = bool(keep.all())  # the usual case: no fancy-indexed copies needed
+    rows = None if every else np.flatnonzero(keep)
 
     def kept(column: np.ndarray) -> np.ndarray:
         return column if every else column[rows]
@@ -381,19 +558,22 @@ def _add_rows(builder: TraceBuilder, planes: list[_Plane], ev: _Events, c: _Colu
     # Steps are known before the rows are added: the step column goes in with them
     # (int32, one per event), not as a later update of 3M rows and their temporaries.
     step_of_event = add_steps(builder, stats, keep, start_ns, end_ns, c.name_id, device_of_event,
-                               np.flatnonzero(_step_lines(planes, ev.line_owner, ev.line_names)[event_line]))
-    builder.extend("ops", name=kept(c.name_id), op_type=type_column, kernel=kept(c.kernel_id),
+                               _events_of(_step_lines(planes, ev.line_owner, ev.line_names), ev.runs()))
+    builder.extend("ops", name=kept(c.name_id), op_type=type_column,
+                   kernel=type_column if c.kernel_id is c.type_id else kept(c.kernel_id),
                    start_ns=start_column, end_ns=end_column, op_start_ns=start_column,
                    op_end_ns=end_column, device=device_column,
-                   lane=lane_of_line.astype(np.int32)[event_line if every else event_line[rows]],
+                   lane=_per_event(lane_of_line, ev.runs(), np.int32) if every else
+                   lane_of_line.astype(np.int32)[event_line[rows]],
                    step=kept(step_of_event), block=device_column, flags=flags,
                    category=kept(category))
     del flags, device_column, type_column, start_column, end_column, step_of_event
-    op_of_event = np.full(ev.count, -1, dtype=np.int64)
-    op_of_event[rows] = first_op + np.arange(len(rows))
     if ops_only:  # the HLO instruction of XLA rows is kept (a summary groups by it), and a call's stats
-        _add_event_stats(builder, {k: v for k, v in stats.items() if k in LINK_STATS or k in CALL_STATS}, op_of_event)
+        kept_stats = {k: v for k, v in stats.items() if k in LINK_STATS or k in CALL_STATS}
+        if kept_stats:
+            _add_event_stats(builder, kept_stats, _op_of_event(rows, ev.count, first_op))
         return
+    op_of_event = _op_of_event(rows, ev.count, first_op)
     _add_event_stats(builder, stats, op_of_event)
     memory_events = np.flatnonzero(known & (memory_event != MemoryEvent.NONE) & (device_of_event >= 0))
     _add_memory(builder, memory_events, memory_event[memory_events] == MemoryEvent.DEALLOCATION, stats,
@@ -473,8 +653,8 @@ def _stat_values(raw: bytes, stats_f: Fields, count: int, planes: list[_Plane], 
     """``(stat index, name, value)`` for decoded XStat messages; refs resolved to names."""
     ids = as_signed(stats_f.scalar(_STAT.metadata_id, count, np.uint64))
     for number, kind in _STAT_VALUES.items():
-        wire = LENGTH if kind in ("str", "bytes") else FIXED64 if kind == "double" else VARINT
-        owner, values, offsets = stats_f.select(number, wire)
+        wire_type = LENGTH if kind in ("str", "bytes") else FIXED64 if kind == "double" else VARINT
+        owner, values, offsets = stats_f.select(number, wire_type)
         if kind in ("str", "bytes"):
             ends = offsets + values.astype(np.int64)
             payloads = strings(raw, offsets, ends) if kind == "str" else \
@@ -492,21 +672,21 @@ def _stat_values(raw: bytes, stats_f: Fields, count: int, planes: list[_Plane], 
             yield index, plane.stat_names.get(int(ids[index]), f"stat {int(ids[index])}"), payload
 
 
-def _event_stats(raw: bytes, events_f: Fields, planes, plane_of_event, first_event: int,
-                 wanted: frozenset | None = None) -> dict:
-    """Stats of a chunk of events: ``{stat name: (event indices, values)}``; indices count
-    from ``first_event``. ``wanted``: only stats of these names (others are not decoded)."""
-    owner, starts, ends = events_f.spans(_EVENT.stats)
+def _event_stats(raw: bytes, owner: np.ndarray, starts: np.ndarray, ends: np.ndarray, planes,
+                 plane_of_stat: np.ndarray, wanted: frozenset | None = None) -> dict:
+    """Stats of events: ``{stat name: (event indices, values)}`` for the XStat messages at
+    ``starts``/``ends`` of events ``owner`` (on planes ``plane_of_stat``). ``wanted``: only
+    stats of these names (others are not decoded)."""
     if wanted is not None and len(owner):
-        keep = _stats_named(raw, starts, ends, planes, plane_of_event[owner], wanted)
-        owner, starts, ends = owner[keep], starts[keep], ends[keep]
+        keep = _stats_named(raw, starts, ends, planes, plane_of_stat, wanted)
+        owner, starts, ends, plane_of_stat = owner[keep], starts[keep], ends[keep], plane_of_stat[keep]
     if not len(owner):
         return {}
     stats_f = decode(raw, starts, ends)
     grouped: dict[str, tuple[list, list]] = {}
-    for index, key, value in _stat_values(raw, stats_f, len(owner), planes, plane_of_event[owner]):
+    for index, key, value in _stat_values(raw, stats_f, len(owner), planes, plane_of_stat):
         events, values = grouped.setdefault(key, ([], []))
-        events.append(first_event + int(owner[index]))
+        events.append(int(owner[index]))
         values.append(value)
     return grouped
 
@@ -528,28 +708,38 @@ def _stats_named(raw: bytes, starts, ends, planes, plane_of_stat, wanted: frozen
     return keep
 
 
-def _kind_rows(event_plane: np.ndarray, metadata_id: np.ndarray, pairs: list[tuple[int, int]]) -> np.ndarray:
+def _kind_rows(line_owner: np.ndarray, runs: list[tuple[int, int, int]], metadata_id: np.ndarray,
+               pairs: list[tuple[int, int]]) -> np.ndarray:
     """For each event, the index in ``pairs`` (sorted ``(plane, metadata id)``) of its
-    metadata, or -1. TF numbers metadata from 1 in each plane, so one lookup table of
-    planes x ids answers with a gather; ids beyond such a table (negative, or sparse
-    and huge) are searched for among the pairs as keys sorted like them."""
+    metadata, or -1; ``metadata_id`` is used up (overwritten). TF numbers metadata from 1
+    in each plane, so one lookup table of planes x ids answers with a gather; ids beyond
+    such a table (negative, or sparse and huge) are searched for among the pairs as keys
+    sorted like them."""
     rows = np.arange(len(pairs), dtype=np.int32)
     kind_planes = np.array([p for p, _ in pairs], dtype=np.int64)
     kind_ids = np.array([m for _, m in pairs], dtype=np.int64)
-    planes = max(int(event_plane.max(initial=0)), int(kind_planes.max(initial=0))) + 1
+    planes = max(int(line_owner.max(initial=0)), int(kind_planes.max(initial=0))) + 1
     width = int(kind_ids.max(initial=0)) + 2  # column 0: ids out of range; ids from 1 up
     if not len(pairs) or (kind_ids.min() >= 0 and planes * width <= 4 * len(metadata_id) + (1 << 20)):
         lookup = np.full(planes * width, -1, dtype=np.int32)
         if len(pairs):
             lookup[kind_planes * width + kind_ids + 1] = rows
-        column = np.add(metadata_id, 1, dtype=np.int64)
-        np.putmask(column, (column < 1) | (column >= width), 0)
-        column += event_plane.astype(np.int64) * width
+        # The table's column of each event, in place of its id: (id + 1, or 0 out of
+        # range) + plane * width, the plane added a line's run of events at a time.
+        column = metadata_id
+        np.putmask(column, (column < 0) | (column >= width - 1), -1)
+        column += 1
+        for line, lo, hi in runs:
+            if line_owner[line]:
+                column[lo:hi] += int(line_owner[line]) * width
         return lookup[column]
+    event_plane = np.empty(len(metadata_id), dtype=np.int64)
+    for line, lo, hi in runs:
+        event_plane[lo:hi] = line_owner[line]
     # Ranks keep keys within int64 whatever the ids; a key sorts as its pair does.
     distinct, rank = np.unique(np.concatenate([metadata_id, kind_ids]), return_inverse=True)
     rank = rank.ravel()
-    keys = event_plane.astype(np.int64) * len(distinct) + rank[:len(metadata_id)]
+    keys = event_plane * len(distinct) + rank[:len(metadata_id)]
     kind_keys = kind_planes * len(distinct) + rank[len(metadata_id):]
     position = np.minimum(np.searchsorted(kind_keys, keys), len(pairs) - 1)
     return np.where(kind_keys[position] == keys, rows[position], -1).astype(np.int32)
@@ -684,17 +874,18 @@ def _add_event_stats(builder: TraceBuilder, stats: dict, op_of_event: np.ndarray
     s = builder.strings
     ops, keys, values = [], [], []
     for key, (events, event_values) in stats.items():
-        key_id = s[key]
-        for event, value in zip(events, event_values):
-            op = op_of_event[event]
-            if op >= 0:
-                ops.append(op)
-                keys.append(key_id)
-                values.append(s[_text(value)])
-    if ops:
+        key_id = s[key]  # interned before its values, as the values in order: string ids stay as they were
+        op = op_of_event[np.asarray(events, dtype=np.int64)]
+        kept = op >= 0
+        texts = [_text(value) for value, keep in zip(event_values, kept.tolist()) if keep]
+        ops.append(op[kept])
+        keys.append(np.full(len(texts), key_id, dtype=np.int64))
+        values.append(np.fromiter(map(s.__getitem__, texts), dtype=np.int64, count=len(texts)))
+    ops = np.concatenate(ops) if ops else np.zeros(0, dtype=np.int64)
+    if len(ops):
         order = np.argsort(ops, kind="stable")
-        builder.extend("event_stats", op=np.array(ops)[order], key=np.array(keys)[order],
-                       value=np.array(values)[order])
+        builder.extend("event_stats", op=ops[order], key=np.concatenate(keys)[order],
+                       value=np.concatenate(values)[order])
 
 
 def _add_memory(builder: TraceBuilder, events: np.ndarray, frees: np.ndarray, stats: dict,
@@ -757,10 +948,14 @@ def _add_links(builder: TraceBuilder, stats: dict, op_of_event, category) -> Non
         for events in by_element.values():
             if len(events) == 2:
                 links.append((events[0], events[1], "element"))
-    for producer, consumer, kind in links:
-        p, c = op_of_event[producer], op_of_event[consumer]
-        if p >= 0 and c >= 0:
-            builder.add_row("links", producer=int(p), consumer=int(c), kind=kind)
+    if not links:
+        return
+    producer, consumer = (op_of_event[np.array(ends, dtype=np.int64)] for ends in list(zip(*links))[:2])
+    kept = (producer >= 0) & (consumer >= 0)
+    # each kind interned where its first kept link is, as row by row: string ids stay as they were
+    kind = [builder.strings[k] for k, keep in zip(list(zip(*links))[2], kept.tolist()) if keep]
+    if kind:
+        builder.extend("links", producer=producer[kept], consumer=consumer[kept], kind=np.array(kind, dtype=np.int64))
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -785,11 +980,18 @@ def _text(value) -> str:
 
 
 def _profile_options(data: bytes) -> dict:
-    """The levels the profiler really applied (ProfileOptions on the Task Environment plane)."""
+    """The levels the profiler really applied (ProfileOptions on the Task Environment plane),
+    read as protobuf's parser reads them (uint32 levels, the last of a repeated field; UTF-8
+    strings, or the message is refused)."""
     try:
-        options = protos.ProfileOptions.FromString(data)
-    except Exception:  # a damaged options blob must not sink the whole trace
+        fields = decode(data, [0], [len(data)])
+        for number in (_PROFILE_OPTIONS.repository_path, _PROFILE_OPTIONS.session_id,
+                       _PROFILE_OPTIONS.override_hostname):
+            _, starts, ends = fields.spans(number)
+            for start, end in zip(starts.tolist(), ends.tolist()):
+                data[start:end].decode("utf-8")
+        levels = {key: int(fields.scalar(getattr(_PROFILE_OPTIONS, key), 1, np.uint64)[0]) & 0xFFFF_FFFF
+                  for key in ("host_tracer_level", "python_tracer_level", "device_tracer_level")}
+    except (WireError, UnicodeDecodeError):  # a damaged options blob must not sink the whole trace
         return {"profile_options": "unreadable"}
-    return {"host_tracer_level": options.host_tracer_level,
-            "python_tracer_level": options.python_tracer_level,
-            "device_tracer_level": options.device_tracer_level}
+    return levels

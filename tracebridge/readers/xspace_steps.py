@@ -12,6 +12,7 @@ import numpy as np
 
 from ..model.builder import TraceBuilder
 from ..model.schema import NO_STEP
+from . import wire
 
 EVENT_CHUNK = 200_000  # events handled at a time where a temporary per event would be large
 
@@ -100,6 +101,10 @@ def _assign_steps(step_of_event: np.ndarray, start_ns: np.ndarray, chosen: np.nd
     starts = np.array([m[0] for m in markers], dtype=np.int64)
     ends = np.r_[np.iinfo(np.int64).min, np.array([m[1] for m in markers], dtype=np.int64)]
     ids = np.r_[NO_STEP, np.asarray(step_ids)].astype(np.int32)
+    if wire.compiled() and step_of_event.dtype == np.int32:  # one pass of the C loop, no search per event
+        wire._wirec.steps(np.ascontiguousarray(start_ns, dtype=np.int64), np.ascontiguousarray(chosen, dtype=bool),
+                          starts, ends, ids, step_of_event)
+        return
     for lo in range(0, len(start_ns), EVENT_CHUNK):
         hi = min(len(start_ns), lo + EVENT_CHUNK)
         start = start_ns[lo:hi]

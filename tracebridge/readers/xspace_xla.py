@@ -25,9 +25,6 @@ from ..model.builder import TraceBuilder
 from ..model.hlo import (HLO_INSTRUCTION, HLO_MODULE, HLO_MODULES, TF_OPS, HloModule, HloOp, HloOpMap, module_entry,
                          modules_of)
 from ..model.schema import Category
-from .hlo import hlo_op_map
-from .hlo_made import FrameworkGraph
-from .xla_order import place_by_order
 
 HLO_PROTO_STAT = "Hlo Proto"
 METADATA_PLANE = "/host:metadata"
@@ -47,6 +44,8 @@ def note_hlo_modules(builder: TraceBuilder, found: list[tuple[str, int | None, b
     if not entries:
         return None
     builder.note(**{HLO_MODULES: entries})
+    from .hlo import hlo_op_map  # a profile without XLA never imports the HLO reader
+    from .hlo_made import FrameworkGraph
     decoded, damaged = [], []
     graph = FrameworkGraph.parse(builder.metadata_value("graph", None))  # the capture's, if it recorded one
     for entry in entries:
@@ -141,6 +140,7 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
             if len(candidates) == 1:
                 unplaced[event] = candidates[0]
     ops = {event: instruction for event, (_, instruction) in placed.items()}
+    from .xla_order import place_by_order  # only where a module's events name no instruction
     ops.update(place_by_order(unplaced, placed, device_of_event, start_ns))
     for event in dict.fromkeys(e for e in [*named_op, *unnamed] if e in ops):
         found = ops[event]

@@ -224,7 +224,354 @@ done:
     return result;
 }
 
+/* merge_times(times, low, end_order, order): merge() with the keys made from the times as it
+ * goes: times holds the n begins then the n ends of a track's slices (perfetto._event_order);
+ * a begin's key is 4 (t - low) + 1, an end's 4 (t - low), or + 2 for a slice of no duration
+ * (end == begin). No key columns: for 5M slices they are 80 MB beside the order. Every time
+ * must lie within [low, low + 2**60). */
+static PyObject *merge_times(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *objects[3];
+    long long low;
+    if (!PyArg_ParseTuple(args, "OLOO:merge_times", &objects[0], &low, &objects[1], &objects[2]))
+        return NULL;
+    Py_buffer views[3];
+    int held = 0;
+    PyObject *result = NULL;
+    for (; held < 3; held++)
+        if (!get_column(objects[held], &views[held], -1, "merge_times", held == 2))
+            goto done;
+    Py_ssize_t n = views[0].len / 16;
+    if (views[0].len != n * 16 || views[1].len != n * 8 || views[2].len != 2 * n * 8) {
+        PyErr_SetString(PyExc_ValueError, "merge_times: expected 2n times, n end rows and 2n places");
+        goto done;
+    }
+    const int64_t *times = views[0].buf, *end_order = views[1].buf;
+    int64_t *order = views[2].buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t m = 0; m < 2 * n && !bad; m++)
+        if (times[m] < low || (uint64_t)(times[m] - low) >= ((uint64_t)1 << 60))
+            bad = 1;
+    for (Py_ssize_t m = 0; m < n && !bad; m++)
+        if (end_order[m] < 0 || end_order[m] >= n)
+            bad = 1;
+    Py_ssize_t i = 0, j = 0, k = 0;
+    while (!bad && (i < n || j < n)) {
+        int64_t begin_key = 0, end_key = 0;
+        if (i < n)
+            begin_key = ((times[i] - low) << 2) + 1;
+        if (j < n) {
+            int64_t slice = end_order[j];
+            end_key = ((times[n + slice] - low) << 2) + (times[n + slice] > times[slice] ? 0 : 2);
+        }
+        if (j < n && (i == n || end_key < begin_key))
+            order[k++] = n + end_order[j++];
+        else
+            order[k++] = i++;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "merge_times: a time out of range, or an end row out of range");
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return result;
+}
+
+/* --- a track's events, encoded straight from the op columns ----------------------------------
+ *
+ * track_events(times, events, previous, rows, sequence, columns, extras) -> bytes: the
+ * TracePackets of a chunk of one track's events (tracebridge.writers.perfetto): for each
+ * event e of `events` (a slice of the track's time order; e < n begins the track's slice e,
+ * whose op is rows[e], e >= n ends slice e - n), the packet
+ *   {timestamp: times[e] - the previous event's, sequence id, track_event: {type, and for a
+ *    begin: name iid, category iid (not for an op), the name, op type and step annotations,
+ *    the op's extra fields}}
+ * byte for byte as protowire's pieces make it (tests/test_perfetto.py compares them), in one
+ * pass that sizes the output and one that writes it: no column per field, no gather.
+ *
+ * columns: (name_iid of each string id (int32, -1: not on this track), kernel, name, op_type
+ * (int32 per op), category, name_key, shows_name, shows_type (uint8 per op), step (int32 per
+ * op), step_numbers (int64 per step, then one more), name-less keys (op_type key, step key)).
+ * extras: (data, rows, lengths, starts) or None: the ops that have extra fields (int64, ascending)
+ * and their bytes' spans in data (int64 each; an op's extra bytes are data[start:start + length]).
+ * Any index out of its column raises ValueError. */
+
+enum { C_IID, C_KERNEL, C_NAME, C_TYPE, C_CATEGORY, C_NAME_KEY, C_SHOWS_NAME, C_SHOWS_TYPE, C_STEP, C_STEPS,
+       C_COUNT };
+static const Py_ssize_t column_width[C_COUNT] = {4, 4, 4, 4, 1, 1, 1, 1, 4, 8};
+
+static int varint_length(uint64_t v) {
+    int length = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        length++;
+    }
+    return length;
+}
+
+static uint8_t *put_varint(uint8_t *at, uint64_t v) {
+    while (v >= 0x80) {
+        *at++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *at++ = (uint8_t)v;
+    return at;
+}
+
+typedef struct {
+    const int64_t *times, *events, *rows, *steps, *extra_rows, *extra_lengths, *extra_starts;
+    const int32_t *iid, *kernel, *name, *op_type, *step;
+    const uint8_t *category, *name_key, *shows_name, *shows_type, *extra_data;
+    Py_ssize_t n, count, ops, strings, step_count, extra_size, extra_count;
+    int64_t previous;
+    uint64_t sequence;
+    long type_key, step_key;
+} Track;
+
+/* The TrackEvent bytes of begin event `slice` (its fields after the type); -1 when an index is
+ * out of range. Writes them at `at` when it is not NULL. */
+static int64_t begin_fields(const Track *t, int64_t slice, uint8_t *at) {
+    int64_t row = t->rows[slice];
+    if (row < 0 || row >= t->ops)
+        return -1;
+    int32_t kernel = t->kernel[row];
+    if (kernel < 0 || kernel >= t->strings || t->iid[kernel] < 0)
+        return -1;
+    uint64_t iid = (uint64_t)t->iid[kernel];
+    int64_t size = 1 + varint_length(iid);
+    uint8_t category = t->category[row];
+    if (category)
+        size += 2;
+    uint64_t name = 0, type = 0, number = 0;
+    if (t->shows_name[row]) {
+        name = (uint64_t)((int64_t)t->name[row] + 1);
+        size += 6 + varint_length(name);
+    }
+    if (t->shows_type[row]) {
+        type = (uint64_t)((int64_t)t->op_type[row] + 1);
+        size += 6 + varint_length(type);
+    }
+    int32_t step = t->step[row];
+    if (step != -1) {
+        if (step < 0 || step >= t->step_count)
+            return -1;
+        number = (uint64_t)t->steps[step];
+        size += 5 + varint_length(number);
+    }
+    int64_t extra = 0, extra_start = 0;
+    if (t->extra_rows) { /* the op's extra fields, if it is among the ops that have any */
+        Py_ssize_t lo = 0, hi = t->extra_count;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (t->extra_rows[mid] < row)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < t->extra_count && t->extra_rows[lo] == row) {
+            extra = t->extra_lengths[lo];
+            extra_start = t->extra_starts[lo];
+            if (extra < 0 || extra_start < 0 || extra_start > t->extra_size - extra)
+                return -1;
+            size += extra;
+        }
+    }
+    if (!at)
+        return size;
+    *at++ = 10 << 3; /* name_iid */
+    at = put_varint(at, iid);
+    if (category) {
+        *at++ = 3 << 3; /* category_iids */
+        *at++ = (uint8_t)(category + 1);
+    }
+    if (t->shows_name[row]) { /* debug annotation {name_iid: key, string_value_iid: name + 1} */
+        *at++ = (4 << 3) | 2;
+        *at++ = (uint8_t)(4 + varint_length(name));
+        *at++ = 1 << 3;
+        *at++ = t->name_key[row];
+        *at++ = 0x88; /* field 17, varint */
+        *at++ = 0x01;
+        at = put_varint(at, name);
+    }
+    if (t->shows_type[row]) {
+        *at++ = (4 << 3) | 2;
+        *at++ = (uint8_t)(4 + varint_length(type));
+        *at++ = 1 << 3;
+        *at++ = (uint8_t)t->type_key;
+        *at++ = 0x88;
+        *at++ = 0x01;
+        at = put_varint(at, type);
+    }
+    if (step != -1) { /* {name_iid: step key, int_value: number} */
+        *at++ = (4 << 3) | 2;
+        *at++ = (uint8_t)(3 + varint_length(number));
+        *at++ = 1 << 3;
+        *at++ = (uint8_t)t->step_key;
+        *at++ = 4 << 3;
+        at = put_varint(at, number);
+    }
+    if (extra)
+        memcpy(at, t->extra_data + extra_start, (size_t)extra);
+    return size;
+}
+
+/* Every packet: sized (out NULL: returns the total) or written; -1 when an index is out of range. */
+static int64_t track_packets(const Track *t, uint8_t *out) {
+    int64_t total = 0, previous = t->previous;
+    int sequence_length = varint_length(t->sequence);
+    for (Py_ssize_t k = 0; k < t->count; k++) {
+        int64_t event = t->events[k];
+        if (event < 0 || event >= 2 * t->n)
+            return -1;
+        int64_t time = t->times[event];
+        uint64_t delta = (uint64_t)(time - previous);
+        previous = time;
+        int64_t fields = event < t->n ? begin_fields(t, event, NULL) : 0;
+        if (fields < 0)
+            return -1;
+        int64_t track_event = 2 + fields;
+        int64_t body = 1 + varint_length(delta) + 1 + sequence_length + 1 + varint_length((uint64_t)track_event) +
+                       track_event;
+        if (out) {
+            uint8_t *at = out + total;
+            *at++ = (1 << 3) | 2; /* Trace.packet */
+            at = put_varint(at, (uint64_t)body);
+            *at++ = 8 << 3; /* timestamp */
+            at = put_varint(at, delta);
+            *at++ = 10 << 3; /* trusted_packet_sequence_id */
+            at = put_varint(at, t->sequence);
+            *at++ = (11 << 3) | 2; /* track_event */
+            at = put_varint(at, (uint64_t)track_event);
+            *at++ = 9 << 3; /* type */
+            *at++ = event < t->n ? 1 : 2;
+            if (event < t->n)
+                begin_fields(t, event, at);
+        }
+        total += 1 + varint_length((uint64_t)body) + body;
+    }
+    return total;
+}
+
+/* A C-contiguous buffer of items of `width` bytes into view; `count` items, or any (-1). */
+static int get_items(PyObject *object, Py_buffer *view, Py_ssize_t width, Py_ssize_t count, const char *what) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS) < 0)
+        return 0;
+    if (view->len % width || (count >= 0 && view->len != count * width)) {
+        PyErr_Format(PyExc_ValueError, "track_events: %s has the wrong size", what);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *track_events(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *times_object, *events_object, *rows_object, *columns_object, *extras_object;
+    long long previous;
+    unsigned long long sequence;
+    long type_key, step_key;
+    if (!PyArg_ParseTuple(args, "OOLOKO!llO:track_events", &times_object, &events_object, &previous, &rows_object,
+                          &sequence, &PyTuple_Type, &columns_object, &type_key, &step_key, &extras_object))
+        return NULL;
+    if (PyTuple_GET_SIZE(columns_object) != C_COUNT || type_key < 0 || type_key > 127 || step_key < 0 ||
+        step_key > 127) {
+        PyErr_SetString(PyExc_ValueError, "track_events: 10 columns and keys below 128 expected");
+        return NULL;
+    }
+    Py_buffer views[C_COUNT + 8]; /* times, events, rows, the columns, the four of extras */
+    int held = 0;
+    PyObject *result = NULL;
+    Track t;
+    memset(&t, 0, sizeof t);
+    if (!get_items(times_object, &views[held], 8, -1, "times"))
+        goto done;
+    t.times = views[held].buf;
+    t.n = views[held++].len / 16;
+    if (!get_items(events_object, &views[held], 8, -1, "events"))
+        goto done;
+    t.events = views[held].buf;
+    t.count = views[held++].len / 8;
+    if (!get_items(rows_object, &views[held], 8, t.n, "rows"))
+        goto done;
+    t.rows = views[held++].buf;
+    const void *column[C_COUNT];
+    Py_ssize_t length[C_COUNT];
+    for (int c = 0; c < C_COUNT; c++) {
+        if (!get_items(PyTuple_GET_ITEM(columns_object, c), &views[held], column_width[c], -1, "a column"))
+            goto done;
+        column[c] = views[held].buf;
+        length[c] = views[held++].len / column_width[c];
+    }
+    t.iid = column[C_IID];
+    t.strings = length[C_IID];
+    t.kernel = column[C_KERNEL];
+    t.name = column[C_NAME];
+    t.op_type = column[C_TYPE];
+    t.category = column[C_CATEGORY];
+    t.name_key = column[C_NAME_KEY];
+    t.shows_name = column[C_SHOWS_NAME];
+    t.shows_type = column[C_SHOWS_TYPE];
+    t.step = column[C_STEP];
+    t.steps = column[C_STEPS];
+    t.step_count = length[C_STEPS];
+    t.ops = length[C_KERNEL];
+    for (int c = C_KERNEL; c <= C_STEP; c++)
+        if (length[c] != t.ops) {
+            PyErr_SetString(PyExc_ValueError, "track_events: the op columns differ in length");
+            goto done;
+        }
+    if (extras_object != Py_None) {
+        if (!PyTuple_Check(extras_object) || PyTuple_GET_SIZE(extras_object) != 4) {
+            PyErr_SetString(PyExc_ValueError, "track_events: extras is (data, rows, lengths, starts) or None");
+            goto done;
+        }
+        if (!get_items(PyTuple_GET_ITEM(extras_object, 0), &views[held], 1, -1, "extras data"))
+            goto done;
+        t.extra_data = views[held].buf;
+        t.extra_size = views[held++].len;
+        if (!get_items(PyTuple_GET_ITEM(extras_object, 1), &views[held], 8, -1, "extras rows"))
+            goto done;
+        t.extra_rows = views[held].buf;
+        t.extra_count = views[held++].len / 8;
+        if (!get_items(PyTuple_GET_ITEM(extras_object, 2), &views[held], 8, t.extra_count, "extras lengths"))
+            goto done;
+        t.extra_lengths = views[held++].buf;
+        if (!get_items(PyTuple_GET_ITEM(extras_object, 3), &views[held], 8, t.extra_count, "extras starts"))
+            goto done;
+        t.extra_starts = views[held++].buf;
+    }
+    t.previous = previous;
+    t.sequence = sequence;
+    t.type_key = type_key;
+    t.step_key = step_key;
+    int64_t size;
+    Py_BEGIN_ALLOW_THREADS
+    size = track_packets(&t, NULL);
+    Py_END_ALLOW_THREADS
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "track_events: an event, row, string, step or extra is out of range");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (!result)
+        goto done;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS
+    track_packets(&t, out);
+    Py_END_ALLOW_THREADS
+done:
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"merge_times", merge_times, METH_VARARGS,
+     "merge_times(times, low, end_order, order): merge(), the keys made from the times (see the function)."},
     {"merge", merge, METH_VARARGS,
      "merge(begin_key, end_key, end_order, order): begins and ends of a track in time order (see the module)."},
     {"varints", varints, METH_VARARGS,
@@ -232,6 +579,9 @@ static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
      "gather(out, position, pieces): record i, the concatenation of each piece's "
      "data[starts[i]:starts[i] + lengths[i]], written at out[position[i]:]."},
+    {"track_events", track_events, METH_VARARGS,
+     "track_events(times, events, previous, rows, sequence, columns, type_key, step_key, extras) -> bytes: "
+     "the packets of a chunk of a track's events (see the module)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.lanes import nested_fit
+from ..model.lanes import by_group_start, nested_fit
 from ..model.trace import Trace
 
 FIRST_DEVICE_PID = 2  # pid 0 holds the steps, pid 1 the allocator counters
@@ -33,17 +33,19 @@ def pids_and_tids(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[tuple[int,
     tid = local[ops["lane"]] if len(local) else np.zeros(len(trace), dtype=np.int64)
     extra: list[tuple[int, int, int, int]] = []
     if len(trace):
-        order = np.lexsort((-ops["end_ns"], ops["start_ns"], ops["lane"]))
-        lanes = ops["lane"][order]
+        order = by_group_start(ops["lane"], ops["start_ns"], ops["end_ns"])  # None: in that order
+        lanes = ops["lane"] if order is None else ops["lane"][order]
         cuts = np.flatnonzero(np.r_[True, lanes[1:] != lanes[:-1], True])
         next_tid = {}  # per device: the first tid after its lanes
         for device, count in zip(*np.unique([lane.device for lane in trace.lanes], return_counts=True)):
             next_tid[int(device)] = int(count)
         for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-            rows = order[lo:hi]
+            rows = slice(lo, hi) if order is None else order[lo:hi]
             sub = nested_fit(ops["start_ns"][rows], ops["end_ns"][rows])
             if not sub.any():
                 continue
+            if order is None:
+                rows = np.arange(lo, hi)
             lane = int(lanes[lo])
             device = trace.lanes[lane].device
             for k in range(1, int(sub.max()) + 1):

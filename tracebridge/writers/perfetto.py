@@ -45,18 +45,20 @@ import numpy as np
 from .._files import atomic_output
 from .._fork import ChildFailed, ForkedJob
 from ..errors import OutputError
-from ..model.lanes import nested_fit
+from ..model.lanes import by_group_start, nested_fit
 from ..model.schema import NO_STEP, Category, OutputFlag
 from ..model.trace import Trace
 from ..options import choose_parallelism
 from .chrome import _merged_counters, cross_lane_flows, device_threads
 from .chrome_threads import NETWORK_TID, pids_and_tids
+from . import protowire
 from .protowire import (Piece, Ragged, assemble, assemble_into, concat, constant_piece, fixed64_field, matrix_piece,
                         message_bytes, message_field, ragged_piece, tag, total_length, varint_bytes, varint_field,
                         merged_order, varint_lengths, varint_piece)
 
 CHUNK_EVENTS = 400_000  # events encoded at once: bounds the encoder's memory
 PARALLEL_MIN_EVENTS = 600_000  # below this, a second process costs more than it saves
+SHARED_ORDER_MAX_OPS = 2_000_000  # see _write_in_two
 
 # Field numbers of Perfetto's trace schema (protos/perfetto/trace/...): facts of the format.
 TRACE_PACKET = 1
@@ -204,18 +206,24 @@ class _HostWriter:
         table = np.full((top_pid + 1) * (top_tid + 1), -1, dtype=np.int64)
         for index, (p, t) in enumerate(keys):
             table[p * (top_tid + 1) + (top_tid if t == NETWORK_TID else t)] = index
-        track_of = table[pid.astype(np.int64) * (top_tid + 1) + local]
-        fields = _OpFields(trace, self._flows(trace, pid, tid))
+        local += pid.astype(np.int64) * (top_tid + 1)
+        track_of = table.astype(np.int32)[local]
+        del local
+        flows = self._flows(trace, pid, tid)
+        del pid, tid  # 10M ops: 160 MB that the events' order below would add to
+        fields = _OpFields(trace, flows)
+        del flows  # in fields.extras now
         start, end = ops["start_ns"], ops["end_ns"]
-        order = np.lexsort((-end, start, track_of))
-        cuts = np.searchsorted(track_of[order], np.arange(len(keys) + 1))
+        order = by_group_start(track_of, start, end)  # None: the rows are in that order
+        cuts = np.searchsorted(track_of if order is None else track_of[order], np.arange(len(keys) + 1))
+        del track_of
         # The work as units of at most CHUNK_EVENTS events of one track; each track has its
         # sequence from the start, so that two processes can write a half each.
         tracks, units = [], []
         for track in range(len(keys)):
-            rows = order[cuts[track]:cuts[track + 1]]
+            rows = np.arange(cuts[track], cuts[track + 1]) if order is None else order[cuts[track]:cuts[track + 1]]
             if len(rows):
-                tracks.append(_Track(uuids[track], self._next_sequence(), rows))
+                tracks.append(_Track(uuids[track], self._next_sequence(), rows, contiguous=order is None))
                 units += [(len(tracks) - 1, lo, min(lo + CHUNK_EVENTS, 2 * len(rows)))
                           for lo in range(0, 2 * len(rows), CHUNK_EVENTS)]
         context = (trace, strings, fields)
@@ -236,11 +244,16 @@ class _HostWriter:
                 interned = _interned(strings, event_names=(track.names, track.name_iids),
                                      values=fields.value_ids(rows), annotation_names=fields.vocabulary)
                 self._start_sequence(track.sequence, track.uuid, int(track.times[track.order[0]]), interned)
-            self._write_events(track.sequence, track.times, track.order, lo, hi,
-                               lambda chunk, track=track: fields.pieces(track.rows[chunk], track.names,
-                                                                        track.name_iids))
-            if progress and hi == 2 * len(rows):
-                progress(min(len(trace), sum(len(t.rows) for t in tracks[:index + 1])), len(trace))
+            if protowire.compiled():  # one C pass from the op columns
+                self.out.write(fields.encoded_events(track, lo, hi))
+            else:
+                self._write_events(track.sequence, track.times, track.order, lo, hi,
+                                   lambda chunk, track=track: fields.pieces(track.rows[chunk], track.names,
+                                                                            track.name_iids))
+            if hi == 2 * len(rows):
+                track.release()  # its event order (10M ops: hundreds of MB) is written
+                if progress:
+                    progress(min(len(trace), sum(len(t.rows) for t in tracks[:index + 1])), len(trace))
 
     def _write_in_two(self, context, tracks, units, split: int, progress) -> None:
         """Units ``[:split]`` here while a forked child writes the rest into a part file
@@ -250,7 +263,10 @@ class _HostWriter:
         fd, part = tempfile.mkstemp(prefix=".tracebridge-", suffix=".part", dir=folder)
         os.close(fd)
         track, lo, _ = units[split]
-        if lo:  # the track both processes write: its event order is made once, before the fork
+        if lo and len(tracks[track].rows) <= SHARED_ORDER_MAX_OPS:
+            # the track both processes write: its event order is made once, before the fork
+            # (above SHARED_ORDER_MAX_OPS each makes it when it gets there: the parent would
+            # hold it, 24 bytes an op, while it orders its other tracks)
             tracks[track].prepare(context[0].ops)
         try:
             def child() -> bytes:
@@ -286,8 +302,9 @@ class _HostWriter:
         for number, ends in ((E_FLOW_IDS, producer), (E_TERMINATING_FLOW_IDS, consumer)):
             by_op = np.argsort(ends, kind="stable")
             field = fixed64_field(number, ids[by_op])
-            counts = np.bincount(ends, minlength=n).astype(np.int64)
-            pieces.append(Ragged(field.data, counts * len(tag(number, 1)) + counts * 8))
+            counts = np.bincount(ends, minlength=n).astype(np.int64, copy=False)
+            counts *= len(tag(number, 1)) + 8  # in place: 10M ops make each temporary 80 MB
+            pieces.append(Ragged(field.data, counts))
         return pieces[0], pieces[1]
 
     def _write_steps(self, trace: Trace, host: str | None) -> None:
@@ -419,26 +436,37 @@ def _event_order(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
     (begins, then ends) and their time ``order``: at one time, ends of slices with a
     duration first, then begins (outer first), then ends of zero-length slices; ends
     innermost first. Begins are in order already: only the ends are sorted (a stable sort,
-    nearly sorted input), then the two are merged."""
+    nearly sorted input), then the two are merged by a key of time and kind (4 t + 1 for a
+    begin, 4 t for an end, 4 t + 2 for a zero-length slice's end)."""
     n = len(start)
     times = np.concatenate([start, end])
-    rank = np.arange(n, dtype=np.int64)
-    kind = np.where(end > start, 0, 2)
-    span = int(times.max() - times.min()) if n else 0
-    if span >= (1 << 40) or n >= (1 << 21):
+    if not n:
+        return times, np.zeros(0, dtype=np.int64)
+    low = int(times.min())
+    if int(times.max()) - low >= (1 << 60):  # 36 years: no room for the kind in the key
+        rank = np.arange(n, dtype=np.int64)
+        kind = np.where(end > start, 0, 2)
         order = np.lexsort((np.concatenate([rank, -rank]), np.concatenate([np.ones(n, dtype=np.int64), kind]), times))
         return times, order
-    low = times.min()
-    begin_key = start - low  # in place from here: fewer temporaries of n int64
-    begin_key <<= 23
-    begin_key |= (1 << 21) | rank
+    # Keys made in place, a block of rows at a time: no temporaries of n int64 beside them.
     end_key = end - low
-    end_key <<= 23
-    kind <<= 21
-    end_key |= kind
-    end_key += (n - 1) - rank
-    end_order = np.argsort(end_key, kind="stable")  # nearly sorted: a stable sort finds the runs
+    end_key <<= 2
+    for lo in range(0, n, _KEY_BLOCK):
+        hi = min(n, lo + _KEY_BLOCK)
+        end_key[lo:hi] += np.where(end[lo:hi] > start[lo:hi], 0, 2)
+    # Ends of one key innermost (last) first: a stable sort of the ends read backwards.
+    end_order = np.argsort(end_key[::-1], kind="stable")
+    np.subtract(n - 1, end_order, out=end_order)
+    if protowire.compiled():  # the C loop makes the keys from the times as it merges
+        del end_key
+        return times, protowire.merged_times(times, low, end_order)
+    begin_key = start - low
+    begin_key <<= 2
+    begin_key += 1
     return times, merged_order(begin_key, end_key, end_order)
+
+
+_KEY_BLOCK = 1 << 20
 
 
 _BEGIN_TYPE = np.frombuffer(message_bytes((E_TYPE, TYPE_BEGIN)), dtype=np.uint8)
@@ -448,21 +476,29 @@ _END_TYPE = np.frombuffer(message_bytes((E_TYPE, TYPE_END)), dtype=np.uint8)
 class _Track:
     """One track's ops (rows, in start order) and what its sequence needs, made when first used."""
 
-    def __init__(self, uuid: int, sequence: int, rows: np.ndarray):
+    def __init__(self, uuid: int, sequence: int, rows: np.ndarray, contiguous: bool = False):
         self.uuid, self.sequence, self.rows = uuid, sequence, rows
-        self.times = self.order = self.names = self.name_iids = None
+        self.contiguous = contiguous  # rows are rows[0], rows[0] + 1, ...: the columns' views, not copies
+        self.times = self.order = self.names = self.name_iids = self.iids = None
 
     def prepare(self, ops) -> None:
         """The events' time order and the event names' iids, once."""
         if self.times is not None:
             return
-        self.times, self.order = _event_order(ops["start_ns"][self.rows], ops["end_ns"][self.rows])
+        at = slice(int(self.rows[0]), int(self.rows[0]) + len(self.rows)) if self.contiguous else self.rows
+        self.times, order = _event_order(ops["start_ns"][at], ops["end_ns"][at])
+        self.order = order.astype(np.int32) if len(order) < (1 << 31) else order  # kept while written
+        del order
         # Event names numbered by use on this track, most used first: most names then fit
         # a one-byte iid.
         uses = np.bincount(ops["kernel"][self.rows])
         self.names = np.flatnonzero(uses)
         self.name_iids = np.empty(len(self.names), dtype=np.int64)
         self.name_iids[np.argsort(-uses[self.names], kind="stable")] = np.arange(1, len(self.names) + 1)
+
+    def release(self) -> None:
+        """Drop the event order once the track is written (its rows stay)."""
+        self.times = self.order = None
 
 
 def _half(units: list[tuple[int, int, int]]) -> int:
@@ -519,7 +555,7 @@ class _OpFields:
         self.trace, self.n = trace, n
         self.vocabulary = list(BASE_KEYS)
         self.key = {name: i + 1 for i, name in enumerate(self.vocabulary)}
-        category = ops["category"].astype(np.int64)
+        category = ops["category"]  # uint8: widened a chunk of rows at a time (pieces)
         self.category = category
         kernel_like = np.isin(category, (int(Category.DEVICE), int(Category.MEMCPY)))
         self.name_key = np.where(kernel_like, self.key["tf_op"], self.key["name"]).astype(np.uint8)
@@ -551,10 +587,18 @@ class _OpFields:
                                         A_STRING_IID) for name in ("src", "dst", "tensor")]
             pieces.append(_per_op(concat(*parts), transfers["op"], n))
         pieces += [flow for flow in flows if len(flow.data)]
-        self.extras = concat(*pieces) if pieces else None
-        if self.extras is not None and not len(self.extras.data):
-            self.extras = None
+        extras = concat(*pieces) if pieces else None
+        # Kept as the ops that have any (few: the flows of 10M ops are thousands) with their
+        # bytes' spans, not as a length per op and its running sum (10M ops: 160 MB).
+        self.extra_data = extras.data if extras is not None and len(extras.data) else None
+        if self.extra_data is not None:
+            self.extra_rows = np.flatnonzero(extras.lengths)
+            self.extra_sizes = extras.lengths[self.extra_rows].astype(np.int64)
+            self.extra_starts = np.cumsum(self.extra_sizes) - self.extra_sizes  # records lie in op order
+        del extras
+        self._extras_per_op: Ragged | None = None
         self._inputs, self._shaped = inputs, shaped
+        self._columns = self._extras = None  # for encoded_events, made on first use
 
     def _add_key(self, name: str) -> int:
         if name not in self.key:
@@ -578,7 +622,7 @@ class _OpFields:
         pieces = [varint_piece(name_iids[np.searchsorted(names, ops["kernel"][rows])], prefix=tag(E_NAME_IID, 0))]
         # TF ops (the category of most rows) carry no category: 2 of about 40 bytes an op.
         # Every other row names its category; the reader takes none as an op.
-        category = self.category[rows]
+        category = self.category[rows].astype(np.int64)
         if category.any():
             head = np.empty((m, 2), dtype=np.uint8)
             head[:, 0] = tag(E_CATEGORY_IIDS, 0)[0]
@@ -599,9 +643,36 @@ class _OpFields:
             head[:, :] = [tag(E_ANNOTATIONS, 2)[0], 0, tag(A_NAME_IID, 0)[0], self.key["step"], tag(A_INT, 0)[0]]
             head[:, 1] = 3 + varint_lengths(numbers.view(np.uint64))
             pieces.append(varint_piece(numbers, has_step, prefix=head))
-        if self.extras is not None:
-            pieces.append(ragged_piece(self.extras, rows))
+        if self.extra_data is not None:
+            pieces.append(ragged_piece(self._extras_ragged(), rows))
         return pieces
+
+    def _extras_ragged(self) -> Ragged:
+        """The extra fields as a record per op (for the numpy pieces), made once."""
+        if self._extras_per_op is None:
+            lengths = np.zeros(self.n, dtype=np.int64)
+            lengths[self.extra_rows] = self.extra_sizes
+            self._extras_per_op = Ragged(self.extra_data, lengths)
+        return self._extras_per_op
+
+    def encoded_events(self, track: "_Track", lo: int, hi: int) -> bytes:
+        """The packets of events ``lo:hi`` of ``track``'s time order, encoded by the C loop
+        (``_protowirec.track_events``) straight from the op columns: the same bytes as
+        :meth:`pieces` assembled by ``_write_events``."""
+        ops, order = self.trace.ops, track.order
+        if track.iids is None:  # each string id's name iid on this track (-1: none)
+            track.iids = np.full(max(len(self.trace.strings), 1), -1, dtype=np.int32)
+            track.iids[track.names] = track.name_iids
+        if self._columns is None:
+            self._columns = (ops["kernel"], ops["name"], ops["op_type"], ops["category"], self.name_key,
+                             self.shows_name, self.shows_type, ops["step"], self.step_numbers)
+            self._extras = None if self.extra_data is None else (self.extra_data, self.extra_rows.astype(np.int64),
+                                                                  self.extra_sizes, self.extra_starts)
+        previous = int(track.times[order[lo - 1]]) if lo else int(track.times[order[0]])
+        return protowire.track_events(track.times, np.ascontiguousarray(order[lo:hi], dtype=np.int64), previous,
+                                      np.ascontiguousarray(track.rows, dtype=np.int64), track.sequence,
+                                      (track.iids, *self._columns), self.key["op_type"], self.key["step"],
+                                      self._extras)
 
     def value_ids(self, rows: np.ndarray) -> np.ndarray:
         """The string ids the annotations of ops ``rows`` use."""

@@ -136,10 +136,18 @@ def concat(*pieces: Ragged) -> Ragged:
     for piece in pieces:
         lengths += piece.lengths
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
-    start = np.cumsum(lengths) - lengths  # where each record begins in the output
+    start = np.cumsum(lengths)
+    start -= lengths  # where each record begins in the output
     for piece in pieces:
         if len(piece.data):
-            shift = np.repeat(start - piece.starts(), piece.lengths)
+            filled = np.flatnonzero(piece.lengths) if len(piece.data) < piece.records else None
+            if filled is not None and len(filled) < piece.records // 2:
+                # a sparse piece (the flows of a few of 10M ops): only its records that hold
+                # bytes, not a temporary of every record
+                sizes = piece.lengths[filled]
+                shift = np.repeat(start[filled] - (np.cumsum(sizes) - sizes), sizes)
+            else:
+                shift = np.repeat(start - piece.starts(), piece.lengths)
             shift += np.arange(len(piece.data), dtype=np.int64)
             out[shift] = piece.data
         start += piece.lengths
@@ -303,6 +311,22 @@ def merged_order(first_key: np.ndarray, second_key: np.ndarray, second_order: np
     order[first_at] = np.arange(n, dtype=np.int64)
     order[~taken] = second_order + n
     return order
+
+
+def merged_times(times: np.ndarray, low: int, end_order: np.ndarray) -> np.ndarray:
+    """:func:`merged_order` of a track's begins and ends by their keys of time and kind, made
+    from ``times`` by the C loop (``compiled()`` only): no key columns."""
+    order = np.empty(len(times), dtype=np.int64)
+    _protowirec.merge_times(np.ascontiguousarray(times, dtype=np.int64), low,
+                            np.ascontiguousarray(end_order, dtype=np.int64), order)
+    return order
+
+
+def track_events(times, events, previous: int, rows, sequence: int, columns: tuple, type_key: int, step_key: int,
+                 extras) -> bytes:
+    """The packets of a chunk of a .pftrace track's events, by the C loop (``compiled()``
+    only): see ``_protowirec.c``, track_events."""
+    return _protowirec.track_events(times, events, previous, rows, sequence, columns, type_key, step_key, extras)
 
 
 def compiled() -> bool:

@@ -7,14 +7,13 @@ ops costs milliseconds, not a Python loop.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...model.accelerator import busy_ns, device_rows, self_times
 from ...model.graph_outline import graph_outline
-from ..graphs.layers import attribute
-from ..graphs.recorded_graph import decode_graph
 from ...model.hlo import ASYNC_COPY, HLO_MODULES, framework_ops
 from ...model.kernel_names import short_kernel_name
 from ...model.schema import STEP_INPUTS, Category
@@ -23,6 +22,11 @@ from ..common.tables import csv_text, ms, plural
 from ..common.xla import hlo_rows
 from .breakdown import PARTS, step_breakdown
 from .steady import select_steps
+
+try:  # the per-key totals as one C loop (setup.py builds it where a C compiler is found)
+    from . import _groupc
+except ImportError:
+    _groupc = None
 
 
 @dataclass(frozen=True)
@@ -172,22 +176,25 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None, war
     ops = trace.ops
     device = device_rows(ops["category"], ops["flags"])
     host = ops["category"] == Category.OP
+    mode = mode or (summary_mode(trace) if not device.any() else "device+memcpy")
+    mask = _counted_mask(trace, mode, device, host)
+    either = mask | host
+    # Each device's busy time first, while no time column of this summary exists yet (it
+    # sorts copies of the device's starts and ends: 48 MB for 3M rows).
+    busy = _busy_by_device(ops, either)
     device_time = np.zeros(len(trace), dtype=np.int64)
     device_time[device] = self_times(ops["start_ns"], ops["end_ns"], ops["lane"], np.flatnonzero(device))
-    mode = mode or summary_mode(trace)
     # 3M rows make every time column 24 MB: the host time is the durations zeroed in
     # place, and is the basis itself where TF ops are what is counted.
     duration = np.subtract(ops["end_ns"], ops["start_ns"], dtype=np.int64)
     host_time = np.where(host, duration, 0) if mode == "all" else duration
     if host_time is duration:
         duration[~host] = 0
-    mask = _counted_mask(trace, mode, device, host)
     counted = mode
     if mode == "device+memcpy":
         time, basis = "device", device_time
     else:
         time, basis = "host", host_time if mode == "op" else duration
-    either = mask | host
     total = int(basis.sum(where=mask))  # no 3M-row copy of the counted rows
     by_hlo = hlo_rows(trace, mask, basis, total, top)
     devices = np.array([d.name for d in trace.devices] or [""], dtype=object)
@@ -195,22 +202,24 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None, war
     # The rows grouped, taken once for every grouping (3M rows make each column 24 MB);
     # without device rows, device time is zeros that stay unwritten (and cost no memory).
     everything = bool(either.all())
-    kept = (lambda column: column) if everything else (lambda column: column[either])
+    # The C loop skips the rows left out itself: no copies of them (3M rows: 60 MB).
+    selected = None if everything or not _compiled() else either
+    kept = (lambda column: column) if everything or selected is not None else (lambda column: column[either])
     grouped_counted, grouped_basis = kept(mask), kept(basis)
     grouped_host = grouped_basis if host_time is basis else kept(host_time)
     grouped_device = kept(device_time) if device.any() else None  # None: no device time
     del duration, host_time, basis
 
     def group(keys: np.ndarray, labels) -> list[dict]:
-        return _group(kept(keys), grouped_counted, grouped_basis, grouped_device, grouped_host, labels, total, top)
+        return _group(kept(keys), grouped_counted, grouped_basis, grouped_device, grouped_host, labels, total, top,
+                      selected)
 
     # Grouped by device number, not name: hosts of a merged trace have devices of one name.
     by_device = group(ops["device"], range(len(devices)))
     for row in by_device:
         index = int(row["key"])
         row["key"] = str(devices[index])
-        rows = either & (ops["device"] == index)
-        row["busy_ns"] = busy_ns(ops["start_ns"][rows], ops["end_ns"][rows], scratch=True)
+        row["busy_ns"] = busy[index]
         row["idle_ns"] = span - row["busy_ns"]
     steps, breakdown = _steps_and_breakdown(trace, warmup)
     return Summary(
@@ -248,34 +257,79 @@ def _steps_and_breakdown(trace: Trace, warmup: int | None) -> tuple[list[dict], 
     return steps, breakdown
 
 
+def _busy_by_device(ops, either: np.ndarray) -> dict[int, int]:
+    """The busy time (union of the spans) of the ``either`` rows of each device."""
+    device = ops["device"]
+    if not len(device):
+        return {}
+    everything = bool(either.all())
+    seen = np.zeros(int(device.max()) + 1, dtype=bool)
+    seen[device if everything else device[either]] = True
+    present = np.flatnonzero(seen)
+    if len(present) == 1 and everything:
+        return {int(present[0]): _busy(ops["start_ns"], ops["end_ns"])}
+    return {index: _busy(ops["start_ns"], ops["end_ns"], either & (device == index)) for index in present.tolist()}
+
+
+def _busy(start: np.ndarray, end: np.ndarray, rows: np.ndarray | None = None) -> int:
+    """:func:`busy_ns` of the ``rows`` (a mask; None: every row); where the rows are a few
+    runs in start order (an XSpace's lines), the C loop merges the runs, without busy_ns's
+    sorted copies (3M rows: 48 MB)."""
+    if _compiled() and len(start):
+        runs = np.flatnonzero(start[1:] < start[:-1]) + 1
+        if len(runs) < 64 and not np.any(end < start):
+            return _groupc.busy(start, end, np.concatenate([[0], runs, [len(start)]]).astype(np.int64), rows)
+    if rows is None:
+        return busy_ns(start, end)
+    return busy_ns(start[rows], end[rows], scratch=True)
+
+
+def _compiled() -> bool:
+    """Whether the C loops of ``_groupc`` run: built, and ``TRACEBRIDGE_PURE_WIRE`` not 1."""
+    return _groupc is not None and os.environ.get("TRACEBRIDGE_PURE_WIRE") != "1"
+
+
 def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray | None,
-           host_ns: np.ndarray, labels, total: int, top: int | None) -> list[dict]:
+           host_ns: np.ndarray, labels, total: int, top: int | None, selected: np.ndarray | None = None) -> list[dict]:
     """Rows per key: count, total, mean, min and max over the counted rows (on the basis
-    time), and device and host time over all of the key's rows (``device_ns`` None: none)."""
+    time), and device and host time over all of the key's rows (``device_ns`` None: none).
+    ``selected``: only these rows (a mask; the C loop's, which skips the others itself)."""
     if not len(keys):
         return []
-    unique, inverse = _distinct(keys)
+    small = keys.dtype.kind in "iu" and int(keys.min()) >= 0 and int(keys.max()) < 4 * len(keys) + 1024
+    if selected is not None and not (small and _compiled()):
+        same = host_ns is basis
+        keys, counted, basis = keys[selected], counted[selected], basis[selected]
+        host_ns = basis if same else host_ns[selected]
+        device_ns = None if device_ns is None else device_ns[selected]
+        selected = None
+        if not len(keys):
+            return []
+        small = keys.dtype.kind in "iu" and int(keys.min()) >= 0 and int(keys.max()) < 4 * len(keys) + 1024
+    if small:
+        # Small non-negative ids (string ids, device numbers): the keys index the sums
+        # themselves, compacted to the keys that occur at the end (no sort, no inverse).
+        unique, index, size = None, keys, int(keys.max()) + 1
+    else:
+        unique, index = np.unique(keys, return_inverse=True)
+        index, size = index.ravel(), len(unique)
 
-    def totals(weights: np.ndarray) -> np.ndarray:
-        # Exact int64 sums (a weighted bincount would sum float64 copies of the rows).
-        out = np.zeros(len(unique), dtype=np.int64)
-        np.add.at(out, inverse, weights)
-        return out
-
-    # Each sum over 3M rows is a pass: the ones whose answer is known (every row
-    # counted, no device rows, host time as the basis) are skipped.
-    every_row = bool(counted.all())
-    count = np.bincount(inverse, minlength=len(unique)) if every_row else totals(counted)
-    sums = totals(basis)
-    devices = totals(device_ns) if device_ns is not None else np.zeros(len(unique), dtype=np.int64)
-    hosts = sums if host_ns is basis else totals(host_ns)
-    lows = np.full(len(unique), np.iinfo(np.int64).max)
-    highs = np.zeros(len(unique), dtype=np.int64)
-    if not every_row:
-        inverse, basis = inverse[counted], basis[counted]
-    np.minimum.at(lows, inverse, basis)
-    np.maximum.at(highs, inverse, basis)
+    every_row = bool(counted.all()) if selected is None else not np.any(selected & ~counted)
+    hosts_are_sums = host_ns is basis
+    if _compiled():  # one pass over the rows
+        occurring, count, sums, hosts, devices, lows, highs = (np.frombuffer(column, dtype=np.int64) for column in
+                                                               _groupc.totals(
+            index, size, np.ascontiguousarray(basis, dtype=np.int64), None if every_row else counted,
+            None if hosts_are_sums else np.ascontiguousarray(host_ns, dtype=np.int64),
+            None if device_ns is None else np.ascontiguousarray(device_ns, dtype=np.int64), selected))
+    else:
+        occurring, count, sums, hosts, devices, lows, highs = _totals_numpy(index, size, basis, counted, every_row,
+                                                                            host_ns, device_ns)
     lows[count == 0] = 0
+    if unique is None:
+        unique = np.flatnonzero(occurring)
+        count, sums, devices, lows, highs = count[unique], sums[unique], devices[unique], lows[unique], highs[unique]
+        hosts = sums if hosts_are_sums else hosts[unique]
     order = np.lexsort((unique, -hosts, -sums))
     if top is not None:
         order = order[:top]
@@ -285,16 +339,30 @@ def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: 
              "device_ns": int(devices[i]), "host_ns": int(hosts[i])} for i in order.tolist()]
 
 
-def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_inverse=True)``; keys that are small non-negative ids
-    (string ids, device numbers) are counted instead of sorted, in one pass."""
-    if keys.dtype.kind in "iu" and int(keys.min()) >= 0 and int(keys.max()) < 4 * len(keys) + 1024:
-        present = np.flatnonzero(np.bincount(keys))
-        rank = np.zeros(int(present[-1]) + 1, dtype=np.int64)
-        rank[present] = np.arange(len(present))
-        return present, rank[keys]
-    unique, inverse = np.unique(keys, return_inverse=True)
-    return unique, inverse.ravel()
+def _totals_numpy(index: np.ndarray, size: int, basis: np.ndarray, counted: np.ndarray, every_row: bool,
+                  host_ns: np.ndarray, device_ns: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """``_groupc.totals`` with numpy: per key, its rows, its counted rows, the sums of the
+    basis, host and device time, and the least and greatest basis of its counted rows."""
+    def totals(weights: np.ndarray) -> np.ndarray:
+        # Exact int64 sums (a weighted bincount would sum float64 copies of the rows).
+        out = np.zeros(size, dtype=np.int64)
+        np.add.at(out, index, weights)
+        return out
+
+    # Each sum over 3M rows is a pass: the ones whose answer is known (every row
+    # counted, no device rows, host time as the basis) are skipped.
+    occurring = np.bincount(index, minlength=size)
+    count = occurring if every_row else totals(counted)
+    sums = totals(basis)
+    devices = totals(device_ns) if device_ns is not None else np.zeros(size, dtype=np.int64)
+    hosts = sums if host_ns is basis else totals(host_ns)
+    lows = np.full(size, np.iinfo(np.int64).max)
+    highs = np.zeros(size, dtype=np.int64)
+    if not every_row:
+        index, basis = index[counted], basis[counted]
+    np.minimum.at(lows, index, basis)
+    np.maximum.at(highs, index, basis)
+    return occurring, count, sums, hosts, devices, lows, highs
 
 
 def _kernels(trace: Trace, device: np.ndarray, device_time: np.ndarray, top: int | None) -> list[dict]:
@@ -354,6 +422,8 @@ def describe(trace: Trace) -> dict:
 def model_layers(trace: Trace) -> list[dict]:
     """The model's layers as the recorded graph shows them (analysis/graphs/layers.py: its
     parameters grouped, in forward order), or [] without a graph."""
+    from ..graphs.layers import attribute  # info's: a summary of 3M ops does without (24 ms of imports)
+    from ..graphs.recorded_graph import decode_graph
     graph = decode_graph(trace.metadata)
     if graph is None:
         return []

@@ -1,0 +1,94 @@
+"""A summary's per-key totals: the C loop (tracebridge/analysis/run/_groupc.c) and numpy's
+scatter-adds give the same numbers (tests/test_corpus_outputs.py checks whole summaries)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracebridge.analysis.run import summary
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_totals_are_numpys(seed):
+    if summary._groupc is None:
+        pytest.skip("the C loop is not built here")
+    chance = np.random.default_rng(seed)
+    rows, size = int(chance.integers(0, 5000)), int(chance.integers(1, 60))
+    index = chance.integers(0, size, rows).astype(np.int32 if seed % 2 else np.int64)
+    basis = chance.integers(-(1 << 40), 1 << 40, rows)
+    counted = chance.random(rows) < (1.0 if seed % 3 == 0 else 0.6)
+    host = basis if seed % 2 else chance.integers(0, 1 << 30, rows)
+    device = None if seed % 4 == 1 else chance.integers(0, 1 << 30, rows)
+    every_row = bool(counted.all())
+    compiled = [np.frombuffer(column, dtype=np.int64) for column in summary._groupc.totals(
+        index, size, basis, None if every_row else counted, None if host is basis else host, device)]
+    expected = summary._totals_numpy(index, size, basis, counted, every_row, host, device)
+    for ours, theirs in zip(compiled, expected):
+        assert np.array_equal(ours, theirs)
+
+
+def test_compiled_totals_refuse_keys_out_of_range():
+    if summary._groupc is None:
+        pytest.skip("the C loop is not built here")
+    with pytest.raises(ValueError):
+        summary._groupc.totals(np.array([0, 3], dtype=np.int64), 3, np.zeros(2, dtype=np.int64), None, None, None)
+    with pytest.raises(ValueError):
+        summary._groupc.totals(np.array([-1], dtype=np.int32), 3, np.zeros(1, dtype=np.int64), None, None, None)
+
+
+def test_compiled_totals_are_built_where_a_compiler_is():
+    """CI machines have gcc: the benchmark figures assume the C loop (as for the decoder and
+    the encoder), so its absence there must not go unnoticed."""
+    import shutil
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: numpy's totals are the ones in use")
+    assert summary._groupc is not None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_compiled_busy_time_is_busy_ns(seed):
+    """The union of intervals given as runs in start order (an XSpace's lines), merged by the
+    C loop, against model.accelerator.busy_ns's sorted copies."""
+    from tracebridge.model.accelerator import busy_ns
+    if summary._groupc is None:
+        pytest.skip("the C loop is not built here")
+    chance = np.random.default_rng(seed)
+    runs = [np.sort(chance.integers(0, 10_000, int(chance.integers(0, 300)))) for _ in range(int(chance.integers(1, 6)))]
+    start = np.concatenate(runs).astype(np.int64)
+    end = start + chance.integers(0, 400, len(start))
+    bounds = np.cumsum([0] + [len(run) for run in runs]).astype(np.int64)
+    assert summary._groupc.busy(start, end, bounds) == busy_ns(start, end)
+    assert summary._busy(start, end) == busy_ns(start, end)
+    if len(start) > 1 and np.any(start[1:] != start[0]):
+        with pytest.raises(ValueError):  # one run claimed, not in start order
+            summary._groupc.busy(start[::-1].copy(), end[::-1].copy(), np.array([0, len(start)], dtype=np.int64))
+
+
+def test_compiled_busy_time_of_some_rows():
+    from tracebridge.model.accelerator import busy_ns
+    if summary._groupc is None:
+        pytest.skip("the C loop is not built here")
+    chance = np.random.default_rng(35)
+    start = np.concatenate([np.sort(chance.integers(0, 10_000, 500)) for _ in range(3)]).astype(np.int64)
+    end = start + chance.integers(0, 300, len(start))
+    rows = chance.random(len(start)) < 0.5
+    assert summary._busy(start, end, rows) == busy_ns(start[rows], end[rows])
+    assert summary._busy(start, end, np.zeros(len(start), dtype=bool)) == 0
+
+
+def test_compiled_totals_of_selected_rows_are_numpys_of_their_copies():
+    if summary._groupc is None:
+        pytest.skip("the C loop is not built here")
+    chance = np.random.default_rng(7)
+    rows, size = 3000, 40
+    index = chance.integers(0, size, rows).astype(np.int32)
+    basis = chance.integers(0, 1 << 30, rows)
+    counted = chance.random(rows) < 0.7
+    selected = chance.random(rows) < 0.5
+    compiled = [np.frombuffer(column, dtype=np.int64) for column in summary._groupc.totals(
+        index, size, basis, counted, None, None, selected)]
+    expected = summary._totals_numpy(index[selected], size, basis[selected], counted[selected], False,
+                                     basis[selected], None)
+    for ours, theirs in zip(compiled, expected):
+        assert np.array_equal(ours, theirs)
