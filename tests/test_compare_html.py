@@ -374,7 +374,10 @@ def test_step_selector_aligns_both_runs(pages, browser):
         assert first[0][0] == first[1][0]
         for index in (2, 1):
             page.select_option(".tb-steps", str(index))
-            page.wait_for_timeout(50)
+            # the selector's draw waits for an animation frame: on a loaded machine 50 ms may
+            # pass first, and drawnCounts would tell the last frame's
+            page.wait_for_function("(i) => tracebridge.compare.currentPair() === i", arg=index)
+            opened.js("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             assert opened.js("() => tracebridge.compare.currentPair()") == index
             steps = view_steps(index)
             assert steps[0][0] == pytest.approx(steps[1][0], abs=1e-6)  # both start together
