@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(config, items):
 # data (tests/test_detectors.py).
 SERIAL_ALONE = "asserts live timing: runs alone, in make test's serial pass (pytest -p no:xdist -m serial)"
 STRUCTURAL_KINDS = ("eager_ops", "retracing", "xla_compile", "fusion_lost", "fusion_gained", "xla_fusion")
-TIMING_KINDS = ("host_gaps", "input_wait", "device_idle", "op_regression", "memory_growth")
+TIMING_KINDS = ("host_gaps", "input_wait", "device_idle", "op_regression", "memory_growth", "framework_overhead")
 
 
 def gross_thresholds():
@@ -69,7 +69,7 @@ def gross_thresholds():
     from tracebridge.analysis.common.thresholds import DEFAULT
     tripled = ("noise_ns", "host_gap_min_share", "host_gap_min_extra", "input_min_share", "input_min_extra",
                "device_idle_min_share", "device_idle_min_extra", "regression_min_share", "memory_min_growth",
-               "memory_min_bytes", "memory_min_step_rise")
+               "memory_min_bytes", "memory_min_step_rise", "framework_min_share", "framework_min_extra")
     return DEFAULT.with_options(change=2.0, **{name: 3 * getattr(DEFAULT, name) for name in tripled})
 
 

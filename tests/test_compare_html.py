@@ -596,3 +596,43 @@ def test_rows_coloured_by_rule_with_shares_and_confidence(pages, browser):
         assert shown.keys() == comparison.rule_shares.keys()
         for rule, share in comparison.rule_shares.items():
             assert shown[rule] == pytest.approx(share.to_dict()), rule
+
+
+# --------------------------------------------------------------------------- where the step time goes
+def parts_pair():
+    """A tf.function step with 100 us of framework time (control) and with 700 us of it and
+    200 us of Python after the call (test), 300 us of ops each (tests/helpers/synthetic.py)."""
+    from tests.helpers.synthetic import call, gap, op, run
+    control = run([[call("train_step", 5, [op("dense/MatMul", "MatMul", 300), gap(100)])]] * 5)
+    test = run([[call("train_step", 5, [op("dense/MatMul", "MatMul", 300), gap(700)]), gap(200)]] * 5)
+    return control, test
+
+
+def test_page_data_holds_each_runs_parts_and_the_difference():
+    comparison = compare(*parts_pair())
+    parser = _Scripts()
+    parser.feed(compare_document(comparison))
+    data = json.loads({attrs.get("id"): text for attrs, text in parser.scripts}["tb-compare"])
+    parts = data["parts"]
+    assert parts["control"]["median_ns"] == 400_000 and parts["test"]["median_ns"] == 1_200_000
+    assert parts["control"]["parts"] == {"ops": 300_000, "framework": 100_000, "input": 0, "compile": 0, "idle": 0}
+    assert parts["test"]["parts"] == {"ops": 300_000, "framework": 700_000, "input": 0, "compile": 0, "idle": 200_000}
+    assert parts["delta"] == {"ops": 0, "framework": 600_000, "input": 0, "compile": 0, "idle": 200_000}
+    assert data["headline"]["parts"] == parts["delta"]
+
+
+@browser_mark
+def test_diff_page_draws_a_stacked_bar_per_run_to_one_scale(pages, browser):
+    comparison, path = pages("parts", parts_pair)
+    with Opened(browser, path) as opened:
+        bars = opened.js("() => tracebridge.compare.partBars()")
+        # both runs to the test's 1.2 ms: control 300 + 100 us, test 300 + 700 + 200 us
+        assert [[(p["part"], round(p["width"], 2)) for p in bar["pieces"]] for bar in bars] == [
+            [("ops", 25.0), ("framework", 8.33)], [("ops", 25.0), ("framework", 58.33), ("idle", 16.67)]]
+        assert [bar["total"] for bar in bars] == ["400.0 \u00b5s", "1.20 ms"]
+        difference = opened.js("() => document.querySelector('.tb-parts-delta').textContent")
+        assert "framework +600.0 \u00b5s" in difference and difference.endswith("= +800.0 \u00b5s")
+        # the bars sit above the timelines, in view
+        top = opened.js("() => document.querySelector('.tb-parts-compare').getBoundingClientRect().top")
+        assert 0 < top < opened.js("() => document.querySelector('.tb-trace-head').getBoundingClientRect().top")
+        assert not opened.errors, opened.errors

@@ -29,7 +29,7 @@ NOISE_SEEDS = range(30)       # noise-only pairs: each seed a control, seed + 10
 CNN_SEEDS = range(40)         # the issue's noise-only CNN pairs
 HELD_OUT_SEEDS = range(10)    # the issue's CNN regressions, each seed a pair
 STEP_US = 1000.0
-TIMING_KINDS = ("op_regression", "host_gaps", "input_wait", "device_idle")
+TIMING_KINDS = ("op_regression", "host_gaps", "input_wait", "device_idle", "framework_overhead")
 
 
 def kinds(findings) -> dict:
@@ -195,11 +195,22 @@ def compiled(times: int, fn: str = "train_step") -> list:
 
 def test_xla_compile_fires_just_above_and_names_the_function():
     times = 1 + T.xla_min_recompilations  # a first compilation, then the recompilations that count
-    finding = only(advise(run(compiled(times))), "xla_compile")
-    assert finding.evidence.functions == ["train_step"] * times
-    assert finding.evidence.steps == [1 + 2 * k for k in range(times)]
-    assert finding.evidence.compile_ns == [400_000] * times
+    found = advise(run(compiled(times)))
+    finding = only(found, "xla_compile")
+    # the first call's compilation (step 1) is a one-time cost: its step is left out, and said
+    assert finding.evidence.functions == ["train_step"] * (times - 1)
+    assert finding.evidence.steps == [1 + 2 * k for k in range(1, times)]
+    assert finding.evidence.compile_ns == [400_000] * (times - 1)
+    assert finding.evidence.first_call == [False] * (times - 1)
     assert finding.evidence.events == ["CpuCompiler::RunBackend"]
+    assert any("step 1 (" in note and "XLA compilation of train_step" in note for note in found.notes), found.notes
+    # every step kept: the first call's compilation is listed, and not counted
+    kept = only(advise(run(compiled(times)), warmup=0), "xla_compile")
+    assert kept.evidence.steps == [1 + 2 * k for k in range(times)]
+    assert kept.evidence.first_call == [True] + [False] * (times - 1)
+    # its share is the recompilation's time alone: 400 us of 2 x 700 + 3 x 300 us
+    assert kept.share == pytest.approx(400 / (2 * 700 + 3 * 300), abs=1e-3)
+    assert finding.share == pytest.approx(400 / (700 + 3 * 300), abs=1e-3)
 
 
 def test_xla_compile_silent_just_below():
@@ -416,10 +427,20 @@ def idle_step(share: float) -> list:
             kernel("sequential/dense/MatMul", "MatMul", (1 - share) * STEP_US)]
 
 
+def framework_step(share: float) -> list:
+    """A tf.function call whose time between ops is ``share`` of the step; its op 60% of the
+    rest, the Python after it 40% (below host_gaps' bar at the shares tested):
+    |train_step: |--MatMul 0.6(1 - share)--|....framework share....||..idle 0.4(1 - share)..|"""
+    rest = (1 - share) * STEP_US
+    return [call("train_step", 5, [op("sequential/dense/MatMul", "MatMul", 0.6 * rest), gap(share * STEP_US)]),
+            gap(0.4 * rest)]
+
+
 SHARE_KINDS = {  # kind: (its least share alone, its least extra over a control, a step of that share)
     "host_gaps": (T.host_gap_min_share, T.host_gap_min_extra, gaps_step),
     "input_wait": (T.input_min_share, T.input_min_extra, input_step),
     "device_idle": (T.device_idle_min_share, T.device_idle_min_extra, idle_step),
+    "framework_overhead": (T.framework_min_share, T.framework_min_extra, framework_step),
 }
 
 
@@ -501,6 +522,79 @@ def test_device_idle_names_the_busiest_device():
     finding = only(advise(run([step] * STEPS)), "device_idle")
     assert finding.evidence.device.endswith("GPU:1") and "GPU:1" in finding.summary
     assert finding.share == pytest.approx(share, abs=1e-3)
+
+
+# --- framework_overhead: the framework's time between ops bounds the step ------------------
+def test_framework_overhead_needs_more_framework_than_ops():
+    # |train_step: |--MatMul 550--|....framework 450....|: 45% of the step, above the share, but the ops
+    # take longer: the ops bound the step, not the framework
+    step = [call("train_step", 5, [op("sequential/dense/MatMul", "MatMul", 550), gap(450)])]
+    none_of(advise(run([step] * STEPS)))
+    # |--MatMul 440--|....framework 560....|: the framework bounds it
+    step = [call("train_step", 5, [op("sequential/dense/MatMul", "MatMul", 440), gap(560)])]
+    finding = only(advise(run([step] * STEPS)), "framework_overhead")
+    assert finding.share == pytest.approx(0.56, abs=1e-3)
+    assert finding.evidence.framework_ns_per_step == [560_000] * STEPS
+    assert finding.evidence.ops_ns_per_step == [440_000] * STEPS
+    assert finding.evidence.calls_per_step == [1] * STEPS and finding.evidence.api == "tf_function"
+    assert finding.parts == {"framework": finding.share}
+
+
+@pytest.mark.parametrize("api,fn,words", [("keras_fit", "multi_step_on_iterator", "steps_per_execution"),
+                                          ("tf_function", "train_step", "inside one tf.function")])
+def test_framework_overhead_advice_fits_the_api(api, fn, words):
+    step = [call(fn, 5, [op("sequential/dense/MatMul", "MatMul", 300), gap(700)])]
+    finding = only(advise(run([step] * STEPS)), "framework_overhead")
+    assert finding.evidence.api == api and words in finding.advice, finding.advice
+    assert "steps_per_execution" in finding.advice or api != "keras_fit"
+
+
+def test_framework_overhead_of_a_tf1_session_names_feed_dict():
+    # a TF1 session's step stats: ops only; the executor's time between them is the framework's
+    # |_SOURCE 5|....300....|--MatMul 200--|....300....|--Relu 195--|
+    step = [op("_SOURCE", "NoOp", 5), gap(300), op("dense/MatMul", "MatMul", 200), gap(300),
+            op("dense/Relu", "Relu", 195)]
+    finding = only(advise(run([step] * STEPS)), "framework_overhead")
+    assert finding.evidence.api == "session" and "feed_dict" in finding.advice and "tf.data" in finding.advice
+    assert finding.share == pytest.approx(0.6, abs=1e-3)
+
+
+def test_framework_overhead_and_host_gaps_claim_their_own_parts():
+    # |train_step: |--MatMul 150--|....framework 450....||.....idle 400.....|: both kinds, each its part
+    step = [call("train_step", 5, [op("sequential/dense/MatMul", "MatMul", 150), gap(450)]), gap(400)]
+    found = kinds(advise(run([step] * STEPS)))
+    assert set(found) == {"framework_overhead", "host_gaps"}, found
+    assert found["framework_overhead"][0].share == pytest.approx(0.45, abs=1e-3)
+    assert found["host_gaps"][0].share == pytest.approx(0.40, abs=1e-3)
+    assert found["host_gaps"][0].evidence.call_overhead_ns_per_step == [450_000] * STEPS
+
+
+def test_framework_overhead_against_a_control_is_what_the_part_added():
+    # control: TF1 |_SOURCE 5|..95..|MatMul 400|: 95 us of executor; test: a Keras step, 400 us of ops,
+    # 700 us of framework: the framework part added 605 us, the ops 5 us less; the step grew by 600
+    control = run([[op("_SOURCE", "NoOp", 5), gap(95), op("dense/MatMul", "MatMul", 400)]] * STEPS)
+    test = run([[call("multi_step_on_iterator", 5, [op("sequential/dense/MatMul", "MatMul", 400), gap(700)])]] * STEPS)
+    result = compare(control, test)
+    finding = only(result.findings, "framework_overhead")
+    assert finding.share == pytest.approx(0.605 / 1.1, abs=1e-3)
+    assert finding.evidence.control_share == pytest.approx(0.19, abs=1e-3)  # 95 us of 500, a share
+    assert "steps_per_execution" in finding.advice
+    head = result.headline()
+    assert head.parts == {"ops": -5_000, "framework": 605_000, "input": 0, "compile": 0, "idle": 0}
+    assert head.explained == pytest.approx(1.0)
+
+
+def test_device_idle_claims_what_the_other_kinds_leave():
+    # host: |--DoCompute 300--|--MatMul 100--|....600....|   GPU: (idle 400) |--kernel 600--|
+    # input_wait claims the 300 us the device waits on the input; device_idle keeps the 100 us
+    # of the host's op (the 600 us of idle host: the device is busy meanwhile)
+    step = [input_wait(300), op("sequential/dense/MatMul", "MatMul", 100),
+            together(kernel("sequential/dense/MatMul", "MatMul", 600), gap(600))]
+    found = kinds(advise(run([step] * STEPS), thresholds=Thresholds(device_idle_min_share=0.2)))
+    assert set(found) == {"input_wait", "device_idle"}, found
+    assert found["input_wait"][0].share == pytest.approx(0.3, abs=1e-3)
+    assert found["device_idle"][0].share == pytest.approx(0.1, abs=1e-3)
+    assert found["device_idle"][0].parts == {"ops": pytest.approx(0.1, abs=1e-3)}
 
 
 def test_host_gaps_exact_evidence():
@@ -741,6 +835,7 @@ SELF_RUNS = {
     "host_gaps": lambda: share_run("host_gaps", 0.6, sigma=SIGMA, seed=1),
     "input_wait": lambda: share_run("input_wait", 0.4, sigma=SIGMA, seed=1),
     "device_idle": lambda: share_run("device_idle", 0.6, sigma=SIGMA, seed=1),
+    "framework_overhead": lambda: share_run("framework_overhead", 0.6, sigma=SIGMA, seed=1),
     "fused": lambda: run([FUSED] * STEPS, sigma=SIGMA, seed=1),
     "xla_fused": lambda: run([XLA_FUSED] * STEPS, sigma=SIGMA, seed=1),
     "leaking": lambda: run(leaking([MiB] * 8), memory_base=64 * MiB),
@@ -757,5 +852,5 @@ def test_a_run_compared_with_itself_has_no_finding(name):
 def test_every_kind_is_covered_here():
     """Each kind of findings.DETECTORS has its exact tests in this file."""
     covered = {"eager_ops", "retracing", "xla_compile", "host_gaps", "input_wait", "device_idle", "fusion_lost",
-               "fusion_gained", "xla_fusion", "op_regression", "memory_growth"}
+               "fusion_gained", "xla_fusion", "op_regression", "memory_growth", "framework_overhead"}
     assert set(KINDS) == covered

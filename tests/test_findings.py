@@ -364,7 +364,7 @@ def test_findings_in_every_output(runs, tmp_path):
     report = json.loads(done.stdout)
     assert "retracing" in [f["kind"] for f in report["findings"]]
     assert set(report["findings"][0]) == {"kind", "share", "summary", "evidence", "advice", "link", "of",
-                                          "saves_at_most_ns", "guide"}
+                                          "saves_at_most_ns", "parts", "guide"}
     text = run_cli("compare", runs["tf1"], runs["tf2_retrace"]).stdout
     assert "findings (what share of a step each one takes, and the most fixing it could save):" in text
     assert "retracing" in text and "of the test run's median step" in text

@@ -763,3 +763,21 @@ print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+@browser_mark
+def test_the_sidebar_draws_the_median_step_by_part(pages, browser, tmp_path):
+    """The timeline page's "Median step by part": the summary's breakdown as a stacked bar, and
+    the steady state's note (tests/helpers/synthetic.py: a first call traced in step 1)."""
+    from tests.helpers.synthetic import call, gap, op, run
+    steps = [[call("train_step", 5, [op("dense/MatMul", "MatMul", 300), gap(500)], traced_us=3000)]] + \
+        [[call("train_step", 5, [op("dense/MatMul", "MatMul", 300), gap(500)]), gap(200)]] * 4
+    trace, path = pages("parts", lambda: run(steps))
+    with Opened(browser, path) as opened:
+        widths = opened.js("""() => Array.from(document.querySelectorAll('.tb-parts .tb-part'),
+                                              p => [p.className.split('tb-part-')[1], parseFloat(p.style.width)])""")
+        assert [(part, round(width, 1)) for part, width in widths] == [("ops", 30.0), ("framework", 50.0),
+                                                                        ("idle", 20.0)]
+        panel = opened.js("() => document.querySelector('.tb-parts').innerText")
+        assert "Median step by part (4 steps)" in panel and "first-call tracing of train_step" in panel
+        assert not opened.errors, opened.errors

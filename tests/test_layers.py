@@ -117,7 +117,7 @@ def test_the_layer_table_holds_the_op_time(world):
     text = result.to_text()
     assert "by layer (time per step" in text
     assert text.index("by layer") < text.index("rule          op")
-    note = next(n for n in result.notes if "structure paired no op that does work" in n)
+    note = next(n for n in result.notes if "structure paired" in n and "op time that does work" in n)
     assert "within each layer and phase" in note
 
 

@@ -92,10 +92,12 @@ def compare(control, test, **options):
     return _compare(control, test, **{"find": comparison_findings, **options})
 
 
-def advise(trace, *, warmup=0, **options):
+def advise(trace, *, warmup=None, **options):
     """Findings of one run (a trace, or a path tracebridge reads), ranked by the share of
     the step time each explains: eager ops, retracing, host gaps, input waits, device idle
-    time, memory growing across steps; ``thresholds=``: a
+    time, framework overhead, memory growing across steps; over the steady state (``warmup``
+    None: steps that hold one-time work are found and left out; ``warmup=N``: the first N
+    steps instead); ``thresholds=``: a
     :class:`~tracebridge.analysis.common.thresholds.Thresholds`; see
     :mod:`tracebridge.analysis.findings`."""
     from .analysis.findings import advise as _advise

@@ -75,6 +75,22 @@ def _positive(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    """``--warmup``: a step count, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value}: a step count, 0 or more")
+    return value
+
+
+WARMUP_HELP = ("leave out the first N steps (default: the steady state: the steps that hold one-time work, "
+               "a first call's tracing, XLA compilation, variable initialization or tf.data start-up, found from "
+               "the trace and named in a note; 0 keeps every step)")
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(
@@ -162,6 +178,8 @@ def _add_summary(commands) -> None:
     summary = _command(commands, "summary", _summary, "top ops by total time, by op type and by device")
     summary.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host")
     summary.add_argument("--top", type=_positive, default=20, help="rows per table (default 20)")
+    summary.add_argument("--warmup", type=_count, default=None, metavar="N",
+                         help=WARMUP_HELP + " (the median step's breakdown)")
     _add_shown(summary, "print the tables as JSON",
                "print the tables as CSV (one row per op, op type, device; --by-host: one row per host)")
     summary.add_argument("--by-host", action="store_true",
@@ -196,7 +214,8 @@ def _add_compare(commands) -> None:
     diff.add_argument("--html", metavar="OUT", help="also write the diff view to OUT")
     diff.add_argument("--rule", action="append", default=[], metavar="PATTERN=REPLACEMENT",
                       help="rewrite op names of both runs with a regular expression first (repeatable)")
-    diff.add_argument("--warmup", type=int, default=0, help="steps of each run left out of the statistics")
+    diff.add_argument("--warmup", type=_count, default=None, metavar="N",
+                      help=WARMUP_HELP)
     _add_thresholds(diff)
     diff.add_argument("--top", type=_positive, default=25, help="rows in the table (default 25)")
     diff.add_argument("--sort", choices=COMPARE_SORTS, default="change",
@@ -217,7 +236,7 @@ def _add_advise(commands) -> None:
                       "input waits, device idle, memory growth")
     advice.add_argument("input", nargs="+", help="a trace file, a profile logdir, or one XSpace file per host "
                         "(several hosts: findings host by host)")
-    advice.add_argument("--warmup", type=int, default=0, help="steps left out first")
+    advice.add_argument("--warmup", type=_count, default=None, metavar="N", help=WARMUP_HELP)
     _add_thresholds(advice)
     _add_shown(advice, "print the findings as JSON",
                "print the findings as CSV, one row each (several hosts: a host column first)")
@@ -510,7 +529,8 @@ def _summary(args) -> int:
         return _summary_by_host(args)
     # Only the op rows of an XSpace (a summary needs no more): the same result, sooner.
     trace = _load(args, args.input[0], ops_only=True)
-    summary = trace.summary(top=args.top)
+    from .analysis.run.summary import summarize
+    summary = summarize(trace, top=args.top, warmup=args.warmup)
     if args.json:
         print(summary.to_json())
     elif args.csv:
@@ -630,8 +650,6 @@ def _compare_host_groups(args) -> int:
 
 def _advise(args) -> int:
     from .analysis.findings import advise
-    if args.warmup < 0:
-        raise _UsageError("--warmup: a step count, 0 or more")
     if _several_hosts(args):
         from .analysis.hosts.advice import advise_hosts
         from .formats import load_host

@@ -21,10 +21,14 @@ Items (durations in microseconds):
 - ``mem(delta_bytes)``: the allocator's bytes in use change here (an instant);
 - ``together(a, b, ...)``: sequences (an item or a list of items) that start at the same
   moment; the step goes on when the longest ends;
-- ``call(fn, n, items, traced_us=, compiled_us=)``: a ``tf.function`` call as TF 2.21
-  records it: ``fn`` around ``EagerLocalExecute: __inference_<fn>_<n>`` around
-  ``FunctionRun``, with the ops inside; ``traced_us`` puts a ``tf.function-graph_building``
-  before it (a tracing), ``compiled_us`` an XLA ``CpuCompiler::RunBackend`` inside it.
+- ``call(fn, n, items, traced_us=, compiled_us=, tracing_count=)``: a ``tf.function`` call as
+  TF 2.21 records it: ``fn`` around ``EagerLocalExecute: __inference_<fn>_<n>`` around
+  ``FunctionRun``, with the ops inside (a ``gap`` inside is the framework's time between
+  ops); ``traced_us`` puts a ``tf.function-graph_building`` before it (a tracing),
+  ``compiled_us`` an XLA ``CpuCompiler::RunBackend`` inside it, ``tracing_count`` the call's
+  stat (the function's tracings so far, as a profile keeps it; None: none, as Chrome JSON);
+- ``host(name, us)``: a host annotation (TraceMe), such as the framework's ``EagerExecute``;
+- ``data(name, us)``: a tf.data event (``MakeIterator::RootDataset``: an iterator made).
 
 ``run(steps, sigma=, seed=)`` multiplies every op's, gap's and wait's duration by its own
 lognormal factor (``exp(N(0, sigma))``, one draw per item per step, from a seeded numpy
@@ -114,6 +118,11 @@ def host(name: str, us: float, *, lane: str = "python", noisy: bool = True) -> S
     return Span(name, name, us, category=int(Category.HOST), lane=lane, noisy=noisy)
 
 
+def data(name: str, us: float, *, lane: str = "python") -> Span:
+    """A tf.data event (a DATA row, as the XSpace reader makes it)."""
+    return Span(name, name, us, category=int(Category.DATA), lane=lane, noisy=False)
+
+
 def kernel(name: str, op_type: str, us: float, *, device: str = GPU, stream: str = "Stream #7",
            noisy: bool = True) -> Span:
     """A kernel an accelerator ran for TF op ``name``."""
@@ -136,16 +145,19 @@ def together(*sequences) -> Together:
     return Together(tuple(tuple(s) if isinstance(s, list) else (s,) for s in sequences))
 
 
-def call(fn: str, n: int, items, *, traced_us: float = 0.0, compiled_us: float = 0.0) -> Wrapped:
+def call(fn: str, n: int, items, *, traced_us: float = 0.0, compiled_us: float = 0.0,
+         tracing_count: int | None = None, before=()) -> Wrapped:
     """A ``tf.function`` call of the Python function ``fn`` running its concrete function
-    ``__inference_<fn>_<n>`` (module docstring)."""
+    ``__inference_<fn>_<n>`` (module docstring); ``before``: items inside the call before
+    its tracing (another function's tracing and run during a first call)."""
     run_items = (Wrapped((host("FunctionRun", 0),), tuple(items)),)
     if compiled_us:
         run_items = (host("CpuCompiler::RunBackend", compiled_us, noisy=False),) + run_items
     inside = (Wrapped((host(f"EagerLocalExecute: __inference_{fn}_{n}", 0),), run_items),)
     if traced_us:
         inside = (host(GRAPH_BUILDING, traced_us, noisy=False),) + inside
-    return Wrapped((host(fn, 0),), inside)
+    stats = (("tracing_count", str(tracing_count)),) if tracing_count is not None else ()
+    return Wrapped((Span(fn, fn, 0, category=int(Category.HOST), lane="python", stats=stats),), tuple(before) + inside)
 
 
 @dataclass
@@ -292,5 +304,5 @@ def cnn_ms() -> float:
 
 
 __all__ = ["CNN_BACKWARD", "CNN_FORWARD", "CNN_OPS", "CPU", "GPU", "GPU1", "GRAPH_BUILDING", "KiB", "MiB", "call",
-           "cnn_ms", "cnn_step", "eager", "gap", "host", "input_wait", "kernel", "mem", "op", "run", "together",
+           "cnn_ms", "cnn_step", "data", "eager", "gap", "host", "input_wait", "kernel", "mem", "op", "run", "together",
            "xla"]

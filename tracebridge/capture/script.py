@@ -158,7 +158,8 @@ class ScriptRun:
             say(f"error: {error}")
             return status or error.exit_code
         files = self.output if len(written) == 1 else f"{len(written)} files, one per step: {', '.join(written)}"
-        say(f"wrote {files} ({self.format.name}, {len(trace)} ops)")
+        events = len(trace)  # the writers' word for a trace's rows
+        say(f"wrote {files} ({self.format.name}, {events:,} event{'s' * (events != 1)})")
         return status
 
 

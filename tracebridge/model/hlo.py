@@ -64,7 +64,8 @@ class HloOp:
     says it came from; "" if none). ``tf_ops``: every distinct ``(op_name, op_type)`` it
     computes: for a fusion (or any instruction that calls computations) the ops of the
     instructions inside, in order; else its own; for an instruction XLA made without any
-    (no metadata, nothing inside), the first op downstream that it computes for."""
+    (no metadata, nothing inside), the op the dataflow around it computes for
+    (readers/hlo_made.py)."""
 
     module: str
     name: str
@@ -117,9 +118,23 @@ class HloModule:
     program_id: int | None
     ops: dict[str, HloOp] = field(default_factory=dict)
     by_kernel_name: dict[str, HloOp] = field(default_factory=dict)  # kernel-safe names (see HloOpMap.find)
+    # The entry computation's instructions in the order the module runs them (its schedule),
+    # each -> its place: a kernel that names no instruction is placed by it (readers/xla_order.py).
+    order: dict[str, int] = field(default_factory=dict)
 
 
 _TF_COMPILE_OPTIONS = re.compile(r"__XlaMustCompile_[^.]*_(\.\d+)$")
+_WRAPPER = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?|PartitionedCall(?:_\d+)?|__inference_[^/]*|"
+                      r"__forward_[^/]*|__backward_[^/]*)/")
+
+
+def without_wrappers(name: str) -> str:
+    """A TF op's name without the function calls it runs under (``StatefulPartitionedCall/``,
+    ...): the name the HLO's metadata gives it, and the one comparison matches by."""
+    previous = None
+    while previous != name:
+        previous, name = name, _WRAPPER.sub("", name)
+    return name
 
 
 def tf_module_name(name: str) -> str:
@@ -177,13 +192,19 @@ class HloOpMap:
     def find(self, module: str | None, instruction: str, program_id: int | None = None) -> HloOp | None:
         """The instruction an XLA event ran: by name, or by its kernel-safe name (a GPU
         kernel inside a command buffer is known only by its kernel name)."""
+        found = self.find_with_module(module, instruction, program_id)
+        return found[1] if found else None
+
+    def find_with_module(self, module: str | None, instruction: str,
+                         program_id: int | None = None) -> tuple[HloModule, HloOp] | None:
+        """:meth:`find`, with the module the instruction is in."""
         candidates = self.module(module, program_id)
         for found in candidates:
             if instruction in found.ops:
-                return found.ops[instruction]
+                return found, found.ops[instruction]
         for found in candidates:
             if instruction in found.by_kernel_name:
-                return found.by_kernel_name[instruction]
+                return found, found.by_kernel_name[instruction]
         return None
 
 

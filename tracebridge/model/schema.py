@@ -144,6 +144,13 @@ STEP_INPUTS = "step_inputs"
 # metadata key -> Task Environment stat (xprof ignores stats it does not know).
 METADATA_STATS = {"graph": GRAPH_STAT, STEP_INPUTS: "tracebridge_step_inputs"}
 
+# The stats TF 2.21 puts on a tf.function call's host event (``train_step``,
+# ``multi_step_on_iterator``): whether it traced and whether XLA compiles it ("traced-nonXla"),
+# and the function's tracings so far. Which tracings and XLA compilations are a function's
+# first call rests on them (analysis/run/calls.py), so tracebridge's own files keep them
+# (Chrome JSON: the event's args; XSpace: its stats).
+CALL_STATS = ("tf_function_call", "tracing_count")
+
 # Ops that ran eagerly have no node names: readers name them ``eager/<Type>_<n>``
 # (readers/eager_ops.py), and analyses know them by this scope.
 EAGER_SCOPE = "eager/"

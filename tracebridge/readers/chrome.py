@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import TraceFormatError, one_line
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.hlo import HLO_MODULES, LINK_STATS, TF_OP_SPAN_CAT, hlo_modules_of_text
-from ..model.schema import STEP_INPUTS, Category, OpFlag
+from ..model.schema import CALL_STATS, STEP_INPUTS, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .sources import Source, gunzip, is_gzip
@@ -165,7 +165,7 @@ def _add_ops(builder: TraceBuilder, ops: list[tuple], steps: list, thread_names:
         op = builder.add_op(name=name, op_type=op_type, kernel=kernel, start_ns=ts, end_ns=end,
                             device=device, inputs=tuple(inputs), lane=lane, step=step, category=category,
                             flags=flags if name != "RecvTensor" and category == _OP else plain)
-        for key in LINK_STATS:  # an XLA event's link to its HLO, as the writer puts it in args
+        for key in LINK_STATS + CALL_STATS:  # an XLA event's link to its HLO, a call's stats, as written
             if key in args:
                 builder.add_row("event_stats", op=op, key=key, value=_text(args[key]))
         if "bytes" in args and "src" in args:

@@ -11,31 +11,36 @@ from typing import Iterable
 
 import numpy as np
 
-from ..model.hlo import XLA_ARGS, HloModule, HloOp, HloOpMap, kernel_safe
+from ..model.hlo import XLA_ARGS, HloModule, HloOp, HloOpMap, kernel_safe, without_wrappers
+from .hlo_made import Dataflow, FrameworkGraph, made_for
 from .wire import LENGTH, VARINT, WireError, _read_varint, as_signed, decode, strings_per_message
 
 # HloProto
 _PROTO_MODULE = 1
 # HloModuleProto
 _MODULE_NAME, _MODULE_ENTRY_NAME, _MODULE_COMPUTATIONS, _MODULE_ID, _MODULE_ENTRY_ID = 1, 2, 3, 5, 6
+_MODULE_SCHEDULE = 7
+# HloScheduleProto: map<computation id, InstructionSequence> sequences = 1 (map entry: key 1,
+# value 2); InstructionSequence: repeated int64 instruction_ids = 1
+_SCHEDULE_SEQUENCES, _SEQUENCE_IDS = 1, 1
 # HloComputationProto
-_COMPUTATION_NAME, _COMPUTATION_INSTRUCTIONS, _COMPUTATION_ID = 1, 2, 5
+_COMPUTATION_NAME, _COMPUTATION_INSTRUCTIONS, _COMPUTATION_ID, _COMPUTATION_ROOT = 1, 2, 5, 6
 # HloInstructionProto
 _INSTR_NAME, _INSTR_OPCODE, _INSTR_METADATA, _INSTR_FUSION_KIND, _INSTR_CALLED = 1, 2, 7, 11, 38
 _INSTR_PARAMETER_NUMBER, _INSTR_ID, _INSTR_OPERANDS = 9, 35, 36
-# How many instructions downstream an instruction without framework ops looks for the op it serves.
-_CONSUMER_DEPTH = 4
 # OpMetadata
 _META_TYPE, _META_NAME = 1, 2
 
 
-def hlo_op_map(modules: Iterable[bytes]) -> HloOpMap:
+def hlo_op_map(modules: Iterable[bytes], graph: FrameworkGraph | None = None) -> HloOpMap:
     """The instructions of serialized HLO modules (HloProto or HloModuleProto each);
-    malformed bytes raise :class:`~tracebridge.errors.TraceFormatError`."""
+    malformed bytes raise :class:`~tracebridge.errors.TraceFormatError`. ``graph``: the
+    framework graph the modules were compiled from, where known (it places the
+    instructions XLA made without metadata: readers/hlo_made.py)."""
     decoded = []
     for data in modules:
         try:
-            decoded.append(_module(bytes(data)))
+            decoded.append(_module(bytes(data), graph))
         except WireError as error:
             raise error.to_format_error(what="HLO module") from None
     return HloOpMap(decoded)
@@ -60,7 +65,7 @@ def _module_span(raw: bytes) -> tuple[int, int]:
     return 0, len(raw)
 
 
-def _module(raw: bytes) -> HloModule:
+def _module(raw: bytes, graph: FrameworkGraph | None = None) -> HloModule:
     start, end = _module_span(raw)
     module_f = decode(raw, [start], [end])
     name = strings_per_message(raw, module_f, _MODULE_NAME, 1)[0]
@@ -106,8 +111,14 @@ def _module(raw: bytes) -> HloModule:
     tf_ops = [_tf_ops(op_names[row], op_types[row], tuple(comp_name_of.get(c, str(c)) for c in called[row]),
                       comp_ops) for row in range(count)]
     if any(not ops for ops in tf_ops):
-        _consumer_ops(tf_ops, op_names, op_types, opcodes, owners, called, comp_ids, ids, operands,
-                      instrs_f.scalar(_INSTR_PARAMETER_NUMBER, count).tolist())
+        flow = _dataflow(comps_f, n_comps, comp_ids, instrs_f, owners, ids, operands, op_names, op_types,
+                         opcodes, called)
+        computed = {without_wrappers(name) for name in op_names if name and name != XLA_ARGS}
+        for row, ops in enumerate(tf_ops):  # (inside a fusion an instruction runs as the fusion)
+            if not ops and opcodes[row] not in _NO_WORK and owners[row] not in flow.caller:
+                found = made_for(row, flow, graph, computed)
+                if found:
+                    tf_ops[row] = (found,)
     for row in range(count):
         callees = tuple(comp_name_of.get(c, str(c)) for c in called[row])
         module.ops[names[row]] = HloOp(
@@ -115,7 +126,42 @@ def _module(raw: bytes) -> HloModule:
             op_type=op_types[row], fusion_kind=fusion_kinds[row], called=callees, tf_ops=tf_ops[row])
     for op in module.ops.values():
         module.by_kernel_name.setdefault(kernel_safe(op.name), op)
+    entry = _entry_index(module_f, comp_ids)
+    if entry is not None:
+        entry_rows = {ids[row]: row for row in range(count) if owners[row] == entry}
+        sequence = _schedule(raw, module_f, comp_ids[entry]) or list(entry_rows)
+        module.order = {names[entry_rows[i]]: place for place, i in enumerate(i for i in sequence if i in entry_rows)}
     return module
+
+
+def _entry_index(module_f, comp_ids: list[int]) -> int | None:
+    """The entry computation's index among the module's computations, or None."""
+    if _MODULE_ENTRY_ID not in module_f.numbers():
+        return None
+    entry_id = int(as_signed(module_f.scalar(_MODULE_ENTRY_ID, 1, np.uint64))[0])
+    return comp_ids.index(entry_id) if entry_id in comp_ids else None
+
+
+def _schedule(raw: bytes, module_f, computation_id: int) -> list[int]:
+    """The instruction ids of a computation in the module's schedule; [] where it has none
+    (an unscheduled module runs its instructions in the order the proto lists them, a
+    post order)."""
+    if _MODULE_SCHEDULE not in module_f.numbers():
+        return []
+    _, starts, ends = module_f.spans(_MODULE_SCHEDULE)
+    schedule_f = decode(raw, starts[-1:], ends[-1:])
+    if _SCHEDULE_SEQUENCES not in schedule_f.numbers():
+        return []
+    _, entry_starts, entry_ends = schedule_f.spans(_SCHEDULE_SEQUENCES)
+    entries_f = decode(raw, entry_starts, entry_ends)
+    keys = as_signed(entries_f.scalar(1, len(entry_starts), np.uint64)).tolist()
+    if 2 not in entries_f.numbers():
+        return []
+    for entry, start, end in zip(*entries_f.spans(2)):
+        if keys[entry] == computation_id:
+            sequence_f = decode(raw, [start], [end])
+            return _repeated_ints(raw, sequence_f, 1, _SEQUENCE_IDS)[0]
+    return []
 
 
 # Instructions that only reshape or spread what they are given: a constant through them stays one.
@@ -146,43 +192,35 @@ def _tf_ops(op_name: str, op_type: str, callees: tuple[str, ...],
     return tuple(ops)
 
 
-def _consumer_ops(tf_ops: list, op_names: list[str], op_types: list[str], opcodes: list[str], owner: list[int], called: list[list[int]],
-                  comp_ids: list[int], ids: list[int], operands: list[list[int]], parameters: list[int]) -> None:
-    """An instruction with no framework op of its own or inside (XLA made it: TF's filter
-    gradient becomes a convolution with new dimensions and no metadata) computes for the
-    first framework op downstream of it: a user's own op, or inside a fusion that takes it,
-    the op that first reads the parameter it arrives as. Sets ``tf_ops`` of such ones."""
-    row_of_id = {(owner[row], ids[row]): row for row in range(len(ids))}
-    users: dict[int, list[tuple[int, int]]] = {}  # row -> (user row, operand index), in order
-    for row, row_operands in enumerate(operands):
-        for index, operand in enumerate(row_operands):
-            found = row_of_id.get((owner[row], operand))
-            if found is not None:
-                users.setdefault(found, []).append((row, index))
+# Instructions that compute nothing of their own: no op is looked for them.
+_NO_WORK = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
+                      "add-dependency", "opt-barrier"})
+
+
+def _dataflow(comps_f, n_comps: int, comp_ids: list[int], instrs_f, owner: list[int], ids: list[int],
+              operand_ids: list[list[int]], op_names: list[str], op_types: list[str], opcodes: list[str],
+              called: list[list[int]]) -> Dataflow:
+    """The module's instructions as one dataflow graph (readers/hlo_made.py)."""
+    count = len(owner)
+    numbers = instrs_f.scalar(_INSTR_PARAMETER_NUMBER, count).tolist()
+    row_of_id = {(owner[row], ids[row]): row for row in range(count)}
+    operands = [[row_of_id[(owner[row], o)] for o in found if (owner[row], o) in row_of_id]
+                for row, found in enumerate(operand_ids)]
     comp_index = {comp_id: index for index, comp_id in enumerate(comp_ids)}
-    parameter_of: dict[tuple[int, int], int] = {}  # (computation, parameter number) -> row
-    for row in (row for row, opcode in enumerate(opcodes) if opcode == "parameter"):
-        parameter_of.setdefault((owner[row], parameters[row]), row)
+    root_ids = as_signed(comps_f.scalar(_COMPUTATION_ROOT, n_comps, np.uint64)).tolist() \
+        if _COMPUTATION_ROOT in comps_f.numbers() else [None] * n_comps
+    roots = {comp: row_of_id[(comp, root)] for comp, root in enumerate(root_ids) if (comp, root) in row_of_id}
+    parameters = {(owner[row], numbers[row]): row for row in range(count) if opcodes[row] == "parameter"}
+    fusion_callee, caller = {}, {}
+    for row in range(count):
+        if opcodes[row] == "fusion" and called[row] and called[row][0] in comp_index:
+            fusion_callee[row] = comp_index[called[row][0]]
+            caller.setdefault(fusion_callee[row], row)
 
-    def first_op(row: int, depth: int) -> tuple[str, str] | None:
-        for user, index in users.get(row, ()):
-            for callee in called[user]:  # inside a fusion: from the parameter it arrives as
-                inner = parameter_of.get((comp_index.get(callee, -1), index))
-                found = first_op(inner, depth - 1) if inner is not None and depth else None
-                if found:
-                    return found
-            if op_names[user] and op_names[user] != XLA_ARGS:
-                return op_names[user], op_types[user]
-            found = first_op(user, depth - 1) if depth else None
-            if found:
-                return found
-        return None
-
-    for row, ops in enumerate(tf_ops):
-        if not ops:
-            found = first_op(row, _CONSUMER_DEPTH)
-            if found:
-                tf_ops[row] = (found,)
+    def op_of(row: int) -> tuple[str, str] | None:
+        name = op_names[row]
+        return (name, op_types[row]) if name and name != XLA_ARGS else None
+    return Dataflow(op_of, operands, opcodes, fusion_callee, roots, parameters, caller, owner, numbers)
 
 
 def _add_op(ops: list[tuple[str, str]], op_name: str, op_type: str) -> None:

@@ -31,7 +31,7 @@ from ..errors import TraceFormatError
 from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.hlo import LINK_STATS
-from ..model.schema import METADATA_STATS, Category, OpFlag
+from ..model.schema import CALL_STATS, METADATA_STATS, Category, OpFlag
 from ..model.trace import Trace
 from ..options import Parallelism
 from .eager_ops import mark_eager_ops
@@ -143,8 +143,9 @@ class _Plane:
 
 
 # The event stats that decide an op row's name, type, time or step: all a summary needs.
+# (A tf.function call's stats, CALL_STATS, say which steps hold a first call: the steady state.)
 SUMMARY_STATS = frozenset({"tf_op", "annotation", "correlation_id", "device_duration_ps", "step_num",
-                           "tf_function_call"}) | XLA_STATS
+                           *CALL_STATS}) | XLA_STATS
 
 
 def add_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
@@ -567,10 +568,10 @@ def _add_rows(builder: TraceBuilder, planes: list[_Plane], ev: _Events, c: _Colu
                    step=kept(step_of_event), block=device_column, flags=flags,
                    category=kept(category))
     del flags, device_column, type_column, start_column, end_column, step_of_event
-    if ops_only:  # the HLO instruction of XLA rows is kept: a summary groups by it
-        link_stats = {k: v for k, v in stats.items() if k in LINK_STATS}
-        if link_stats:
-            _add_event_stats(builder, link_stats, _op_of_event(rows, ev.count, first_op))
+    if ops_only:  # the HLO instruction of XLA rows is kept (a summary groups by it), and a call's stats
+        kept_stats = {k: v for k, v in stats.items() if k in LINK_STATS or k in CALL_STATS}
+        if kept_stats:
+            _add_event_stats(builder, kept_stats, _op_of_event(rows, ev.count, first_op))
         return
     op_of_event = _op_of_event(rows, ev.count, first_op)
     _add_event_stats(builder, stats, op_of_event)

@@ -40,7 +40,14 @@ def add_steps(builder: TraceBuilder, stats: dict, is_op: np.ndarray, start_ns, e
                           step_line_events)
         return step_of_event
     elif "tf_function_call" in stats:
-        for k, event in enumerate(sorted(stats["tf_function_call"][0], key=lambda e: start_ns[e])):
+        # Outermost calls only: a function called while another is traced (Keras's
+        # one_step_on_data inside multi_step_on_iterator's first call) is no step of its own.
+        reach = np.iinfo(np.int64).min
+        for event in sorted(stats["tf_function_call"][0], key=lambda e: (start_ns[e], -end_ns[e])):
+            if int(end_ns[event]) <= reach:
+                continue
+            reach = int(end_ns[event])
+            k = len(markers)
             markers.append((int(start_ns[event]), int(end_ns[event]), k, f"{names[int(name_id[event])]} {k}"))
     if not markers:
         return step_of_event

@@ -7,8 +7,10 @@ by its name. The instruction's metadata names the framework op (``op_name``): th
 row takes that op's name and type, as xprof's framework_op_stats names them, instead of
 ``XlaModule``. A fusion that computes several framework ops keeps its own op_name as the
 row (xprof's choice) and gets a ``tf_ops`` stat naming all of them (so does an instruction
-XLA made without metadata, named for itself: the op it computes for); every linked event gets
-``hlo_instruction``, so a by-HLO table can group by instruction.
+XLA made without metadata, named for itself: the op it computes for, readers/hlo_made.py);
+every linked event gets ``hlo_instruction``, so a by-HLO table can group by instruction. A
+device event that names no instruction by either name (a library's kernel inside a CUDA
+graph) takes one by the order its module runs (readers/xla_order.py), not ``XlaModule``.
 
 The HLO comes from the ``/host:metadata`` plane (one event metadata per module, with the
 ``Hlo Proto`` bytes stat) and from a capture's ``metadata["hlo_modules"]``.
@@ -20,7 +22,8 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..model.builder import TraceBuilder
-from ..model.hlo import HLO_INSTRUCTION, HLO_MODULE, HLO_MODULES, TF_OPS, HloOpMap, module_entry, modules_of
+from ..model.hlo import (HLO_INSTRUCTION, HLO_MODULE, HLO_MODULES, TF_OPS, HloModule, HloOp, HloOpMap, module_entry,
+                         modules_of)
 from ..model.schema import Category
 
 HLO_PROTO_STAT = "Hlo Proto"
@@ -42,13 +45,15 @@ def note_hlo_modules(builder: TraceBuilder, found: list[tuple[str, int | None, b
         return None
     builder.note(**{HLO_MODULES: entries})
     from .hlo import hlo_op_map  # a profile without XLA never imports the HLO reader
+    from .hlo_made import FrameworkGraph
     decoded, damaged = [], []
+    graph = FrameworkGraph.parse(builder.metadata_value("graph", None))  # the capture's, if it recorded one
     for entry in entries:
         try:  # a damaged module loses its own links, not the trace
             data = modules_of({HLO_MODULES: [entry]})
             if not data:
                 continue
-            module, = hlo_op_map(data).modules
+            module, = hlo_op_map(data, graph).modules
         except (TraceFormatError, ValueError):  # binascii.Error is a ValueError
             damaged.append(str(entry.get("name")))
             continue
@@ -104,7 +109,7 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
     thunk (a host event) becomes an op row, and the function op that ran the module around
     it (``__inference_f:__inference_f``) an annotation, so that its time is not counted a
     second time on top of its thunks'. Returns how many events were linked."""
-    if "hlo_op" not in stats:
+    if "hlo_op" not in stats and "hlo_module" not in stats:
         return 0
     s = builder.strings
     module_of = dict(zip(*stats["hlo_module"])) if "hlo_module" in stats else {}
@@ -112,24 +117,39 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
     instructions, fused, named = ([], []), ([], []), ([], [])
     host, op = int(Category.HOST), int(Category.OP)
     work = (int(Category.DEVICE), int(Category.MEMCPY), host, op)  # op: a thunk tracebridge wrote
-    linked, texts = 0, builder.strings.as_tuple()
-    for event, hlo_op in zip(*stats["hlo_op"]):
+    texts = builder.strings.as_tuple()
+    placed: dict[int, tuple[HloModule, HloOp]] = {}
+    unplaced: dict[int, HloModule] = {}  # a device event of a known module that names no instruction
+    named_op = dict(zip(*stats["hlo_op"])) if "hlo_op" in stats else {}
+    # A device event of a module that names no instruction at all (only ``hlo_module``) is
+    # found by its kernel's name, or by the order its module runs, as one whose hlo_op is unknown.
+    device_work = (int(Category.DEVICE), int(Category.MEMCPY))
+    unnamed = [e for e in module_of if e not in named_op and category[e] in device_work]
+    for event, hlo_op in [*named_op.items(), *((e, "") for e in unnamed)]:
         if category[event] not in work:
             continue
         module = module_of.get(event)
-        program = program_of.get(event)
-        program = integer(program)
         module = module if isinstance(module, str) else None
-        found = hlo.find(module, str(hlo_op), program) or hlo.find(module, texts[kernel_id[event]], program)
-        if found is None:
-            continue
-        linked += 1
+        program = integer(program_of.get(event))
+        found = hlo.find_with_module(module, str(hlo_op), program) or \
+            hlo.find_with_module(module, texts[kernel_id[event]], program)
+        if found is not None:
+            placed[event] = found
+        elif category[event] in device_work:
+            candidates = [m for m in hlo.module(module, program) if m.order]
+            if len(candidates) == 1:
+                unplaced[event] = candidates[0]
+    ops = {event: instruction for event, (_, instruction) in placed.items()}
+    from .xla_order import place_by_order  # only where a module's events name no instruction
+    ops.update(place_by_order(unplaced, placed, device_of_event, start_ns))
+    for event in dict.fromkeys(e for e in [*named_op, *unnamed] if e in ops):
+        found = ops[event]
         name_id[event], type_id[event] = s[found.row_name], s[found.row_type]
         if category[event] == host:
             category[event] = op
         instructions[0].append(event)
         instructions[1].append(found.name)
-        if module is None:  # a TPU op knows its module by program id only: name it
+        if not isinstance(module_of.get(event), str):  # a TPU op knows its module by program id only
             named[0].append(event)
             named[1].append(found.module)
         if found.beyond_row:
@@ -143,7 +163,7 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
             into = stats.setdefault(key, ([], []))
             into[0].extend(pairs[0])
             into[1].extend(pairs[1])
-    return linked
+    return len(ops)
 
 
 def integer(value) -> int | None:

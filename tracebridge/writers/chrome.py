@@ -39,7 +39,7 @@ from ..model.accelerator import launches
 from ..model.dataflow import dataflow_edges
 from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, TF_OP_SPAN_CAT, framework_ops
 from ..model.lanes import first_fit, op_spans
-from ..model.schema import Category
+from ..model.schema import CALL_STATS, Category
 from ..model.trace import Trace
 from ..options import choose_parallelism
 from .chrome_threads import FIRST_DEVICE_PID, NETWORK_TID, local_lane_numbers, pid_tid_texts, pids_and_tids
@@ -139,6 +139,8 @@ class _Events:
         # an XLA event's HLO instruction and every framework op it computes.
         self.transfers = _transfer_args(trace, self.quoted)
         for op, text in _hlo_args(trace, self.quoted).items():
+            self.transfers[op] = self.transfers.get(op, "") + text
+        for op, text in _call_args(trace, self.quoted).items():  # a tf.function call's stats
             self.transfers[op] = self.transfers.get(op, "") + text
         self.transfer_ops = np.array(sorted(self.transfers), dtype=np.int64)
         self.tf_op_events, self.tf_op_threads = _tf_op_spans(trace, self.quoted, self.pid, self.tid)
@@ -482,6 +484,21 @@ def _hlo_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
     for op in out:
         if op_type[op] != kernel[op]:
             out[op] += f',"op_type":{quoted[op_type[op]]}'
+    return out
+
+
+def _call_args(trace: Trace, quoted: np.ndarray) -> dict[int, str]:
+    """``,"tf_function_call":...,"tracing_count":...`` of each tf.function call's host event
+    (model/schema.py, CALL_STATS): which tracings are a first call's rests on them."""
+    stats = trace.table("event_stats")
+    wanted = {trace.string_id(key): key for key in CALL_STATS}
+    wanted.pop(-1, None)
+    if not wanted or not stats.rows:
+        return {}
+    rows = np.flatnonzero(np.isin(stats["key"], list(wanted)))
+    out: dict[int, str] = {}
+    for op, key, value in zip(stats["op"][rows].tolist(), stats["key"][rows].tolist(), stats["value"][rows].tolist()):
+        out[op] = out.get(op, "") + f',"{wanted[key]}":{quoted[value]}'
     return out
 
 

@@ -16,6 +16,7 @@ blocks (see that module), and the comparison as one more JSON block::
     <script type="application/json" id="tb-compare" class="tracebridge-compare">
     {"format": "tracebridge-compare", "version": 1, "title": ..., "coverage": {...},
      "step_pairs": [[control, test], ...], "traces": [{"role", "source_format"}, ...],
+     "parts": {"control": {"median_ns", "parts", ...}, "test": {...}, "delta": {...}},
      "fields": [...], "rows": [[...], ...], "layers": [{"label", "phase", "control_total_ns",
      "test_total_ns", "delta_ns", "rows": [row index, ...]}, ...]}
 
@@ -109,7 +110,8 @@ def comparison_data(comparison: Any, *, title: str, names: tuple[str, str] | Non
         "rule_shares": {rule: share.to_dict(_number) for rule, share in comparison.rule_shares.items()},
         "step_pairs": [[int(c), int(t)] for c, t in comparison.step_pairs],
         # the header's measure, the text's first line: each run's median step time
-        "headline": {key: _number(value) for key, value in comparison.headline().to_dict().items()},
+        "headline": {key: _plain(value) for key, value in comparison.headline().to_dict().items()},
+        "parts": parts_data(comparison),
         "findings": [_finding(f) for f in (getattr(comparison, "findings", None) or [])],
         "fields": list(ROW_FIELDS),
         "rows": [_row(row) for row in comparison.rows],
@@ -124,6 +126,30 @@ def _layers(comparison: Any) -> list[dict]:
              "control_total_ns": _number(layer.control_total_ns), "test_total_ns": _number(layer.test_total_ns),
              "delta_ns": _number(layer.delta_ns), "rows": [index[key] for key in layer.rows if key in index]}
             for layer in getattr(comparison, "layers", None) or []]
+
+
+def parts_data(comparison: Any) -> dict | None:
+    """Each run's median step by part, and the difference by part (the page's stacked bars;
+    analysis/run/breakdown.py)."""
+    breakdown = getattr(comparison, "breakdown", None)
+    if breakdown is None:
+        return None
+    head = comparison.headline()
+    runs = {role: {"median_ns": _number(run.median_ns), "parts": _plain(run.parts), "api": run.api,
+                   "device": _plain(run.device), "notes": list(run.notes)}
+            for role, run in (("control", breakdown.control), ("test", breakdown.test))}
+    return {**runs, "delta": _plain(head.parts or {})}
+
+
+def _plain(value: Any):
+    """``value`` for the page's JSON: numbers through :func:`_number`, in dicts and lists too."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    return _number(value)
 
 
 def _finding(finding: Any) -> dict:

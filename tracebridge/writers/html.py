@@ -144,6 +144,17 @@ def problems_panel(problems: Sequence) -> str:
     return text.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
+def _finite(value):
+    """``value`` with floats that JSON lacks (NaN, infinities) as None, in dicts and lists too."""
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
 def _json(value) -> str:
     """JSON that cannot end a <script> element or open a comment, in ASCII."""
     text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
@@ -482,6 +493,8 @@ class TimelineData:
                         "total_ns": summary.total_ns,
                         "op_count": summary.op_count,
                         "by_op": rows(summary.by_op), "by_type": rows(summary.by_type)},
+            # where the median step's time goes (analysis/run/breakdown.py): the sidebar's stacked bar
+            "breakdown": _finite(summary.breakdown),
         }
 
     def _linked_names(self) -> list[str]:

@@ -16,7 +16,7 @@ import numpy as np
 from .. import protos
 from .._files import write_bytes
 from ..model.accelerator import launches
-from ..model.schema import METADATA_STATS, Category, OpFlag
+from ..model.schema import CALL_STATS, METADATA_STATS, Category, OpFlag
 from ..model.trace import Trace
 from .xspace_hlo import add_hlo_modules, xla_event_stats
 
@@ -52,6 +52,7 @@ class _XSpaceBuilder:
         self.add_environment()
         add_hlo_modules(self.trace, self.plane, self.stat_id)
         self.xla = xla_event_stats(self.trace)
+        self.calls = _call_stats(self.trace)
         self.correlation, self.kernels_of = _correlations(self.trace)
         for lane_index, rows in _lane_rows(self.ops).items():
             self.add_line(lane_index, rows)
@@ -130,6 +131,8 @@ class _XSpaceBuilder:
                 event.stats.add(metadata_id=self.stat_id(plane, stat), str_value=launched_by)
         if i in self.correlation:
             event.stats.add(metadata_id=self.stat_id(plane, "correlation_id"), int64_value=self.correlation[i])
+        for stat, value in self.calls.get(i, ()):  # a tf.function call's stats, as TF wrote them
+            event.stats.add(metadata_id=self.stat_id(plane, stat), str_value=value)
         for stat, kind, value in self.xla.get(i, ()):  # its HLO instruction (writers/xspace_hlo.py)
             if kind == "uint64":
                 self.add_stat(plane, event, stat, value)
@@ -167,6 +170,20 @@ class _XSpaceBuilder:
         marker.stats.add(metadata_id=step_num, int64_value=step.number)
         marker.stats.add(metadata_id=root, int64_value=1)
         return marker
+
+
+def _call_stats(trace: Trace) -> dict[int, list[tuple[str, str]]]:
+    """Op row -> the tf.function call stats it carries (model/schema.py, CALL_STATS)."""
+    stats = trace.table("event_stats")
+    wanted = {trace.string_id(key): key for key in CALL_STATS}
+    wanted.pop(-1, None)
+    out: dict[int, list] = {}
+    if not wanted or not stats.rows:
+        return out
+    rows = np.flatnonzero(np.isin(stats["key"], list(wanted)))
+    for op, key, value in zip(stats["op"][rows].tolist(), stats["key"][rows].tolist(), stats["value"][rows].tolist()):
+        out.setdefault(op, []).append((wanted[key], trace.strings[value]))
+    return out
 
 
 def _lane_rows(ops) -> dict[int, np.ndarray]:

@@ -13,6 +13,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -141,6 +142,26 @@ def fn_run(step, *args, steps: int = 5) -> "tracebridge.Trace":
         traced(*args)
     traced.stop()
     return traced.trace
+
+
+def small_mlp():
+    """A small Keras MLP (64-128-128-10): a fraction of a millisecond of ops a step."""
+    import keras
+    return keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu"),
+                             keras.layers.Dense(128, activation="relu"), keras.layers.Dense(10)])
+
+
+def fit_run(model, steps_per_execution: int = 1, steps: int = 5, batch_size: int = 32) -> "tracebridge.Trace":
+    """``model.fit`` on random data for ``2 + steps`` calls into the framework (each
+    ``steps_per_execution`` batches), the last ``steps`` traced (tracebridge.keras.TraceCallback:
+    each call is one step)."""
+    from tracebridge.keras import TraceCallback
+    rng = np.random.default_rng(0)
+    count = (2 + steps) * steps_per_execution * batch_size
+    x, y = rng.random((count, 64), dtype=np.float32), rng.integers(0, 10, count)
+    callback = TraceCallback(warmup=2, steps=steps)
+    model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[callback])
+    return callback.trace
 
 
 def report(trace, control=None) -> None:

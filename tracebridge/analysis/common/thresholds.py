@@ -56,6 +56,15 @@ class Thresholds:
     # Input wait: a prefetched pipeline blocks a step for well under 2%.
     input_min_share: float = 0.10
     input_min_extra: float = 0.05
+    # Framework overhead: the framework's time between ops (a step's "framework" part). A small
+    # MLP trained with Keras 3 fit (batch 32) measured 55-75% of its steps there on a loaded
+    # 2-core machine (TF 2.21), a tf.function loop of it 45-50%, its TF1 session's executor
+    # gaps 10-15%; the performance examples' small CNN as a good tf.function port 20-25% (1-2 ms
+    # a call). A single run needs 40% (the lower bound of its steps' median share) and more
+    # framework than op time (the framework, not the ops, bounds the step); against a control,
+    # 15 points more than the control's (the lower bound of the shift), as host gaps.
+    framework_min_share: float = 0.40
+    framework_min_extra: float = 0.15
     # Device idle: xprof's overview calls a step "highly input bound" from 20% of it waiting
     # on the host; the corpus' TPU inference profile waits 12%; the multi-worker GPU job's
     # GPU:6 idles 30% of its 21.3 ms step while the host works in 28% of it.

@@ -32,7 +32,8 @@ def align_ops(control: Side, test: Side, user_rules: bool, alignment: Alignment 
     """Every op of both sides in one row: paired by the first rule that pairs it, or alone;
     with ``layer_map``, only ops of the same layer and phase pair."""
     matcher = Matcher(control, test, in_graph_order=alignment is not None,
-                      zones=layer_map.zones if layer_map is not None else None)
+                      zones=layer_map.zones if layer_map is not None else None,
+                      inferred=layer_map.inferred if layer_map is not None else None)
     rules = alignment_rules(control, test, user_rules, alignment, notes, layer_map)
     if layer_map is not None:
         # Where one run loops over what the other unrolled, names within the layer coincide
@@ -170,6 +171,16 @@ class OptimizerUpdates(Rule):
                     label = self.layer_map.label(*zone) if zone[0] is not None else "shared"
                     matcher.pair(zones_c[zone], zones_t[zone], f"{key} ({label})" if len(zones_c) > 1 else key,
                                  self.name)
+            # what XLA compiled has no zone of its own (an update fused with others): the
+            # updates left on each side stay one row, as without layers
+            left_c = [n for n in names_c if n in matcher.unmatched_control
+                      and matcher.zones.control.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
+            left_t = [n for n in names_t if n in matcher.unmatched_test and n in matcher.inferred.test]
+            left_c += [n for n in names_c if n in matcher.unmatched_control and n in matcher.inferred.control]
+            left_t += [n for n in names_t if n in matcher.unmatched_test and n not in matcher.inferred.test
+                       and matcher.zones.test.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE] if left_t else []
+            if left_c and left_t:
+                matcher.pair(list(dict.fromkeys(left_c)), list(dict.fromkeys(left_t)), key, self.name, across_zones=True)
 
 
 class ByPosition(Rule):
@@ -261,7 +272,8 @@ class SameLayerRest(Rule):
             names_t = groups_t.get((zone, ""))
             # a layer's, the loss's or the clip's rest; the input's differ in kind, not in how
             # (a TF1 iterator against a port that is handed its batches)
-            if names_t and _grouped(zone) and (zone[0] is not None or zone[1] in (Phase.LOSS, Phase.CLIP)):
+            if names_t and _grouped(zone) and (zone[0] is not None or zone[1] in (Phase.LOSS, Phase.LOSS_GRADIENT,
+                                                                                    Phase.CLIP)):
                 matcher.pair(names_c, names_t, f"{self.layer_map.label(*zone)}: the rest "
                              f"[{len(names_c)} ~ {len(names_t)} ops]", self.name)
 
@@ -309,9 +321,10 @@ def looped_against_unrolled(control: Side, test: Side, layer_map: LayerMap) -> s
 def _by_zone(matcher: Matcher, side_name: str, by_kernel: bool) -> dict[tuple, list[str]]:
     """A side's unmatched ops by zone (and kernel type), in the matcher's order."""
     side, zones = matcher.side(side_name), getattr(matcher.zones, side_name)
+    inferred = getattr(matcher.inferred, side_name)  # an XLA fusion left unpaired stays alone
     out: dict[tuple, list[str]] = defaultdict(list)
     for name in matcher.unmatched(side_name):
-        if name in zones:
+        if name in zones and name not in inferred:
             out[zones[name], op_kind(side.plain_type[name]) if by_kernel else ""].append(name)
     # by name: a group's ops are a set, and ops outside the graph sit in the order they first
     # ran, which the timing may change

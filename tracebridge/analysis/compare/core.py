@@ -67,21 +67,24 @@ from ..common.types import PerSide, TimeBasis
 from ..run.doctor import trace_notes
 from ..common.kernels import trace_kernel_family
 from ..run.memory import memory_in_use
+from ..run.steady import select_steps
 from ..common.shift import shift
-from ..graphs.recorded_graph import SHAPE_ONLY_OPS
+from ..graphs.recorded_graph import SHAPE_ONLY_OPS, graph_node_name
 from ..graphs.structure import align_graphs
 from ..common.thresholds import DEFAULT, Thresholds
 
 
-def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warmup: int = 0,
+def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warmup: int | None = None,
             thresholds: Thresholds = DEFAULT, threshold: float | None = None, noise_ns: int | None = None,
             time: TimeBasis | str = TimeBasis.AUTO, find: Finder | None = None) -> Comparison:
     """Align ``test`` against ``control``. ``rules``: ``"pattern=replacement"`` regular
     expressions applied to op names of both runs first; ``warmup``: steps of each run left
-    out of the statistics; ``thresholds``: every threshold the rows and findings are
-    decided on (``threshold`` and ``noise_ns`` set its ``change`` and ``noise_ns``): a row
-    changes (``+``/``-``) when the interval of its per-step shift clears ``change`` (a
-    share of its control median) and ``noise_ns``. ``time`` (a :class:`TimeBasis` or its
+    out of the statistics (None, the default: the steps that hold one-time work, found from
+    each trace and named in a note, :mod:`..run.steady`; 0 keeps every step);
+    ``thresholds``: every threshold the rows and findings are decided on (``threshold`` and
+    ``noise_ns`` set its ``change`` and ``noise_ns``): a row changes (``+``/``-``) when the
+    interval of its per-step shift clears ``change`` (a share of its control median) and
+    ``noise_ns``. ``time`` (a :class:`TimeBasis` or its
     value): ``"device"`` compares the device time credited to each TF op (kernels and
     copies, counted once), ``"host"`` the TF ops' own time, ``"auto"`` device time when
     both runs have some. ``find``: how the comparison's findings are found
@@ -93,15 +96,20 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
     traces = PerSide(control, test)
     notes = [f"{name}: {note}" for name, trace in traces.items()
              for note in trace_notes(trace)]  # what the doctor finds in each run
-    # The same warm-up on both sides; a side too short for it keeps all its steps, said aloud.
-    skipped = traces.map(lambda trace: warmup if len(trace.steps) > warmup else 0)
-    for (name, trace), kept in zip(traces.items(), skipped):
-        if warmup and not kept:
+    # The steady state of each run, or the same warm-up on both sides; a side too short for the
+    # warm-up keeps all its steps, said aloud.
+    steady = traces.map(lambda trace: select_steps(trace, warmup))
+    skipped = steady.map(lambda selection: selection.left_out)
+    for (name, trace), selection in zip(traces.items(), steady):
+        if warmup and not selection.left_out:
             notes.append(f"warmup {warmup}: {name} has only {len(trace.steps)} step(s); all of them are kept "
                          f"(a multi-step run saved as one RunMetadata is one step: keep steps with .json "
                          f"or .xplane.pb)")
-    sides = PerSide(prepare_side(control, compiled, skipped.control, time),
-                    prepare_side(test, compiled, skipped.test, time))
+        if selection.note():
+            notes.append(f"{name}: {selection.note()}")
+    kept = steady.map(lambda selection: selection.positions)
+    sides = PerSide(prepare_side(control, compiled, kept.control, time),
+                    prepare_side(test, compiled, kept.test, time))
     alignment = None
     if sides.control.graph and sides.test.graph:
         alignment = align_graphs(sides.control.graph, sides.test.graph)
@@ -113,26 +121,28 @@ def compare(control: Trace, test: Trace, *, rules: list[str] | None = None, warm
     pairs = align_ops(sides.control, sides.test, bool(compiled), alignment, notes, layer_map)
     made = [make_row(pair, sides, limits) for pair in pairs]
     rows = [row for row, _ in made]
-    if alignment is not None and not _structure_paired_work(rows):
-        notes.append("the graphs' structure paired no op that does work (the port computes the model another "
-                     "way): rows pair by names, types and position within each layer and phase")
+    if alignment is not None:
+        share = _structure_share(alignment, sides.control)
+        if share < _STRUCTURE_LOW:
+            notes.append(f"the graphs' structure paired {'no' if not share else f'only {share:.0%} of the'} op "
+                         f"time that does work (the port computes the model another way): rows pair by names, "
+                         f"types and position within each layer and phase")
     add_both_times(rows, control, test)
     rows.sort(key=SORTS["change"])  # largest changes first, then the rows of one run only
-    step_pairs = list(zip([s.number for s in control.steps][skipped.control:],
-                          [s.number for s in test.steps][skipped.test:]))
-    steps = PerSide(step_stats(control, skipped.control), step_stats(test, skipped.test))
+    step_pairs = list(zip([control.steps[p].number for p in kept.control], [test.steps[p].number for p in kept.test]))
+    steps = PerSide(step_stats(control, kept.control), step_stats(test, kept.test))
     note = find.withheld(steps.map(lambda s: s.count), limits) if find is not None else None
     if note:
         notes.append(note)
     return Comparison(control=control, test=test, rows=rows, coverage=coverage(pairs, sides), step_pairs=step_pairs,
-                      steps=steps, step_shift=shift(step_durations(control, skipped.control),
-                                                    step_durations(test, skipped.test), limits.confidence),
+                      steps=steps, step_shift=shift(step_durations(control, kept.control),
+                                                    step_durations(test, kept.test), limits.confidence),
                       row_steps={row.key: per_step for row, per_step in made},
                       groups=groups(rows, sides), memory=traces.map(memory_in_use),
                       kernels=traces.map(trace_kernel_family), time=time, rule_shares=rule_shares(pairs, sides),
                       warmup=skipped, thresholds=limits, notes=notes,
                       layers=layer_rows(layer_map, sides, rows) if layer_map is not None else [],
-                      layer_map=layer_map, find=find)
+                      layer_map=layer_map, find=find, steady=steady)
 
 
 # Kernels that move, reshape or name data, or only run the graph: an op of these does no work
@@ -141,9 +151,16 @@ _NO_WORK = frozenset({*SHAPE_ONLY_OPS, "Const", "NoOp", "ReadVariableOp", "VarHa
                       "Placeholder", "_Arg", "_Retval", "Pack", "ConcatOffset", "BroadcastGradientArgs"})
 
 
-def _structure_paired_work(rows: list[Row]) -> bool:
-    return any(row.rule in ("structure", "group") and row.op_type.split("+")[0] not in _NO_WORK
-               and row.median_ns.control > 0 for row in rows)
+_STRUCTURE_LOW = 0.1  # below this share of the control's op time, the note says the structure did not carry
+
+
+def _structure_share(alignment, side) -> float:
+    """The share of the control run's op time in ops that do work (not shape or bookkeeping
+    ops) that the graphs' structure paired, node to node."""
+    paired = {c for c, _ in alignment.pairs}
+    working = [n for n in side.names if side.plain_type[n] not in _NO_WORK]
+    total = sum(side.total[n] for n in working)
+    return sum(side.total[n] for n in working if graph_node_name(n) in paired) / total if total else 1.0
 
 
 def user_rule(text: str):

@@ -38,6 +38,10 @@ class LayerMap:
     layers: PerSide[list[Layer]]
     keys: dict[str, PerSide[tuple[Layer, ...]]]
     zones: PerSide[dict[str, Zone]]
+    # ops whose zone is inferred, not their graph node's (an XLA row's first TF op, a scope's
+    # majority): they count in the table but constrain no row (an XLA fusion computes several
+    # layers' ops at once)
+    inferred: PerSide[set[str]] = field(default_factory=lambda: PerSide(set(), set()))
 
     def label(self, key: str | None, phase: str) -> str:
         if key is None:
@@ -85,12 +89,12 @@ def map_layers(control: Side, test: Side, alignment: Alignment | None = None) ->
             key_of.test[i], rank.test[i] = key, number
     # again, with both runs' layers in one order (which layer is "the latest" alike on both)
     attributions = PerSide(attribute(control.graph, rank.control), attribute(test.graph, rank.test))
-    zones = PerSide(*(_zones(side, attribution, keys_of)
-                      for side, attribution, keys_of in zip((control, test), attributions, key_of)))
-    return LayerMap(layers=attributions.map(lambda a: a.layers), keys=keys, zones=zones)
+    found = [_zones(side, attribution, keys_of) for side, attribution, keys_of in zip((control, test), attributions, key_of)]
+    return LayerMap(layers=attributions.map(lambda a: a.layers), keys=keys,
+                    zones=PerSide(found[0][0], found[1][0]), inferred=PerSide(found[0][1], found[1][1]))
 
 
-def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> dict[str, Zone]:
+def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> tuple[dict[str, Zone], set[str]]:
     """Each of a run's ops in its zone: its graph node's (inside a loop, without the loop's
     runtime ids; an op Grappler renamed, the node it replaced; an XLA row, the first TF op
     its instructions compute), else the zone most of its scope's nodes are in."""
@@ -108,6 +112,9 @@ def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> dict
         for end in range(1, len(parts)):
             by_scope["/".join(parts[:end])][zone] += 1
     zones: dict[str, Zone] = {}
+    inferred: set[str] = set()
+    graph_types = side.graph.types if side.graph else {}
+    calls = [f"{n}/" for n, t in graph_types.items() if t in ("StatefulPartitionedCall", "PartitionedCall")]
     computed = xla_ops(side.trace, among=set(side.names))  # an XLA row: the TF ops it computes
     for name in side.names:
         node = graph_node_name(computed[name][0] if computed.get(name) else name)
@@ -115,7 +122,14 @@ def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> dict
         if node not in attribution.phase_of and renamed:
             node = node[:renamed.start()] + "/" + renamed.group("node")
         zone = zone_of_node(node)
+        for call in calls if zone is None else ():  # XLA names a called function's op without the call
+            zone = zone_of_node(call + node)
+            if zone is not None:
+                break
+        if computed.get(name) and (computed[name][0] != name or len(computed[name]) > 1):
+            inferred.add(name)  # an XLA fusion: of its first TF op's zone, and of others'
         if zone is None and side.plain_type.get(name) not in _LOWERED_LOOP:
+            inferred.add(name)
             parts = node.split("/")
             for end in range(len(parts) - 1, 0, -1):
                 votes = by_scope.get("/".join(parts[:end]))
@@ -124,7 +138,7 @@ def _zones(side: Side, attribution: Attribution, key_of: dict[int, str]) -> dict
                     break
         if zone is not None:
             zones[name] = zone
-    return zones
+    return zones, inferred
 
 
 @dataclass

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_WRAPPER = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?|PartitionedCall(?:_\d+)?|__inference_[^/]*|"
-                      r"__forward_[^/]*|__backward_[^/]*)/")
+from ...model.hlo import without_wrappers
 _UNIQUIFIED_SCOPE = re.compile(r"^([a-z][a-z0-9_]*?)_\d+$")
 _TF1_GRADIENT = re.compile(r"^(?:.*/)?gradients(?:_\d+)?/(?:gradients/)?(?P<rest>.+)$")
 _TF2_GRADIENT = re.compile(r"^(?:.*/)?gradient_tape/(?P<rest>.+)$")
@@ -37,14 +36,6 @@ def pair_key(control_name: str, test_name: str) -> str:
     """A row's key from the real names: one name when both sides agree, else
     ``control ~ test``. Normalised names only decide matches; they are never shown."""
     return control_name if control_name == test_name else f"{control_name} ~ {test_name}"
-
-
-def without_wrappers(name: str) -> str:
-    """Without the function wrappers it is called under (``StatefulPartitionedCall/``, ...)."""
-    previous = None
-    while previous != name:
-        previous, name = name, _WRAPPER.sub("", name)
-    return name
 
 
 def plain_name(name: str) -> str:

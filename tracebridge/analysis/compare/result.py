@@ -16,6 +16,8 @@ from ..common.shift import Shift
 from ..common.thresholds import DEFAULT, Thresholds
 from ..common.tables import csv_text, ms, plural
 from .layers import LayerMap, LayerRow
+from ..run.breakdown import PARTS, Breakdown, step_breakdown
+from ..run.steady import StepSelection
 
 
 # The Row fields that hold one value per run (flattened, control first, as ``control_<name>``
@@ -107,7 +109,7 @@ class Comparison:
     kernels: PerSide[str]                   # "oneDNN", "plain" or "unknown"
     time: TimeBasis                         # DEVICE (kernels per TF op) or HOST (TF ops)
     rule_shares: dict[str, PerSide[float]]  # per rule, the share of each run's time its rows matched
-    warmup: PerSide[int]                    # steps left out of each run (0 where it had too few)
+    warmup: PerSide[int]                    # steps left out of each run: one-time work, or the warm-up asked for
     thresholds: Thresholds = DEFAULT        # every threshold and noise setting the rows and findings used
     # the step durations' shift (test - control) and its interval
     step_shift: Shift | None = None
@@ -120,6 +122,33 @@ class Comparison:
     # How the findings are measured (compare()'s caller hands in findings.comparison_findings):
     # the comparison sits below the findings, which read comparisons, so it does not import them.
     find: Finder | Callable[["Comparison"], Any] | None = field(default=None, repr=False, compare=False)
+    # --- where the step time goes (issue 33): the steps each run's statistics are over (its
+    # steady state, or after the warm-up asked for: analysis/run/steady.py)
+    steady: PerSide[StepSelection] | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def breakdown(self) -> PerSide[Breakdown]:
+        """Each run's steps split into parts (analysis/run/breakdown.py), its median step's
+        parts over the steps the statistics are over."""
+        def kept(side: str):
+            return getattr(self.steady, side).positions if self.steady is not None else None
+        return PerSide.of(lambda side: step_breakdown(getattr(self, side), kept(side)))
+
+    def part_delta(self, part: str) -> float:
+        """What ``part`` added to the median step: the test's part less the control's (the
+        parts of the difference add up to it)."""
+        return self.breakdown.test.parts[part] - self.breakdown.control.parts[part]
+
+    def explained_ns(self) -> float:
+        """How much of the median step's difference the findings explain: per part, what they
+        claim of it (each finding's ``parts``), at most what the part added, so that no two
+        findings count the same time."""
+        test_ns = self.steps.test.median_ns
+        claimed: dict[str, float] = {}
+        for finding in self.findings:
+            for part, share in (getattr(finding, "parts", None) or {}).items():
+                claimed[part] = claimed.get(part, 0.0) + share * test_ns
+        return sum(min(max(self.part_delta(part), 0.0), ns) for part, ns in claimed.items() if part in PARTS)
 
     @property
     def threshold(self) -> float:
@@ -152,9 +181,19 @@ class Comparison:
                              "as tracebridge.compare does")
         return self.find(self)
 
+    def _steps_dict(self) -> dict:
+        """Each run's step statistics and its median step's parts (``steps.<side>.parts``)."""
+        out = self.steps.to_dict(StepStats.to_dict)
+        for side, breakdown in self.breakdown.items():
+            selection = getattr(self.steady, side) if self.steady is not None else None
+            out[side].update({"parts": dict(breakdown.parts), "api": breakdown.api, "device": breakdown.device,
+                              "one_time": [s.to_dict() for s in selection.one_time] if selection else [],
+                              "breakdown_notes": list(breakdown.notes)})
+        return out
+
     def to_dict(self) -> dict:
         return {"findings": [f.to_dict() for f in self.findings],
-                "coverage": self.coverage.to_dict(), "steps": self.steps.to_dict(StepStats.to_dict),
+                "coverage": self.coverage.to_dict(), "steps": self._steps_dict(),
                 "step_shift": self.step_shift.to_dict() if self.step_shift else None,
                 "step_pairs": self.step_pairs, "threshold": self.threshold,
                 "thresholds": self.thresholds.to_dict(), "rows": [r.to_dict() for r in self.rows],
@@ -179,12 +218,14 @@ class Comparison:
         """The step time of each run, the difference and how much of it the findings explain."""
         c, t = self.steps
         delta = t.median_ns - c.median_ns
-        # Each finding's share is of the test run's step; findings may overlap, so together
-        # they explain at most the whole difference (of a slower test run).
-        found_ns = sum(f.share for f in self.findings) * t.median_ns
-        explained = min(found_ns, delta) / delta if delta > 0 else None
+        # Each finding claims parts of the step; a part counts at most what it added, so that
+        # together they explain at most the whole difference (of a slower test run).
+        explained = min(self.explained_ns(), delta) / delta if delta > 0 else None
+        parts = self.breakdown
         return Headline(control_ns=c.median_ns, test_ns=t.median_ns, delta_ns=delta,
-                        findings=len(self.findings), explained=explained, timing_judged=self.timing_judged)
+                        findings=len(self.findings), explained=explained, timing_judged=self.timing_judged,
+                        parts={part: self.part_delta(part) for part in PARTS},
+                        control_parts=dict(parts.control.parts), test_parts=dict(parts.test.parts))
 
     def ranked(self, sort: str = "change") -> list[Row]:
         """The rows as the text table lists them: matched rows by ``sort`` (one of
@@ -210,6 +251,10 @@ class Comparison:
                                for rule, share in self.rule_shares.items())
             lines.append(f"matched by rule (control/test op time): {shares}")
         lines += [f"note: {note}" for note in self.notes]
+        lines += [f"note: {side}: {note}" for side, breakdown in self.breakdown.items() for note in breakdown.notes]
+        lines += [f"note: {side}: device busy {ms(b.device['busy_ns'], unit='ms')}, idle "
+                  f"{ms(b.device['idle_ns'], unit='ms')} of the median step: {b.device['bound']}-bound"
+                  for side, b in self.breakdown.items() if b.device]
         lines += ["", self.findings.to_text()]
         if self.layers:
             lines += ["", *self._layer_lines()]
@@ -272,9 +317,25 @@ class Headline:
     findings: int
     explained: float | None
     timing_judged: bool = True  # False: too few steps, timing findings were withheld (a note says so)
+    # the difference split into the steps' parts (add up to delta_ns), and each run's median step's parts
+    parts: dict[str, float] | None = None
+    control_parts: dict[str, float] | None = None
+    test_parts: dict[str, float] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def parts_lines(self) -> list[str]:
+        """The two lines under the headline: each run's median step by part, and the
+        difference by part (they add up to it)."""
+        if not self.parts or self.control_parts is None or self.test_parts is None:
+            return []
+        each = ", ".join(f"{part} {self.control_parts[part] / 1e6:.3f} -> {self.test_parts[part] / 1e6:.3f}"
+                         for part in PARTS)
+        ranked = sorted(PARTS, key=lambda part: -abs(self.parts[part]))
+        moved = ", ".join(f"{part} {self.parts[part] / 1e6:+.3f}" for part in ranked)
+        return [f"  parts (ms, control -> test): {each}",
+                f"  difference by part (ms): {moved} = {sum(self.parts.values()) / 1e6:+.3f}"]
 
     def to_text(self) -> str:
         change = f" ({self.delta_ns / self.control_ns:+.1%})" if self.control_ns > 0 else ""
@@ -287,7 +348,7 @@ class Headline:
                 found += " (timing findings withheld: too few steps, see the note)"
         else:
             found = f"the test run is not slower; {self.findings} finding(s)"
-        return f"{line}\n{found}"
+        return "\n".join([line, found, *self.parts_lines()])
 
 
 def _matched(row: Row) -> bool:

@@ -70,12 +70,15 @@ class Side:
         self.graph = decode_graph(trace.metadata)
 
 
-def prepare_side(trace: Trace, rules, warmup: int, time: TimeBasis = TimeBasis.HOST) -> Side:
+def prepare_side(trace: Trace, rules, steps, time: TimeBasis = TimeBasis.HOST) -> Side:
+    """``trace``'s ops ready for alignment, timed over the steps at ``steps`` (positions in
+    ``trace.steps``; a number: the steps after that many, all where the run is shorter)."""
     side = Side(trace)
     mask, timed = _timed_rows(trace, time)
     ops = trace.ops
-    kept_steps = range(warmup, len(trace.steps)) if len(trace.steps) > warmup else range(len(trace.steps))
-    step_positions = set(kept_steps)
+    if isinstance(steps, int):
+        steps = range(steps, len(trace.steps)) if len(trace.steps) > steps else range(len(trace.steps))
+    step_positions = set(steps)
     if step_positions:
         mask = mask & np.isin(ops["step"], sorted(step_positions))
     rows = np.flatnonzero(mask)

@@ -134,14 +134,18 @@ def _by_change(totals: dict[str, list[float]]) -> list[GroupTimes]:
     return sorted(found, key=lambda g: -abs(g.delta_ns))
 
 
-def step_durations(trace: Trace, warmup: int) -> np.ndarray:
-    """The steps' durations after ``warmup`` (all of them where the run is shorter)."""
-    durations = [s.duration_ns for s in trace.steps][warmup:] or [s.duration_ns for s in trace.steps]
+def step_durations(trace: Trace, steps) -> np.ndarray:
+    """The durations of the steps at ``steps`` (positions in ``trace.steps``), or, given a
+    number, of the steps after that many (all of them where the run is shorter)."""
+    if isinstance(steps, int):
+        durations = [s.duration_ns for s in trace.steps][steps:] or [s.duration_ns for s in trace.steps]
+    else:
+        durations = [trace.steps[p].duration_ns for p in steps]
     return np.array(durations, dtype=np.float64)
 
 
-def step_stats(trace: Trace, warmup: int) -> StepStats:
-    durations = step_durations(trace, warmup).tolist()
+def step_stats(trace: Trace, steps) -> StepStats:
+    durations = step_durations(trace, steps).tolist()
     if not durations:
         return StepStats()
     return StepStats(count=len(durations), median_ns=float(np.median(durations)),

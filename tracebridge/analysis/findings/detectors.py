@@ -24,16 +24,19 @@ from ..common.types import PerSide
 from ..compare.result import Comparison
 from ..run.memory import MemoryUse, memory_in_use
 from .evidence import GUIDE, Evidence, Finding
+from ..run.steady import StepSelection
 from .run_measures import StepView
 
 
 class Run:
-    """One run's steps (after the warm-up) and each kind's evidence of it, measured once:
-    host gaps leave out the time eager ops and retracing explain."""
+    """One run's steps looked at (``steps``: a :class:`~.run.steady.StepSelection`, the
+    first N steps to leave out, or None: the steady state found from the trace) and each
+    kind's evidence of it, measured once: host gaps and framework overhead leave out the
+    time eager ops explain."""
 
-    def __init__(self, trace: Trace, warmup: int = 0, memory: MemoryUse | None = None,
+    def __init__(self, trace: Trace, steps: "StepSelection | int | None" = None, memory: MemoryUse | None = None,
                  limits: Thresholds = DEFAULT):
-        self.trace, self.view, self.limits = trace, StepView(trace, warmup), limits
+        self.trace, self.view, self.limits = trace, StepView(trace, steps), limits
         self._memory = memory  # a comparison measured it already
         self._measured: dict[str, object] = {}
 
@@ -60,8 +63,11 @@ class RunPair:
 
     def __init__(self, comparison: Comparison):
         self.comparison, self.limits = comparison, comparison.thresholds
-        self.runs = PerSide.of(lambda side: Run(getattr(comparison, side), getattr(comparison.warmup, side),
+        chosen = comparison.steady if comparison.steady is not None else comparison.warmup
+        self.runs = PerSide.of(lambda side: Run(getattr(comparison, side), getattr(chosen, side),
                                                 getattr(comparison.memory, side), self.limits))
+        for side, run in self.runs.items():  # the comparison's breakdown is of the same steps: measured once
+            run.view.breakdown = getattr(comparison.breakdown, side)
 
     @property
     def timing_judged(self) -> bool:
@@ -74,6 +80,11 @@ class RunPair:
     @property
     def step_ns(self) -> float:
         return self.comparison.steps.test.median_ns or 1.0
+
+    def part_share(self, part: str) -> float:
+        """What ``part`` added to the median step (the headline's part, test - control), as a
+        share of the test run's median step."""
+        return self.comparison.part_delta(part) / self.step_ns
 
 
 class Detector(ABC):
@@ -163,6 +174,17 @@ class ShareDetector(RunDetector):
     extra: ClassVar[str]
     alone: ClassVar[str]            # the summary of one run: a format of its ``share``
     in_test_step: ClassVar[str]     # what happens in that share of the test step
+    # the step's part (analysis/run/breakdown.py) the kind's time is: against a control, the
+    # finding's share is what that part added to the median step (None: the difference of shares)
+    part: ClassVar[str | None] = None
+
+    def measure(self, subject: Run | RunPair):
+        if isinstance(subject, RunPair) and self.part is not None:
+            found = subject.runs.map(self.measure)
+            if found.test is not None:
+                found = PerSide(found.control, dataclasses.replace(found.test, pair_share=subject.part_share(self.part)))
+            return found
+        return super().measure(subject)
 
     @abstractmethod
     def step_shares(self, evidence) -> list[float]:
@@ -196,9 +218,18 @@ class ShareDetector(RunDetector):
         if moved.low_ns < getattr(limits, self.extra):
             return None
         base = theirs.share if theirs is not None else 0.0
-        return self.finding(mine.share - base, self.pair_summary(mine, base), self.against(mine, theirs),
+        share = mine.pair_share if mine.pair_share is not None else mine.share - base
+        if share <= 0:  # the part's share grew, its time did not: nothing of the slowdown is its
+            return None
+        return self.finding(share, self.pair_summary(mine, base), self.against(mine, theirs),
                             {"of": "the shift of each step's share (test - control)",
                              **_shares(moved.to_dict())})
+
+    def finding(self, share: float, summary: str, evidence, interval: dict | None = None) -> Finding:
+        found = super().finding(share, summary, evidence, interval)
+        if self.part is not None:
+            found.parts = {self.part: found.share}
+        return found
 
 
 def _shares(shifted: dict) -> dict:

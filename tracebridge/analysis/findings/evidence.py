@@ -57,6 +57,9 @@ class ShareEvidence(Evidence):
     share: float = internal(default=0.0)  # of the steps' time
     # each step's duration, where a share per step is judged (keyword-only: after each kind's own fields)
     step_ns: list[int] = internal(default_factory=list, kw_only=True)
+    # of a pair, the test run's evidence: what its part added to the median step (the headline's
+    # part, test - control) as a share of the test's median step; None: not a part's kind, or one run
+    pair_share: float | None = internal(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class EagerOpsEvidence(ShareEvidence):
     ops: list[str] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
     sections: Sections = internal(default_factory=list)
+    parts: dict[str, int] = internal(default_factory=dict)  # the steps' parts inside the sections (ns)
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,8 @@ class XlaCompileEvidence(ShareEvidence):
     input_shapes: list[str | None] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     sections: Sections = internal(default_factory=list)
+    # per compilation: a function's first call's (a one-time cost, not counted), else a recompilation
+    first_call: list[bool] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,20 @@ class HostGapsEvidence(ShareEvidence):
     call_overhead_ns_per_step: list[int] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
     python_in_gaps_ns: dict[str, int] | None = None  # python_tracer_level=1 only
+    control_share: float | None = None                # against a control run only
+
+
+@dataclass(frozen=True)
+class FrameworkEvidence(ShareEvidence):
+    """The framework's time between ops per step (the step's ``framework`` part), the ops'
+    time per step beside it, ``tf.function`` calls per step, and the API that ran the steps
+    (analysis/run/breakdown.py, ``api_of``: ``keras_fit``, ``tf_function``, ``session``...)."""
+
+    framework_ns_per_step: list[int] = field(default_factory=list)
+    ops_ns_per_step: list[int] = field(default_factory=list)
+    calls_per_step: list[int] = field(default_factory=list)
+    api: str = "unknown"
+    steps: list[int] = field(default_factory=list)
     control_share: float | None = None                # against a control run only
 
 
@@ -213,6 +233,9 @@ class Finding:
     # what a timing finding was decided on: the bounds over steps (analysis/common/shift.py), what
     # they are bounds of, their confidence and the steps behind them
     interval: dict | None = None
+    # the parts of the step it explains (analysis/run/breakdown.py), each as a share of the same
+    # step as ``share``: a comparison's headline counts each part once, however many findings claim it
+    parts: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         evidence = self.evidence.to_dict()
@@ -220,7 +243,8 @@ class Finding:
             evidence["interval"] = json_ready(self.interval)
         return {"kind": self.kind, "share": self.share, "summary": self.summary,
                 "evidence": evidence, "advice": self.advice, "link": self.link,
-                "of": self.of, "saves_at_most_ns": self.saves_at_most_ns, "guide": guide_command(self.kind)}
+                "of": self.of, "saves_at_most_ns": self.saves_at_most_ns, "parts": dict(self.parts),
+                "guide": guide_command(self.kind)}
 
     def to_text(self) -> str:
         saves = "" if self.saves_at_most_ns is None else \
@@ -299,6 +323,7 @@ def finding_row(finding: dict) -> list:
 
 
 __all__ = ["FINDING_COLUMNS", "GUIDE", "DeviceIdleEvidence", "EagerOpsEvidence", "Evidence", "Finding", "Findings",
+           "FrameworkEvidence",
            "FusionEvidence", "HostGapsEvidence", "InputWaitEvidence", "LeftBehindEvidence",
            "RegressionEvidence", "RetracingEvidence", "ShareEvidence", "WorkingSetEvidence", "XlaCompileEvidence",
            "XlaFusionEvidence", "finding_row", "guide_command", "internal", "json_ready"]

@@ -24,19 +24,19 @@ from ...model.trace import Trace
 from ..compare.result import Comparison
 from ..common.types import PerSide
 from .detectors import Detector, PairDetector, PresenceDetector, Run, RunDetector, RunPair, ShareDetector
-from .evidence import (DeviceIdleEvidence, EagerOpsEvidence, Finding, Findings, FusionEvidence, HostGapsEvidence,
-                       InputWaitEvidence, LeftBehindEvidence, RetracingEvidence, XlaCompileEvidence,
+from .evidence import (DeviceIdleEvidence, EagerOpsEvidence, Finding, Findings, FrameworkEvidence, FusionEvidence,
+                       HostGapsEvidence, InputWaitEvidence, LeftBehindEvidence, RetracingEvidence, XlaCompileEvidence,
                        XlaFusionEvidence)
 from .pair_measures import Regressions, fusion_rows, regressions, working_set_growth, xla_fusions
-from .run_measures import StepMemory, device_idle, eager_ops, host_gaps, input_wait, retracing, xla_compile
+from .run_measures import (StepMemory, device_idle, eager_ops, framework_overhead, host_gaps, input_wait, retracing,
+                           xla_compile)
 from ..common.thresholds import DEFAULT, Thresholds
+from ..run.breakdown import PARTS
 
 # --- one run's kinds ----------------------------------------------------------------------
 class EagerOps(PresenceDetector):
     kind = "eager_ops"
     advice = "ops run eagerly inside the step: wrap the step in tf.function"
-
-    measure_view = staticmethod(eager_ops)
 
     def shows(self, evidence: EagerOpsEvidence, limits: Thresholds) -> bool:
         per_step = evidence.ops_per_step
@@ -46,6 +46,19 @@ class EagerOps(PresenceDetector):
     def summary(self, evidence: EagerOpsEvidence) -> str:
         return (f"{int(np.median(evidence.ops_per_step))} ops per step run eagerly "
                 f"({evidence.share:.0%} of the step time)")
+
+    def measure_run(self, run: Run) -> EagerOpsEvidence:
+        evidence = eager_ops(run.view)
+        return dataclasses.replace(evidence, parts=_parts_within(run, evidence.sections))
+
+    def finding(self, share: float, summary: str, evidence: EagerOpsEvidence, interval: dict | None = None) -> Finding:
+        """An eager section holds the ops, their dispatch (framework) and Python between them
+        (idle): its share claims those parts, in the proportions the sections hold them."""
+        found = super().finding(share, summary, evidence, interval)
+        parts = evidence.parts if evidence is not None else {}
+        total = sum(parts.values())
+        found.parts = {part: found.share * ns / total for part, ns in parts.items() if ns} if total else {}
+        return found
 
 
 class Retracing(PresenceDetector):
@@ -65,6 +78,11 @@ class Retracing(PresenceDetector):
         return (f"{sum(counts)} retracing{'s' if sum(counts) != 1 else ''} (tracings beyond a function's first) in "
                 f"{_steps_with(counts)} steps ({versions} in the trace)")
 
+    def finding(self, share: float, summary: str, evidence, interval: dict | None = None) -> Finding:
+        found = super().finding(share, summary, evidence, interval)
+        found.parts = {"compile": found.share}  # its sections are the step's compile part
+        return found
+
 
 class XlaCompile(PresenceDetector):
     kind = "xla_compile"
@@ -81,8 +99,18 @@ class XlaCompile(PresenceDetector):
         functions = ", ".join(dict.fromkeys(evidence.functions))
         shapes = [s for s in evidence.input_shapes if s]
         return (f"{len(evidence.steps)} XLA compilations of {functions} ({_recompilations(evidence)} beyond each "
-                f"function's first) in {_steps_with(counts)} steps, {sum(evidence.compile_ns) / 1e6:.1f} ms"
+                f"function's first call) in {_steps_with(counts)} steps, {sum(evidence.compile_ns) / 1e6:.1f} ms"
                 + (f"; inputs {'; '.join(dict.fromkeys(shapes))}" if shapes else ""))
+
+    def finding(self, share: float, summary: str, evidence: XlaCompileEvidence, interval: dict | None = None) -> Finding:
+        """Its share is the recompilations' time alone: a first call's compilation is a
+        one-time cost (the steady state leaves its step out; with it kept, it is not counted)."""
+        if evidence is not None and sum(evidence.compile_ns):
+            again = [ns for ns, first in zip(evidence.compile_ns, evidence.first_call) if not first]
+            share = evidence.share * sum(again) / sum(evidence.compile_ns)
+        found = super().finding(share, summary, evidence, interval)
+        found.parts = {"compile": found.share}
+        return found
 
 
 def _steps_with(counts: list[int]) -> str:
@@ -96,14 +124,11 @@ class HostGaps(ShareDetector):
               "(python_tracer_level=1 names it) and move it into the graph or tf.data")
     least, extra = "host_gap_min_share", "host_gap_min_extra"
     alone, in_test_step = "{share:.0%} of the step time no op runs", "no op runs"
+    part = "idle"
 
     def measure_run(self, run: Run) -> HostGapsEvidence:
-        explained = []  # eager sections and retracing are their own findings' time
-        for detector in (EAGER_OPS, RETRACING):
-            evidence = run.evidence(detector)
-            if detector.shows(evidence, run.limits):
-                explained += evidence.sections
-        return dataclasses.replace(host_gaps(run.view, explained), step_ns=[s.duration_ns for s in run.view.steps])
+        return dataclasses.replace(host_gaps(run.view, _eager_sections(run)),
+                                   step_ns=[s.duration_ns for s in run.view.steps])
 
     def step_shares(self, evidence: HostGapsEvidence) -> list[float]:
         return _shares_of(evidence.gap_ns_per_step, evidence.step_ns)
@@ -125,6 +150,7 @@ class InputWait(ShareDetector):
               "map(..., num_parallel_calls=tf.data.AUTOTUNE)")
     least, extra = "input_min_share", "input_min_extra"
     alone, in_test_step = "steps wait {share:.0%} of their time for input", "the step waits for input"
+    part = "input"
 
     def measure_run(self, run: Run) -> InputWaitEvidence:
         return dataclasses.replace(input_wait(run.view), step_ns=[s.duration_ns for s in run.view.steps])
@@ -134,6 +160,70 @@ class InputWait(ShareDetector):
 
     def against(self, mine: InputWaitEvidence, theirs: InputWaitEvidence) -> InputWaitEvidence:
         return dataclasses.replace(super().against(mine, theirs), control_events=theirs.events)
+
+
+class FrameworkOverhead(ShareDetector):
+    """The framework's time between ops bounds the step: ``tf.function`` dispatch, Keras's
+    step function, the executor (the step's ``framework`` part). Alone: the lower bound of
+    its steps' median share reaches ``framework_min_share`` and the steps spend more time in
+    the framework than in ops; against a control, the shift's lower bound reaches
+    ``framework_min_extra`` too. The advice fits the API that ran the steps."""
+
+    kind = "framework_overhead"
+    advice = ("the framework's time between ops bounds the step: do more work per call (Keras fit: "
+              "steps_per_execution, a larger batch, jit_compile=True; a custom loop: the loop inside one "
+              "tf.function; TF1: a tf.data pipeline instead of feed_dict)")
+    least, extra = "framework_min_share", "framework_min_extra"
+    alone, in_test_step = "{share:.0%} of the step time is the framework's between ops", "is the framework's"
+    part = "framework"
+
+    def measure_run(self, run: Run) -> FrameworkEvidence:
+        return dataclasses.replace(framework_overhead(run.view, _eager_sections(run)),
+                                   step_ns=[s.duration_ns for s in run.view.steps])
+
+    def step_shares(self, evidence: FrameworkEvidence) -> list[float]:
+        return _shares_of(evidence.framework_ns_per_step, evidence.step_ns)
+
+    def judge_run(self, evidence: FrameworkEvidence, limits: Thresholds) -> Finding | None:
+        # the framework bounds the step: more of it than of the ops
+        if float(np.median(evidence.framework_ns_per_step or [0])) <= float(np.median(evidence.ops_ns_per_step or [0])):
+            return None
+        return super().judge_run(evidence, limits)
+
+    def run_summary(self, evidence: FrameworkEvidence) -> str:
+        return f"{super().run_summary(evidence)}{self._detail(evidence)}"
+
+    def pair_summary(self, mine: FrameworkEvidence, base: float) -> str:
+        return f"{super().pair_summary(mine, base)}{self._detail(mine)}"
+
+    @staticmethod
+    def _detail(evidence: FrameworkEvidence) -> str:
+        framework = float(np.median(evidence.framework_ns_per_step or [0]))
+        ops = float(np.median(evidence.ops_ns_per_step or [0]))
+        calls = float(np.median(evidence.calls_per_step or [0]))
+        api = FRAMEWORK_APIS.get(evidence.api, "")
+        per_call = f", {calls:g} tf.function call{'s' * (calls != 1)} a step" if calls else ""
+        return f" ({framework / 1e6:.3f} ms against {ops / 1e6:.3f} ms of ops a step{per_call}{api})"
+
+    def finding(self, share: float, summary: str, evidence: FrameworkEvidence, interval: dict | None = None) -> Finding:
+        found = super().finding(share, summary, evidence, interval)
+        found.advice = FRAMEWORK_ADVICE.get(evidence.api if evidence is not None else "", self.advice)
+        return found
+
+
+# What ran the steps (analysis/run/breakdown.py, api_of), as the summary names it, and the fix for each.
+FRAMEWORK_APIS = {"keras_fit": "; Keras fit", "tf_function": "; a tf.function a step", "session": "; a TF1 session",
+                  "eager": "; eager ops"}
+FRAMEWORK_ADVICE = {
+    "keras_fit": ("Keras fit calls into the framework once a step, and that costs more than the step's ops: run "
+                  "several steps per call (model.compile(..., steps_per_execution=32)), a larger batch, or "
+                  "jit_compile=True"),
+    "tf_function": ("each step is one tf.function call whose dispatch costs more than its ops: put the loop inside "
+                    "one tf.function (for batch in dataset: ... in it), so one call runs many steps; or a larger batch"),
+    "session": ("each session.run converts and copies its feed_dict and starts the executor: read the input with "
+                "tf.data (an iterator in the graph) instead of feed_dict, and do more work per run (a larger batch)"),
+    "eager": "each op is dispatched from Python: wrap the step in tf.function",
+}
 
 
 class DeviceIdle(ShareDetector):
@@ -212,9 +302,12 @@ class FusionChange(PairDetector):
 
     def judge(self, evidence: FusionEvidence, limits: Thresholds) -> list[Finding]:
         delta = evidence.delta_total_ns
-        return [self.finding(evidence.share, f"{len(evidence.ops)} fused kernel(s) "
+        found = self.finding(evidence.share, f"{len(evidence.ops)} fused kernel(s) "
                              f"{'unfused' if self.lost else 'fused'} in the test run, {delta / 1e6:+.3f} ms per step",
-                             evidence)]
+                             evidence)
+        if self.lost:  # a gain explains no slowdown
+            found.parts = {"ops": found.share}
+        return [found]
 
 
 class FusionLost(FusionChange):
@@ -269,24 +362,30 @@ class OpRegression(PairDetector):
         kept = [g for g in evidence.groups if g.shared_delta_ns / evidence.step_ns >= limits.regression_min_share]
         if evidence.matched_delta_ns < limits.regression_min_explained * evidence.step_slowdown_ns:
             return []  # the ops' time moved little of the steps' slowdown: the machine, not the ops
-        return [self.finding(g.shared_delta_ns / evidence.step_ns,
-                             f"{g.op_type} in {_few(g.scope)}: {len(g.ops)} op(s) "
-                             f"{g.control_median_ns / 1e6:.3f} -> {g.test_median_ns / 1e6:.3f} ms"
-                             f"{'; ' + g.cause if g.cause else ''}", g,
-                             {"of": "the shift of the group's time per step (test - control)",
-                              **g.shift.to_dict()}) for g in kept]
+        found = [self.finding(g.shared_delta_ns / evidence.step_ns,
+                              f"{g.op_type} in {_few(g.scope)}: {len(g.ops)} op(s) "
+                              f"{g.control_median_ns / 1e6:.3f} -> {g.test_median_ns / 1e6:.3f} ms"
+                              f"{'; ' + g.cause if g.cause else ''}", g,
+                              {"of": "the shift of the group's time per step (test - control)",
+                               **g.shift.to_dict()}) for g in kept]
+        for finding in found:
+            finding.parts = {"ops": finding.share}
+        return found
 
 
 EAGER_OPS, RETRACING = EagerOps(), Retracing()
 # Every kind, in the order findings of equal share are listed.
-DETECTORS: tuple[Detector, ...] = (EAGER_OPS, RETRACING, XlaCompile(), HostGaps(), InputWait(), DeviceIdle(), FusionLost(),
-                                   FusionGained(), XlaFusion(), OpRegression(), MemoryGrowth())
+DETECTORS: tuple[Detector, ...] = (EAGER_OPS, RETRACING, XlaCompile(), HostGaps(), InputWait(), FrameworkOverhead(),
+                                   DeviceIdle(), FusionLost(), FusionGained(), XlaFusion(), OpRegression(),
+                                   MemoryGrowth())
 ADVICE = {detector.kind: detector.advice for detector in DETECTORS}
 KINDS = tuple(ADVICE)
 
 
-def advise(trace: Trace, *, warmup: int = 0, thresholds: Thresholds = DEFAULT) -> Findings:
-    """What one run shows by itself (tfprof's ``advise`` for both worlds)."""
+def advise(trace: Trace, *, warmup: int | None = None, thresholds: Thresholds = DEFAULT) -> Findings:
+    """What one run shows by itself (tfprof's ``advise`` for both worlds), over its steady
+    state (``warmup`` None: the steps that hold one-time work, found from the trace, are left
+    out and a note names them; ``warmup=N``: the first N steps instead)."""
     return _found(Run(trace, warmup, limits=thresholds))
 
 
@@ -334,18 +433,65 @@ def _found(subject: Run | RunPair) -> Findings:
         evidence = detector.measure(subject)
         if evidence is not None:
             out += detector.judge(evidence, subject.limits)
+    out = _claims_once(out, subject)
     for finding in out:
         _bound(finding, subject)
     notes = []
-    if isinstance(subject, Run):  # a comparison says it among its own notes
-        notes = [note for note in [few_steps_note(subject.steps, subject.limits)] if note]
+    if isinstance(subject, Run):  # a comparison says these among its own notes
+        notes = [note for note in [subject.view.selection.note(), few_steps_note(subject.steps, subject.limits)]
+                 if note]
     return Findings(sorted(out, key=lambda f: -f.share), notes=notes, thresholds=subject.limits)
 
 
 def _recompilations(evidence: XlaCompileEvidence) -> int:
-    """Compilations beyond each function's first: a first call (or a first input shape once
-    warm) compiles once, which is a one-time cost, not a function that recompiles."""
-    return len(evidence.functions) - len(set(evidence.functions))
+    """Compilations beyond each function's first call (analysis/run/calls.py): a first call
+    compiles, which is a one-time cost, not a function that recompiles."""
+    return sum(1 for first in evidence.first_call if not first)
+
+
+def _eager_sections(run: Run) -> list:
+    """The eager sections, where eager_ops shows: its time, no other kind's."""
+    evidence = run.evidence(EAGER_OPS)
+    return list(evidence.sections) if EAGER_OPS.shows(evidence, run.limits) else []
+
+
+def _parts_within(run: Run, sections) -> dict[str, int]:
+    """The time of each part of the steps inside ``sections`` (analysis/run/breakdown.py)."""
+    if not sections:
+        return {}
+    timeline = run.view.breakdown.timeline
+    starts, ends = [s for s, _ in sections], [e for _, e in sections]
+    return {part: int(timeline.time(part, starts, ends).sum()) for part in PARTS}
+
+
+def _claims_once(found: list[Finding], subject: Run | RunPair) -> list[Finding]:
+    """No two findings claim the same time: device_idle's time is the host's parts while the
+    device waits (input, framework, idle, compile, host ops), which the kinds of those parts
+    may claim first; it keeps the rest of them, and is dropped where nothing is left."""
+    idle = [f for f in found if f.kind == "device_idle"]
+    if not idle:
+        return found
+    run = subject.runs.test if isinstance(subject, RunPair) else subject
+    device = run.view.breakdown.device
+    finding = idle[0]
+    if not device or not device["idle_ns"]:
+        return found
+    by_part = {part: finding.share * ns / device["idle_ns"] for part, ns in device["idle_by_part"].items() if ns}
+    claimed = set()
+    for other in found:
+        if other is not finding:
+            for part, share in other.parts.items():
+                if part in by_part and share > 0:
+                    by_part[part] = max(by_part[part] - share, 0.0)
+                    claimed.add(other.kind)
+    left = sum(by_part.values())
+    if left <= 1e-4:
+        return [f for f in found if f is not finding]
+    if claimed:
+        finding.summary += f"; {left:.0%} of the step besides what {', '.join(sorted(claimed))} claim"
+    finding.share = float(round(left, 4))
+    finding.parts = {part: share for part, share in by_part.items() if share > 0}
+    return found
 
 
 def _few(scopes: str, most: int = 3) -> str:

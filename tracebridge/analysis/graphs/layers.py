@@ -37,9 +37,9 @@ from .recorded_graph import SHAPE_ONLY_OPS, Graph
 
 class Phase:
     FORWARD, BACKWARD, UPDATE = "forward", "backward", "update"
-    INPUT, LOSS, CLIP, METRICS, OTHER = "input", "loss", "clip", "metrics", "other"
+    INPUT, LOSS, LOSS_GRADIENT, CLIP, METRICS, OTHER = "input", "loss", "loss gradient", "clip", "metrics", "other"
     LAYERED = (FORWARD, BACKWARD, UPDATE)  # the phases an op of a layer is in
-    ORDER = (INPUT, FORWARD, LOSS, BACKWARD, CLIP, UPDATE, METRICS, OTHER)
+    ORDER = (INPUT, FORWARD, LOSS, LOSS_GRADIENT, BACKWARD, CLIP, UPDATE, METRICS, OTHER)
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,7 @@ _SEQUENCE_SPLITS = frozenset({"Unpack", "TensorListFromTensor", "TensorArrayScat
                               "TensorArrayReadV3"})
 _SLICES = frozenset({"StridedSlice", "Slice"})
 _CONCATS = frozenset({"ConcatV2", "Concat"})
+_CALLS_AND_LOOPS = ("StatefulPartitionedCall", "PartitionedCall", "While", "StatelessWhile")
 # What a loop keeps of each iteration for its gradient: no use of the value by the model
 _ACCUMULATORS = frozenset({"TensorListPushBack", "StackPushV2", "TensorArrayWriteV3"})
 # TF ops whose output is the loss of labels against logits
@@ -140,8 +141,9 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
         phase_of[node] = Phase.FORWARD if layer_of[node] is not None else Phase.OTHER
     _mark_loss(graph, forward, raw, last, layer_of, phase_of, feeds_backward)
     feeds_model = _ancestors(graph, [n for n in forward if n not in raw], stop=variables)
-    for node in raw:
-        phase_of[node] = Phase.INPUT if node in feeds_model else Phase.OTHER
+    for node in forward:
+        if node in raw:
+            phase_of[node] = Phase.INPUT if node in feeds_model else Phase.OTHER
     # what is computed from the data for one layer only (Keras's check of an embedding's ids,
     # a cell's zero state) is that layer's forward work, not the model's input
     for node in reversed(forward):
@@ -158,6 +160,11 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
             if node not in needed and phase_of[node] == Phase.FORWARD and layer_of[node] == last:
                 phase_of[node] = Phase.METRICS
 
+    # what a loop keeps of each iteration is kept for the gradient: backward work, though the
+    # forward loop does it
+    for node in forward:
+        if graph.types[node] in _ACCUMULATORS and phase_of[node] == Phase.FORWARD and node in feeds_backward:
+            phase_of[node] = Phase.BACKWARD
     _attribute_backward(graph, backward, forward, layer_of, phase_of)
     _attribute_updates(graph, order, writes, update_region, backward, layer_of_variable, layer_of, phase_of)
     for node in sorted(variables, key=graph.order.__getitem__):
@@ -308,7 +315,7 @@ def _join_normalizations(graph: Graph, groups: dict[str, list[str]], first_use: 
             frontier = following
         # the group computed last among those it reads from (a residual add reads this
         # block's output and, nearer, the block before's)
-        found = max(near, key=lambda g: min(first_use[v] for v in groups[g])) if near else None
+        found = max(near, key=lambda g: (min(first_use[v] for v in groups[g]), g)) if near else None
         if found and min(first_use[v] for v in groups[found]) <= min(first_use[v] for v in members):
             groups[found].extend(members)
             for v in members:
@@ -344,15 +351,22 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
         by_name[node] = node
         inner = _IN_FUNCTION.sub("", node)
         by_name.setdefault(inner, node)
+    # a tape names a gradient after the forward op's scope where the op has none of its own
+    # (``gradient_tape/conv2/Conv2DBackpropInput`` for ``conv2/Conv2D``): the scope's first op
+    for node in forward:
+        scope = node.rsplit("/", 1)[0] if "/" in node else ""
+        if scope:
+            by_name.setdefault(scope, node)
     # A loop's gradient runs in a loop of its own (``<loop>_grad``), whose ops are named for
     # the body's ops: two loops (a bidirectional RNN's) have bodies that name theirs alike.
     loops = sorted((n for n in forward if graph.types[n] in ("While", "StatelessWhile")), key=len, reverse=True)
     for node in sorted(backward, key=graph.order.__getitem__):
-        loop = next((n for n in loops if _grad_of_loop(node, n)), None)
+        loop = next((n for n in loops if f"{n}_grad/" in node), None) or \
+            next((n for n in loops if _grad_of_loop(node, n)), None)
         source = _forward_of(node, by_name, f"{loop}/body/" if loop else "")
         if source is not None and phase_of.get(source) in (Phase.FORWARD, Phase.LOSS):
             layer_of[node] = layer_of[source]
-            phase_of[node] = Phase.BACKWARD if phase_of[source] == Phase.FORWARD else Phase.LOSS
+            phase_of[node] = Phase.BACKWARD if phase_of[source] == Phase.FORWARD else Phase.LOSS_GRADIENT
     # what the names do not tell: from the neighbours, a few rounds
     unknown = sorted((n for n in backward if n not in phase_of), key=graph.order.__getitem__)
     for _ in range(4):
@@ -377,9 +391,11 @@ def _attribute_backward(graph: Graph, backward: set[str], forward: list[str], la
 
 
 def _grad_of_loop(node: str, loop: str) -> bool:
-    """Whether gradient op ``node`` runs in the gradient of loop ``loop``."""
-    tail = loop.split("/", 1)[1] if "/" in loop else loop  # without a call's prefix
-    return f"{loop}_grad/" in node or f"/{tail}_grad/" in node
+    """Whether gradient op ``node`` runs in the gradient of loop ``loop``, called from
+    another function (``fit``'s ``StatefulPartitionedCall/<loop>``, whose gradient names
+    the loop without the call)."""
+    tail = loop.split("/", 1)[1] if "/" in loop else loop
+    return loop.startswith(("StatefulPartitionedCall/", "PartitionedCall/")) and f"/{tail}_grad/" in node
 
 
 def _forward_of(node: str, by_name: dict[str, str], body: str = "") -> str | None:
@@ -526,7 +542,9 @@ def _reads(graph: Graph, variable: str) -> list[str]:
             out.append(consumer)
             if graph.types.get(consumer) in ("ReadVariableOp", *SHAPE_ONLY_OPS):
                 frontier.append(consumer)
-    return [n for n in out if graph.types.get(n) not in ("ReadVariableOp", *SHAPE_ONLY_OPS)]
+    # a call or a loop hands the variable to its function, whose ops read it (the recorded
+    # graph wires them to the variable): the call itself reads nothing
+    return [n for n in out if graph.types.get(n) not in ("ReadVariableOp", *SHAPE_ONLY_OPS, *_CALLS_AND_LOOPS)]
 
 
 def _written(graph: Graph, node: str, variables: set[str]) -> str | None:

@@ -51,7 +51,7 @@ class HostFindings:
         return "\n".join(lines)
 
 
-def advise_hosts(files: Sequence[HostInput], *, load: HostLoader, warmup: int = 0,
+def advise_hosts(files: Sequence[HostInput], *, load: HostLoader, warmup: int | None = None,
                  thresholds: Thresholds = DEFAULT, workers: int | None = None,
                  scheduler: str | None = None, progress: bool = False) -> HostFindings:
     """:func:`.findings.advise` on each host of ``files`` (see
@@ -61,7 +61,7 @@ def advise_hosts(files: Sequence[HostInput], *, load: HostLoader, warmup: int = 
     return HostFindings(parts, thresholds)
 
 
-def _host_findings(file: HostInput, *, load: HostLoader, warmup: int, thresholds: Thresholds) -> dict:
+def _host_findings(file: HostInput, *, load: HostLoader, warmup: int | None, thresholds: Thresholds) -> dict:
     """One host's findings, as plain data (what goes back from a Dask worker)."""
     from ..findings.kinds import advise
     findings = advise(load(file), warmup=warmup, thresholds=thresholds)

@@ -137,10 +137,14 @@ def merge_parts(parts: Sequence[HostPart], top: int | None = None) -> Summary:
     for row in by_device:
         row["idle_ns"] = span - row["busy_ns"]
     first = summaries[0]
+    # One host: its steps' parts and its median step's breakdown; hosts step apart, so of
+    # several there is none (summary --by-host and each host's summary have them).
+    steps = [step if len(summaries) == 1 else {key: step[key] for key in _STEP_KEYS}
+             for s in summaries for step in s.steps]
     return Summary(
         total_ns=total, op_count=sum(s.op_count for s in summaries), counted=first.counted,
-        time=first.time, total_span_ns=span, counted_as=first.counted_as,
-        steps=[step for s in summaries for step in s.steps],
+        time=first.time, total_span_ns=span, counted_as=first.counted_as, steps=steps,
+        breakdown=first.breakdown if len(summaries) == 1 else None,
         by_op=_rows(_by_key(summaries, "by_op"), total, top, lambda key: order[key[0]]),
         by_type=_rows(_by_key(summaries, "by_type"), total, top, lambda key: order[key[0]]),
         by_device=by_device,
@@ -148,6 +152,9 @@ def merge_parts(parts: Sequence[HostPart], top: int | None = None) -> Summary:
                         lambda key: (order[key[0]], order[key[1]])),
         by_hlo=_hlo_rows(summaries, total, top),
     )
+
+
+_STEP_KEYS = ("number", "name", "start_ns", "duration_ns")  # a step of a summary of several hosts
 
 
 def _hlo_rows(summaries: Sequence[Summary], total: int, top: int | None) -> list[dict]:

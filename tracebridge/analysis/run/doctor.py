@@ -36,6 +36,7 @@ from ...model.schema import NO_STEP, Category, OpFlag, is_eager_name, is_framewo
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms
 from ..common.thresholds import Thresholds
+from .steady import one_time_steps
 
 CODES = ("layout", "no_trace_level", "empty_window", "profiler_errors", "dropped_events",
          "no_device_activity", "clock_skew", "no_steps", "few_steps", "ops_without_time", "no_memory_records")
@@ -355,6 +356,10 @@ def _ops_without_time(trace: Trace):
     eager = _user_eager_ops(trace, is_op)
     if trace.steps:  # set-up before the first step (a Keras iterator, say) is not the step's
         eager &= (ops["step"] != NO_STEP) & _in_steps(trace)
+        # nor are a first call's (variables checked and made while it is traced): one-time work
+        one_time = [step.position for step in one_time_steps(trace)]
+        if one_time and len(one_time) < len(trace.steps):
+            eager &= ~np.isin(ops["step"], one_time)
     if eager.any():
         count = int(eager.sum())
         yield Problem("ops_without_time", f"{count} ops ran eagerly: no kernel time of their own",

@@ -20,6 +20,8 @@ from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
 from ..common.tables import csv_text, ms, plural
 from ..common.xla import hlo_rows
+from .breakdown import PARTS, step_breakdown
+from .steady import select_steps
 
 try:  # the per-key totals as one C loop (setup.py builds it where a C compiler is found)
     from . import _groupc
@@ -49,10 +51,15 @@ class Summary:
     time: str = "host"      # "device" when the trace has device activity
     total_span_ns: int = 0
     counted_as: str = ""    # what the counted rows are called ("TF ops", "kernels", ...: counted_words)
+    # where the median step's time goes (analysis/run/breakdown.py), over the steady state
+    # (analysis/run/steady.py): {"median_ns", "parts", "api", "steps", "device", "notes",
+    # "one_time", "steady_note"}; None without steps. Each of ``steps`` has its own "parts".
+    breakdown: dict | None = None
 
     def to_dict(self) -> dict:
         return {"total_ns": self.total_ns, "op_count": self.op_count, "counted": self.counted,
                 "time": self.time, "total_span_ns": self.total_span_ns, "steps": self.steps,
+                "breakdown": self.breakdown,
                 "by_op": self.by_op, "by_type": self.by_type, "by_device": self.by_device,
                 "by_kernel": self.by_kernel, "by_hlo": self.by_hlo}
 
@@ -75,6 +82,8 @@ class Summary:
             durations = [s["duration_ns"] for s in self.steps]
             lines.append(f"{plural(len(self.steps), 'step')}, median {ms(int(np.median(durations)))} "
                          f"(min {ms(min(durations))}, max {ms(max(durations))})")
+        if self.breakdown:
+            lines += breakdown_lines(self.breakdown)
         both = self.time == "device"
         tables = [("Top ops by device time" if both else "Top ops by total time", self.by_op), ("By op type", self.by_type),
                   ("By device", self.by_device)]
@@ -146,9 +155,24 @@ def counted_words(trace: Trace, mode: str) -> str:
     return framework_ops(trace) if mode == "op" else COUNTED_WORDS[mode]
 
 
-def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> Summary:
+def breakdown_lines(breakdown: dict) -> list[str]:
+    """The text of a summary's breakdown: the median step by part, the device's share, what
+    was left out of the median, and what the format cannot tell."""
+    counted = breakdown["steps"]
+    lines = [f"median step ({plural(len(counted), 'step')}) {ms(breakdown['median_ns'])} = "
+             + " + ".join(f"{part} {breakdown['parts'][part] / 1e6:.3f}" for part in PARTS) + " ms"]
+    device = breakdown.get("device")
+    if device:
+        lines.append(f"device busy {ms(device['busy_ns'])}, idle {ms(device['idle_ns'])} of the median step: "
+                     f"{device['bound']}-bound")
+    lines += [f"note: {note}" for note in [breakdown.get("steady_note"), *breakdown.get("notes", ())] if note]
+    return lines
+
+
+def summarize(trace: Trace, top: int | None = None, mode: str | None = None, warmup: int | None = None) -> Summary:
     """``mode`` (one of :data:`MODES`, default :func:`summary_mode`): count these rows,
-    as a summary of several traces together does where another trace decides the mode."""
+    as a summary of several traces together does where another trace decides the mode.
+    ``warmup``: the steps the median step's breakdown leaves out (None: the steady state)."""
     ops = trace.ops
     device = device_rows(ops["category"], ops["flags"])
     host = ops["category"] == Category.OP
@@ -197,17 +221,40 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None) -> 
         row["key"] = str(devices[index])
         row["busy_ns"] = busy[index]
         row["idle_ns"] = span - row["busy_ns"]
+    steps, breakdown = _steps_and_breakdown(trace, warmup)
     return Summary(
         total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
         counted_as=counted_words(trace, counted),
-        steps=[{"number": s.number, "name": s.name, "start_ns": s.start_ns,
-                "duration_ns": s.duration_ns} for s in trace.steps],
+        steps=steps, breakdown=breakdown,
         by_op=group(ops["name"], trace.strings),
         by_type=group(ops["op_type"], trace.strings),
         by_device=by_device,
         by_kernel=_kernels(trace, device, device_time, top) if time == "device" else [],
         by_hlo=by_hlo,
     )
+
+
+def _steps_and_breakdown(trace: Trace, warmup: int | None) -> tuple[list[dict], dict | None]:
+    """Each step with its parts (a step left out as one-time work says why), and the median
+    step's breakdown over the steady state."""
+    if not trace.steps:
+        return [], None
+    if len({device.host for device in trace.devices if device.host}) > 1:  # hosts step apart: summary --by-host
+        return [{"number": s.number, "name": s.name, "start_ns": s.start_ns, "duration_ns": s.duration_ns}
+                for s in trace.steps], None
+    selection = select_steps(trace, warmup)
+    found = step_breakdown(trace, selection.positions)
+    one_time = {step.position: step for step in selection.one_time}
+    steps = []
+    for position, (step, parts) in enumerate(zip(trace.steps, found.steps)):
+        row = {"number": step.number, "name": step.name, "start_ns": step.start_ns, "duration_ns": step.duration_ns,
+               **parts.to_dict()}
+        if position in one_time:
+            row["one_time"] = dict(one_time[position].causes)
+        steps.append(row)
+    breakdown = {**found.to_dict(), "one_time": [s.to_dict() for s in selection.one_time],
+                 "steady_note": selection.note()}
+    return steps, breakdown
 
 
 def _busy_by_device(ops, either: np.ndarray) -> dict[int, int]:

@@ -66,7 +66,34 @@ class DiffView {
     this.shown = [];
     this.currentPair = -1;  // the step pair the timelines are aligned at
     this._coverageBar(page.app);
+    this._partsBars(page.app);
     this._stepChoices();
+  }
+
+  /** Where each run's median step goes (analysis/run/breakdown.py): a stacked bar per run,
+   *  both to the longer step's scale, and the difference by part (they add up to it). */
+  _partsBars(app) {
+    const parts = this.compare.parts;
+    if (!parts || !parts.control || !parts.test) return;
+    const panel = el('div', 'tb-parts-compare');
+    const scale = Math.max(parts.control.median_ns || 0, parts.test.median_ns || 0);
+    panel.appendChild(el('span', 'tb-compare-label', 'Median step by part'));
+    this.partRows = ROLES.map((role) => {
+      const row = partsBar(role, parts[role].parts, parts[role].median_ns, scale);
+      row.classList.add('tb-role-' + role);
+      panel.appendChild(row);
+      return row;
+    });
+    const delta = parts.delta || {};
+    const ranked = STEP_PARTS.slice().sort((a, b) => Math.abs(delta[b] || 0) - Math.abs(delta[a] || 0));
+    const moved = el('div', 'tb-parts-delta');
+    moved.appendChild(el('span', 'tb-parts-label', 'difference'));
+    moved.appendChild(el('span', null, ranked.map((part) => `${part} ${fmtSigned(delta[part] || 0)}`).join(' \u00b7 ')
+      + ` = ${fmtSigned(STEP_PARTS.reduce((sum, part) => sum + (delta[part] || 0), 0))}`));
+    panel.appendChild(moved);
+    panel.appendChild(partsLegend());
+    app.appendChild(panel);
+    this.partsPanel = panel;
   }
 
   /** The step selector: the aligned step pairs, by index. */
@@ -537,6 +564,11 @@ class DiffView {
   api() {
     const page = this.page;
     return {
+      /** Each run's bar: its pieces' parts, widths (% of the bar) and the total shown. */
+      partBars: () => (this.partRows || []).map((row) => ({
+        pieces: Array.from(row.querySelectorAll('.tb-part'), (p) => ({
+          part: STEP_PARTS.find((name) => p.classList.contains('tb-part-' + name)), width: parseFloat(p.style.width)})),
+        total: row.querySelector('.tb-parts-total').textContent})),
       /** The rows in table order (after sorting and filtering), as plain objects. */
       rows: () => this.shown.map((r) => this.rowInfo(r)),
       /** The op keys of the rows drawn in the table, top to bottom. */

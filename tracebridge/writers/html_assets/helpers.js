@@ -334,3 +334,47 @@ function niceStep(rough) {
   for (const m of [1, 2, 5, 10]) if (m * power >= rough) return m * power;
   return 10 * power;
 }
+
+// ---- where a step's time goes (analysis/run/breakdown.py): its parts, drawn in this order
+const STEP_PARTS = ['ops', 'framework', 'input', 'compile', 'idle'];
+const PART_TITLES = {
+  ops: 'TF ops and kernels (device: kernels and copies)',
+  framework: 'the framework between ops: tf.function calls and their dispatch, the executor, Keras',
+  input: 'the step waiting for its input (tf.data, a dequeue)',
+  compile: 'tracing a tf.function, XLA compiling',
+  idle: 'no event: Python the profiler does not see, or waiting',
+};
+
+/** A row of the stacked bar of one run's median step: ``label``, one piece per part (its
+ *  width ``parts[part] / scale`` of the bar, so that bars drawn to one scale compare), and
+ *  the step's total. */
+function partsBar(label, parts, total, scale) {
+  const row = el('div', 'tb-parts-row');
+  row.appendChild(el('span', 'tb-parts-label', label));
+  const bar = el('div', 'tb-parts-bar');
+  for (const part of STEP_PARTS) {
+    const ns = Math.max(Number(parts[part]) || 0, 0);
+    if (!ns || !(scale > 0)) continue;
+    const piece = el('span', 'tb-part tb-part-' + part);
+    piece.style.width = (100 * ns / scale).toFixed(3) + '%';
+    piece.title = `${part}: ${fmtShort(ns)}, ${(100 * ns / (total || ns)).toFixed(1)}% of the step \u00b7 ${PART_TITLES[part]}`;
+    if (ns / scale >= 0.09) piece.textContent = `${part} ${fmtShort(ns)}`;
+    bar.appendChild(piece);
+  }
+  row.appendChild(bar);
+  row.appendChild(el('span', 'tb-parts-total', fmtShort(total || 0)));
+  return row;
+}
+
+/** The colours of the parts, named. */
+function partsLegend() {
+  const legend = el('div', 'tb-parts-legend');
+  for (const part of STEP_PARTS) {
+    const item = el('span', 'tb-parts-key');
+    item.appendChild(el('span', 'tb-part-swatch tb-part-' + part));
+    item.appendChild(document.createTextNode(part));
+    item.title = PART_TITLES[part];
+    legend.appendChild(item);
+  }
+  return legend;
+}

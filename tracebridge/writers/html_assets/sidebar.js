@@ -10,12 +10,32 @@ class Sidebar {
 
   /** The panels of a one-trace page. */
   addForTrace(data) {
+    this.addParts(data.meta.breakdown);
     this.addDetails();
     this.addTopOps(data.meta.summary);
     this.addInfo(data.meta, 'Trace');
   }
 
   add(section) { this.side.appendChild(section); }
+
+  /** "Step time by part": the median step's parts as a stacked bar (summary's breakdown),
+   *  the device's busy share, what was left out of the median and what the format cannot tell. */
+  addParts(breakdown) {
+    if (!breakdown || !breakdown.parts) return;
+    const panel = el('section', 'tb-panel tb-parts');
+    panel.appendChild(el('h2', null, `Median step by part (${plural((breakdown.steps || []).length, 'step')})`));
+    panel.appendChild(partsBar('step', breakdown.parts, breakdown.median_ns, breakdown.median_ns));
+    panel.appendChild(partsLegend());
+    const device = breakdown.device;
+    if (device) {
+      panel.appendChild(el('p', 'tb-muted', `device busy ${fmtShort(device.busy_ns)}, idle ${fmtShort(device.idle_ns)}: `
+        + `${device.bound}-bound`));
+    }
+    for (const note of [breakdown.steady_note].concat(breakdown.notes || [])) {
+      if (note) panel.appendChild(el('p', 'tb-muted tb-parts-note', note));
+    }
+    this.add(panel);
+  }
 
   /** The "Selected op" panel (showDetails fills it). */
   addDetails() {

@@ -71,13 +71,16 @@ class Matcher:
     graph order where the graphs are known (the same graphs give the same pairs), else in
     order of first occurrence; ``pairs``: the rows made so far."""
 
-    def __init__(self, control: Side, test: Side, in_graph_order: bool, zones: PerSide[dict] | None = None):
+    def __init__(self, control: Side, test: Side, in_graph_order: bool, zones: PerSide[dict] | None = None,
+                 inferred: PerSide[set] | None = None):
         def ordered(side: Side) -> list[str]:
             return sorted(side.names, key=side.order.__getitem__) if in_graph_order else side.names
         self.control, self.test = control, test
         # each op's layer and phase (compare.layers), where both graphs were recorded: no row
         # pairs ops of different layers or phases
         self.zones = zones
+        # ops whose zone is inferred (compare.layers.LayerMap.inferred): grouped, never constrained
+        self.inferred = inferred or PerSide(set(), set())
         self.unmatched_control = {name: control.rewritten[name] for name in ordered(control)}
         self.unmatched_test = {name: test.rewritten[name] for name in ordered(test)}
         self.pairs: list[Pair] = []
@@ -93,17 +96,19 @@ class Matcher:
         phases (an op outside both graphs, an XLA instruction say, constrains nothing)."""
         if self.zones is None:
             return True
-        zones_c = {self.zones.control[n] for n in control_names if n in self.zones.control}
-        zones_t = {self.zones.test[n] for n in test_names if n in self.zones.test}
+        zones_c = {self.zones.control[n] for n in control_names
+                   if n in self.zones.control and n not in self.inferred.control}
+        zones_t = {self.zones.test[n] for n in test_names if n in self.zones.test and n not in self.inferred.test}
         return not zones_c or not zones_t or zones_c == zones_t
 
     def pair(self, control_names: Iterable[str], test_names: Iterable[str], key: str, rule: str,
-             confidence: float = -1.0) -> bool:
+             confidence: float = -1.0, across_zones: bool = False) -> bool:
         """A row of ``rule`` pairing these ops, which leave the unmatched pools;
         ``confidence`` below 0: the rule's own. Refused (False, nothing paired) where the ops
-        are in different layers or phases."""
+        are in different layers or phases, unless ``across_zones`` (an XLA fusion computes
+        several layers' ops, forward and backward, in one kernel: it cannot be split)."""
         control_names, test_names = tuple(control_names), tuple(test_names)
-        if not self.compatible(control_names, test_names):
+        if not across_zones and not self.compatible(control_names, test_names):
             return False
         for name in control_names:
             self.unmatched_control.pop(name, None)
@@ -112,14 +117,14 @@ class Matcher:
         self.pairs.append(Pair(key, rule, control_names, test_names, confidence))
         return True
 
-    def join(self, side_name: str, name: str, row: int) -> bool:
+    def join(self, side_name: str, name: str, row: int, across_zones: bool = False) -> bool:
         """Unmatched op ``name`` of ``side_name`` joins the row at index ``row``; refused
         (False) where the op is in another layer or phase than the row's ops of its side."""
         pair = self.pairs[row]
-        if self.zones is not None:
-            zones = getattr(self.zones, side_name)
-            own = {zones[n] for n in getattr(pair, side_name) if n in zones}
-            if name in zones and own and zones[name] not in own:
+        if self.zones is not None and not across_zones:
+            zones, inferred = getattr(self.zones, side_name), getattr(self.inferred, side_name)
+            own = {zones[n] for n in getattr(pair, side_name) if n in zones and n not in inferred}
+            if name in zones and name not in inferred and own and zones[name] not in own:
                 return False
         setattr(pair, side_name, (*getattr(pair, side_name), name))
         self.unmatched(side_name).pop(name)

@@ -73,7 +73,7 @@ class XlaInstructions(Rule):
             computed = list(dict.fromkeys(op for name in xla_rows for op in ops[name]))
             key = _key(named_by(matcher.side(other_side), others), xla_rows, computed, xla_side)
             pair = (others, xla_rows) if xla_side == "test" else (xla_rows, others)
-            matcher.pair(*pair, key, self.name)
+            matcher.pair(*pair, key, self.name, across_zones=True)
             row_of.update((name, len(matcher.pairs) - 1) for name in xla_rows)
         homes.join_writes(ops, row_of)
 
@@ -221,7 +221,7 @@ class _Homes:
             name = self.names_of.unmatched(self.matcher, self.other_side, other_node)
             value = _value_source(xla.graph, node, computed_by)
             if name and value:
-                self.matcher.join(self.other_side, name, row_of[value])
+                self.matcher.join(self.other_side, name, row_of[value], across_zones=True)
 
     def names(self, unit: tuple) -> list[str]:
         """The other run's ops of ``unit`` no rule has taken yet."""
