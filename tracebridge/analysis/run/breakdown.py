@@ -183,6 +183,13 @@ def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[np.r_[0, breaks + 1]], e[np.r_[breaks, len(e) - 1]]
 
 
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` by a sort: numpy 2's hash-based unique takes seconds on the
+    millions of bounds of a 3M-event trace, where sorting them takes a fraction of one."""
+    values = np.sort(values, kind="stable")  # sorted runs (each part's union) merged, not sorted afresh
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
+
+
 def _covers(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Whether each moment ``t`` lies in the union ``(starts, ends)``."""
     if not len(starts):
@@ -200,7 +207,7 @@ def step_breakdown(trace: Trace, counted=None) -> Breakdown:
     cuts = [np.asarray(s, dtype=np.int64) for pair in spans.values() for s in pair]
     cuts += [np.asarray(s, dtype=np.int64) for s in (device + host if device is not None else ())]
     cuts.append(np.array([s.start_ns for s in steps] + [s.end_ns for s in steps], dtype=np.int64))
-    bounds = np.unique(np.concatenate(cuts)) if cuts else np.zeros(0, dtype=np.int64)
+    bounds = _distinct_sorted(np.concatenate(cuts)) if cuts else np.zeros(0, dtype=np.int64)
     left = bounds[:-1]
     part = np.full(len(left), PARTS.index("idle"), dtype=np.int8)
     for name in reversed(_PRIORITY):  # the first in priority is written last, over the others
