@@ -92,3 +92,20 @@ def test_compiled_totals_of_selected_rows_are_numpys_of_their_copies():
                                      basis[selected], None)
     for ours, theirs in zip(compiled, expected):
         assert np.array_equal(ours, theirs)
+
+
+def test_compiled_union_is_breakdowns_union():
+    """The union of the rows of a few start-ordered runs (breakdown._union_of, by the C loop)
+    against breakdown.union of their copies."""
+    from tracebridge.analysis.run import breakdown
+    if summary._groupc is None:
+        pytest.skip("the C loop is not built here")
+    chance = np.random.default_rng(11)
+    for _ in range(5):
+        start = np.concatenate([np.sort(chance.integers(0, 20_000, int(chance.integers(0, 800))))
+                                for _ in range(int(chance.integers(1, 5)))]).astype(np.int64)
+        end = start + chance.integers(-5, 200, len(start))  # some of no length, or ending before they start
+        rows = chance.random(len(start)) < 0.7
+        ours = breakdown._union_of(start, end, rows)
+        theirs = breakdown.union(start[rows], end[rows])
+        assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
