@@ -92,3 +92,44 @@ def test_compiled_totals_of_selected_rows_are_numpys_of_their_copies():
                                      basis[selected], None)
     for ours, theirs in zip(compiled, expected):
         assert np.array_equal(ours, theirs)
+
+
+def test_compiled_union_is_breakdowns_union():
+    """The union of the rows of a few start-ordered runs (breakdown._union_of, by the C loop)
+    against breakdown.union of their copies."""
+    from tracebridge.analysis.run import breakdown
+    if summary._groupc is None:
+        pytest.skip("the C loop is not built here")
+    chance = np.random.default_rng(11)
+    for _ in range(5):
+        start = np.concatenate([np.sort(chance.integers(0, 20_000, int(chance.integers(0, 800))))
+                                for _ in range(int(chance.integers(1, 5)))]).astype(np.int64)
+        end = start + chance.integers(-5, 200, len(start))  # some of no length, or ending before they start
+        rows = chance.random(len(start)) < 0.7
+        ours = breakdown._union_of(start, end, rows)
+        theirs = breakdown.union(start[rows], end[rows])
+        assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_part_times_from_unions_are_the_segments(seed):
+    """breakdown._part_times (each part what it adds to the union of those before it) against
+    the segmentation the findings read (breakdown._part_timeline), on random parts and steps."""
+    from types import SimpleNamespace
+
+    from tracebridge.analysis.run import breakdown
+    chance = np.random.default_rng(seed)
+
+    def random_union():
+        start = chance.integers(0, 10_000, int(chance.integers(0, 300))).astype(np.int64)
+        return breakdown.union(start, start + chance.integers(0, 400, len(start)))
+
+    spans = {name: random_union() for name in breakdown._PRIORITY}
+    lows = np.sort(chance.integers(0, 10_000, 12))
+    steps = [SimpleNamespace(start_ns=int(lo), end_ns=int(lo + chance.integers(0, 3000))) for lo in lows]
+    starts = np.array([s.start_ns for s in steps], dtype=np.int64)
+    ends = np.array([s.end_ns for s in steps], dtype=np.int64)
+    timeline = breakdown._part_timeline(spans, None, None, steps)
+    ours = breakdown._part_times(spans, starts, ends)
+    for name in breakdown.PARTS:
+        assert np.array_equal(ours[name], timeline.time(name, starts, ends)), name

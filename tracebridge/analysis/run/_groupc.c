@@ -224,10 +224,117 @@ done:
     return result;
 }
 
+/* union(start, end, runs, selected) -> (starts, ends): the union of the intervals of busy()'s
+ * rows as sorted, disjoint stretches (int64 bytearrays), intervals of no length left out (as
+ * tracebridge.analysis.run.breakdown.union does with its sorted copies). Two walks: one counts
+ * the stretches, one writes them. */
+static Py_ssize_t union_walk(const int64_t *start, const int64_t *end, const int64_t *runs, Py_ssize_t count,
+                             const uint8_t *selected, int64_t *starts, int64_t *ends, int *bad) {
+    Py_ssize_t head[MAX_RUNS], stop[MAX_RUNS], found = 0;
+    for (Py_ssize_t r = 0; r < count; r++) {
+        head[r] = runs[r];
+        stop[r] = runs[r + 1];
+        if (stop[r] < head[r])
+            *bad = 1;
+    }
+    int64_t low = 0, reach = 0;
+    int open = 0;
+    while (!*bad) {
+        Py_ssize_t best = -1;
+        for (Py_ssize_t r = 0; r < count; r++)
+            if (head[r] < stop[r] && (best < 0 || start[head[r]] < start[head[best]]))
+                best = r;
+        if (best < 0)
+            break;
+        Py_ssize_t i = head[best]++;
+        int64_t s = start[i], e = end[i];
+        if (head[best] < stop[best] && start[head[best]] < s) {
+            *bad = 1;
+            break;
+        }
+        if ((selected && !selected[i]) || e <= s)
+            continue;
+        if (!open) {
+            low = s, reach = e, open = 1;
+        } else if (s > reach) {
+            if (starts) {
+                starts[found] = low;
+                ends[found] = reach;
+            }
+            found++;
+            low = s, reach = e;
+        } else if (e > reach) {
+            reach = e;
+        }
+    }
+    if (open) {
+        if (starts) {
+            starts[found] = low;
+            ends[found] = reach;
+        }
+        found++;
+    }
+    return found;
+}
+
+static PyObject *interval_union(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *start_object, *end_object, *runs_object, *selected_object = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO|O:union", &start_object, &end_object, &runs_object, &selected_object))
+        return NULL;
+    Py_buffer views[4];
+    int held = 0;
+    PyObject *result = NULL, *starts_object = NULL, *ends_object = NULL;
+    if (!column(start_object, &views[held++], 8, -1, "start"))
+        return NULL;
+    Py_ssize_t rows = views[0].len / 8;
+    if (!column(end_object, &views[held++], 8, rows, "end") || !column(runs_object, &views[held++], 8, -1, "runs"))
+        goto done;
+    const int64_t *start = views[0].buf, *end = views[1].buf, *runs = views[2].buf;
+    const uint8_t *selected = NULL;
+    if (selected_object != Py_None) {
+        if (!column(selected_object, &views[held], 1, rows, "selected"))
+            goto done;
+        selected = views[held++].buf;
+    }
+    Py_ssize_t count = views[2].len / 8 - 1;
+    if (count < 0 || count > MAX_RUNS || runs[0] != 0 || runs[count] != rows) {
+        PyErr_SetString(PyExc_ValueError, "union: runs must go from 0 to the row count, at most 64 of them");
+        goto done;
+    }
+    int bad = 0;
+    Py_ssize_t found;
+    Py_BEGIN_ALLOW_THREADS
+    found = union_walk(start, end, runs, count, selected, NULL, NULL, &bad);
+    Py_END_ALLOW_THREADS
+    if (!bad) {
+        starts_object = PyByteArray_FromStringAndSize(NULL, found * 8);
+        ends_object = starts_object ? PyByteArray_FromStringAndSize(NULL, found * 8) : NULL;
+        if (!ends_object)
+            goto done;
+        int64_t *starts = (int64_t *)PyByteArray_AS_STRING(starts_object);
+        int64_t *ends = (int64_t *)PyByteArray_AS_STRING(ends_object);
+        Py_BEGIN_ALLOW_THREADS
+        union_walk(start, end, runs, count, selected, starts, ends, &bad);
+        Py_END_ALLOW_THREADS
+    }
+    if (bad)
+        PyErr_SetString(PyExc_ValueError, "union: a run is not in start order, or the runs go backwards");
+    else
+        result = Py_BuildValue("(OO)", starts_object, ends_object);
+done:
+    Py_XDECREF(starts_object);
+    Py_XDECREF(ends_object);
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"totals", totals, METH_VARARGS,
      "totals(index, size, basis, counted, host, device, selected=None) -> (occurring, count, sums, hosts, devices, "
      "lows, highs)"},
+    {"union", interval_union, METH_VARARGS,
+     "union(start, end, runs, selected=None) -> (starts, ends): the union of the intervals as stretches"},
     {"busy", busy, METH_VARARGS, "busy(start, end, runs) -> the length of the union of the intervals"},
     {NULL, NULL, 0, NULL},
 };
