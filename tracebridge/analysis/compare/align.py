@@ -171,16 +171,12 @@ class OptimizerUpdates(Rule):
                     label = self.layer_map.label(*zone) if zone[0] is not None else "shared"
                     matcher.pair(zones_c[zone], zones_t[zone], f"{key} ({label})" if len(zones_c) > 1 else key,
                                  self.name)
-            # what XLA compiled has no zone of its own (an update fused with others): the
-            # updates left on each side stay one row, as without layers
-            left_c = [n for n in names_c if n in matcher.unmatched_control
-                      and matcher.zones.control.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE]
-            left_t = [n for n in names_t if n in matcher.unmatched_test and n in matcher.inferred.test]
-            left_c += [n for n in names_c if n in matcher.unmatched_control and n in matcher.inferred.control]
-            left_t += [n for n in names_t if n in matcher.unmatched_test and n not in matcher.inferred.test
-                       and matcher.zones.test.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE] if left_t else []
-            if left_c and left_t:
-                matcher.pair(list(dict.fromkeys(left_c)), list(dict.fromkeys(left_t)), key, self.name, across_zones=True)
+            # what XLA compiled has no zone of its own (an update fused with others): where the
+            # test run's updates left include such, they and the control's left stay one row,
+            # as without layers
+            left_c, left_t = _updates_left(matcher, "control", names_c), _updates_left(matcher, "test", names_t)
+            if left_c and any(n in matcher.inferred.test for n in left_t):
+                matcher.pair(left_c, left_t, key, self.name, across_zones=True)
 
 
 class ByPosition(Rule):
@@ -284,6 +280,13 @@ def _grouped(zone) -> bool:
     return zone[0] is not None or zone[1] not in (Phase.OTHER, UNATTRIBUTED)
 
 
+def _updates_left(matcher: Matcher, side_name: str, names) -> list[str]:
+    """Those of ``names`` still unmatched that update (or whose zone XLA's fusion hides)."""
+    pool, zones, inferred = matcher.unmatched(side_name), getattr(matcher.zones, side_name), \
+        getattr(matcher.inferred, side_name)
+    return [n for n in names if n in pool and (n in inferred or zones.get(n, (None, Phase.UPDATE))[1] == Phase.UPDATE)]
+
+
 def _split_by_zone(names, zones: dict) -> dict:
     """Ops by zone; an op of no zone counts as a shared update."""
     out: dict = defaultdict(list)
@@ -292,9 +295,13 @@ def _split_by_zone(names, zones: dict) -> dict:
     return out
 
 
+def _repeats(side: Side, name: str) -> bool:
+    """Whether an op runs several times a step (in a loop's body)."""
+    return side.count[name] > 1.5 * max(len(side.per_step[name]), 1)
+
+
 def _in_loops(side: Side, names: list[str]) -> bool:
-    """Whether these ops all run several times a step (in a loop's body)."""
-    return all(side.count[n] > 1.5 * max(len(side.per_step[n]), 1) for n in names)
+    return all(_repeats(side, n) for n in names)
 
 
 def looped_against_unrolled(control: Side, test: Side, layer_map: LayerMap) -> set:
@@ -308,9 +315,7 @@ def looped_against_unrolled(control: Side, test: Side, layer_map: LayerMap) -> s
             if zone is None:
                 continue
             ops[zone] += 1
-            steps = max(len(side.per_step[name]), 1)
-            if side.count[name] > 1.5 * steps:
-                repeated[zone] += 1
+            repeated[zone] += _repeats(side, name)
         return {zone: repeated[zone] / ops[zone] for zone in ops}
     shares_c = repeated_share(control, layer_map.zones.control)
     shares_t = repeated_share(test, layer_map.zones.test)

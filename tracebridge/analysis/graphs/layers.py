@@ -437,11 +437,11 @@ def _attribute_updates(graph: Graph, order: list[str], writes: dict[str, str], r
     stepping: dict[str, int] = {}  # writes of a layer's own state (a dropout's seed): its forward work
     for node, variable in writes.items():
         layer = layer_of_variable.get(variable)
+        near = _nearest(graph, node, backward, region) if layer is None else []
         if layer is None:
-            near = _nearest(graph, node, backward, region)
             layers = {layer_of.get(n) for n in near} - {None}
             layer = layers.pop() if len(layers) == 1 else None
-        if layer is None and not _nearest(graph, node, backward, region):
+        if layer is None and not near:
             readers = {layer_of.get(c) for c in _reads(graph, variable) if phase_of.get(c) == Phase.FORWARD}
             if len(readers) == 1 and None not in readers:
                 layer = stepping[node] = readers.pop()

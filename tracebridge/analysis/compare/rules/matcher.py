@@ -96,10 +96,13 @@ class Matcher:
         phases (an op outside both graphs, an XLA instruction say, constrains nothing)."""
         if self.zones is None:
             return True
-        zones_c = {self.zones.control[n] for n in control_names
-                   if n in self.zones.control and n not in self.inferred.control}
-        zones_t = {self.zones.test[n] for n in test_names if n in self.zones.test and n not in self.inferred.test}
+        zones_c, zones_t = self._known_zones("control", control_names), self._known_zones("test", test_names)
         return not zones_c or not zones_t or zones_c == zones_t
+
+    def _known_zones(self, side_name: str, names: Iterable[str]) -> set:
+        """The zones of these ops of ``side_name`` that their graph nodes give (not inferred)."""
+        zones, inferred = getattr(self.zones, side_name), getattr(self.inferred, side_name)
+        return {zones[n] for n in names if n in zones and n not in inferred}
 
     def pair(self, control_names: Iterable[str], test_names: Iterable[str], key: str, rule: str,
              confidence: float = -1.0, across_zones: bool = False) -> bool:
@@ -122,9 +125,8 @@ class Matcher:
         (False) where the op is in another layer or phase than the row's ops of its side."""
         pair = self.pairs[row]
         if self.zones is not None and not across_zones:
-            zones, inferred = getattr(self.zones, side_name), getattr(self.inferred, side_name)
-            own = {zones[n] for n in getattr(pair, side_name) if n in zones and n not in inferred}
-            if name in zones and name not in inferred and own and zones[name] not in own:
+            own, joining = self._known_zones(side_name, getattr(pair, side_name)), self._known_zones(side_name, [name])
+            if own and joining and not joining <= own:
                 return False
         setattr(pair, side_name, (*getattr(pair, side_name), name))
         self.unmatched(side_name).pop(name)
