@@ -230,9 +230,13 @@ def test_an_exception_saves_what_was_captured_and_exits_1_with_its_traceback(scr
 
 
 def test_ctrl_c_saves_what_was_captured_and_exits_130(scripts, tf):
+    # The user's Ctrl-C reaches a terminal's foreground job: where this suite runs with SIGINT
+    # ignored (started in the background by a script), the child would inherit that and Python
+    # would keep ignoring it, so the child gets the default disposition back, as in a terminal.
     process = subprocess.Popen([sys.executable, "-m", "tracebridge", "run", "--steps", "2-100", "-o", "stopped.json",
                                 "interrupted.py"], cwd=scripts, env=_env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in process.stdout:
         if line.startswith("step 6"):
             process.send_signal(signal.SIGINT)
