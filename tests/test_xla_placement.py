@@ -15,9 +15,10 @@ from tracebridge import protos
 from tracebridge.model.accelerator import device_rows, self_times
 from tracebridge.model.hlo import modules_of
 from tracebridge.readers.hlo import hlo_op_map
+from tests.test_xla import gpu_xspace
 
 XSPACES = ["jax_h100_mlp_graphs", "jax_h100_mlp_nographs", "jax_h100_convnet_graphs", "jax_h100_convnet_nographs",
-           "tfprofiler_gpu_multi_worker", "xprof_tpu_inference_2"]
+           "tfprofiler_gpu_multi_worker", "xprof_tpu_inference_2", "jax_encoder_graphs", "jax_encoder_nographs"]
 MODULE_ROW = "XlaModule"  # the row of an XLA event linked to no instruction (its tf_op is "XlaModule:")
 
 
@@ -43,9 +44,9 @@ def instructions(trace) -> list[str | None]:
 
 @pytest.mark.parametrize("name", XSPACES)
 def test_no_corpus_xspace_keeps_device_time_on_the_module(corpus, name):
-    """<= 5% of device time on XlaModule rows, in every corpus XSpace (a property of what the
-    reader makes of each file, not a timing)."""
-    trace = tracebridge.load(corpus / "xspace" / f"{name}.xplane.pb")
+    """<= 5% of device time on XlaModule rows, in every corpus XSpace and the encoder captured
+    for the tests (a property of what the reader makes of each file, not a timing)."""
+    trace = tracebridge.load(gpu_xspace(corpus, name))
     share = module_share(trace)
     print(f"{name}: {share:.1%} of device time on {MODULE_ROW}")
     assert share <= 0.05

@@ -1,16 +1,16 @@
 """XLA events of an XSpace linked to the framework ops they compute, through the HLO.
 
-Every XLA event names its HLO instruction: a GPU kernel or copy by its ``hlo_op`` stat (or,
-inside a CUDA graph where ``hlo_op`` is ``command_buffer_N``, by its own kernel name, the
-instruction's name with '.' as '_'), a CPU thunk by ``hlo_op`` and its own name, a TPU op
-by its name. The instruction's metadata names the framework op (``op_name``): the event's
-row takes that op's name and type, as xprof's framework_op_stats names them, instead of
-``XlaModule``. A fusion that computes several framework ops keeps its own op_name as the
-row (xprof's choice) and gets a ``tf_ops`` stat naming all of them (so does an instruction
-XLA made without metadata, named for itself: the op it computes for, readers/hlo_made.py);
-every linked event gets ``hlo_instruction``, so a by-HLO table can group by instruction. A
-device event that names no instruction by either name (a library's kernel inside a CUDA
-graph) takes one by the order its module runs (readers/xla_order.py), not ``XlaModule``.
+Every XLA event names its HLO instruction: a GPU kernel or copy by its ``hlo_op`` stat, a
+CPU thunk by ``hlo_op`` and its own name, a TPU op by its name. Inside a CUDA graph, where
+``hlo_op`` is ``command_buffer_N``, a kernel takes its instruction by its place in the
+module's schedule, which its kernel's name only confirms (readers/xla_order.py); so does a
+device event that names no instruction by either name, not ``XlaModule``. The
+instruction's metadata names the framework op (``op_name``): the event's row takes that
+op's name and type, as xprof's framework_op_stats names them. A fusion that computes
+several framework ops keeps its own op_name as the row (xprof's choice) and gets a
+``tf_ops`` stat naming all of them (so does an instruction XLA made without metadata, named
+for itself: the op it computes for, readers/hlo_made.py); every linked event gets
+``hlo_instruction``, so a by-HLO table can group by instruction.
 
 The HLO comes from the ``/host:metadata`` plane (one event metadata per module, with the
 ``Hlo Proto`` bytes stat) and from a capture's ``metadata["hlo_modules"]``.
@@ -28,6 +28,7 @@ from ..model.schema import Category
 
 HLO_PROTO_STAT = "Hlo Proto"
 METADATA_PLANE = "/host:metadata"
+COMMAND_BUFFER = "command_buffer"  # the hlo_op of a kernel inside a CUDA graph: command_buffer_N
 # The event stats that link an XLA event to its instruction (they decide its row's name).
 XLA_STATS = frozenset({"hlo_op", "hlo_module", "program_id"})
 
@@ -120,6 +121,7 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
     texts = builder.strings.as_tuple()
     placed: dict[int, tuple[HloModule, HloOp]] = {}
     unplaced: dict[int, HloModule] = {}  # a device event of a known module that names no instruction
+    in_buffers: dict[int, HloModule] = {}  # a device event that ran inside a CUDA graph
     named_op = dict(zip(*stats["hlo_op"])) if "hlo_op" in stats else {}
     # A device event of a module that names no instruction at all (only ``hlo_module``) is
     # found by its kernel's name, or by the order its module runs, as one whose hlo_op is unknown.
@@ -131,16 +133,29 @@ def link_xla_events(builder: TraceBuilder, hlo: HloOpMap, stats: dict, category:
         module = module_of.get(event)
         module = module if isinstance(module, str) else None
         program = integer(program_of.get(event))
-        found = hlo.find_with_module(module, str(hlo_op), program) or \
-            hlo.find_with_module(module, texts[kernel_id[event]], program)
+        found = hlo.find_with_module(module, str(hlo_op), program)
         if found is not None:
             placed[event] = found
-        elif category[event] in device_work:
-            candidates = [m for m in hlo.module(module, program) if m.order]
-            if len(candidates) == 1:
-                unplaced[event] = candidates[0]
+            continue
+        candidates = [m for m in hlo.module(module, program) if m.order] if category[event] in device_work else []
+        if len(candidates) == 1 and str(hlo_op).startswith(COMMAND_BUFFER):
+            in_buffers[event] = candidates[0]  # its kernel's name may be a reused one's: walked below
+            continue
+        found = hlo.find_with_module(module, texts[kernel_id[event]], program)
+        if found is not None:
+            placed[event] = found
+        elif len(candidates) == 1:
+            unplaced[event] = candidates[0]
+    from .xla_order import align_command_buffers, place_by_order  # only where events name no instruction
+    if in_buffers:
+        aligned = align_command_buffers(in_buffers, placed, device_of_event, start_ns,
+                                        {e: texts[kernel_id[e]] for e in in_buffers})
+        for event, module in in_buffers.items():
+            if event in aligned:
+                placed[event] = module, aligned[event]
+            else:
+                unplaced[event] = module
     ops = {event: instruction for event, (_, instruction) in placed.items()}
-    from .xla_order import place_by_order  # only where a module's events name no instruction
     ops.update(place_by_order(unplaced, placed, device_of_event, start_ns))
     for event in dict.fromkeys(e for e in [*named_op, *unnamed] if e in ops):
         found = ops[event]
