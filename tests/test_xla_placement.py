@@ -18,7 +18,8 @@ from tracebridge.readers.hlo import hlo_op_map
 from tests.test_xla import gpu_xspace
 
 XSPACES = ["jax_h100_mlp_graphs", "jax_h100_mlp_nographs", "jax_h100_convnet_graphs", "jax_h100_convnet_nographs",
-           "tfprofiler_gpu_multi_worker", "xprof_tpu_inference_2", "jax_encoder_graphs", "jax_encoder_nographs"]
+           "tfprofiler_gpu_multi_worker", "xprof_tpu_inference_2", "jax_encoder_graphs", "jax_encoder_nographs",
+           "jax_encoder_cudnn_graphs", "jax_encoder_cudnn_nographs"]
 MODULE_ROW = "XlaModule"  # the row of an XLA event linked to no instruction (its tf_op is "XlaModule:")
 
 

@@ -10,7 +10,8 @@ so the pair is its own reference for which op owns each kernel.
 Needs a CUDA GPU and ``jax[cuda]``; JAX only makes the files, it is no dependency of
 tracebridge. One process a setting, since XLA reads its flags once::
 
-    python tools/gen_gpu_encoder.py --out tests/data/gpu          # both settings
+    python tools/gen_gpu_encoder.py --out tests/data/gpu                       # both settings
+    python tools/gen_gpu_encoder.py --out tests/data/gpu --attention cudnn     # cuDNN's attention
 
 Each file: 3 steps marked with ``StepTraceAnnotation`` after a compiling step, the Python
 tracer off. Layer scopes are ``jax.named_scope`` names (``encoder/layer_N/attention``...),
@@ -40,7 +41,7 @@ SETTINGS = {  # each setting's flags, tried in order until an XLA accepts them
 LAYERS, D_MODEL, HEADS, D_FF, SEQ, BATCH, VOCAB, CLASSES = 4, 256, 8, 1024, 128, 32, 1000, 10
 
 
-def _encoder():
+def _encoder(attention: str):
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -70,9 +71,14 @@ def _encoder():
             h = layer_norm(x, p["ln1"])
             q, k, v = jnp.split(h @ p["qkv"], 3, axis=-1)
             split = lambda t: t.reshape(BATCH, SEQ, HEADS, D_MODEL // HEADS).transpose(0, 2, 1, 3)  # noqa: E731
-            q, k, v = split(q), split(k), split(v)
-            weights = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(D_MODEL // HEADS), axis=-1)
-            mixed = (weights @ v).transpose(0, 2, 1, 3).reshape(BATCH, SEQ, D_MODEL)
+            if attention == "cudnn":  # cuDNN's fused attention: a library call of several kernels
+                q, k, v = (t.reshape(BATCH, SEQ, HEADS, D_MODEL // HEADS).astype(jnp.bfloat16) for t in (q, k, v))
+                mixed = jax.nn.dot_product_attention(q, k, v, implementation="cudnn")
+                mixed = mixed.astype(jnp.float32).reshape(BATCH, SEQ, D_MODEL)
+            else:
+                q, k, v = split(q), split(k), split(v)
+                weights = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(D_MODEL // HEADS), axis=-1)
+                mixed = (weights @ v).transpose(0, 2, 1, 3).reshape(BATCH, SEQ, D_MODEL)
             x = x + mixed @ p["out"]
         with jax.named_scope("feed_forward"):
             h = layer_norm(x, p["ln2"])
@@ -100,11 +106,11 @@ def _encoder():
     return train_step, params, tokens, labels
 
 
-def record(setting: str, out: Path) -> Path:
+def record(setting: str, attention: str, out: Path) -> Path:
     """In this process (XLA_FLAGS already set): compile, then profile three steps."""
     import jax
 
-    step, params, tokens, labels = _encoder()
+    step, params, tokens, labels = _encoder(attention)
     params, _ = step(params, tokens, labels)  # compile outside the profile
     jax.block_until_ready(params)
     options = jax.profiler.ProfileOptions()
@@ -120,30 +126,37 @@ def record(setting: str, out: Path) -> Path:
         found = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
         if len(found) != 1:
             raise SystemExit(f"expected one .xplane.pb, found {found}")
-        target = out / f"jax_encoder_{setting}.xplane.pb"
+        target = out / f"{_stem(attention)}_{setting}.xplane.pb"
         shutil.copy(found[0], target)
     meta = {"jax": jax.__version__, "device": str(jax.devices()[0].device_kind), "XLA_FLAGS": os.environ["XLA_FLAGS"],
             "model": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "d_ff": D_FF, "seq": SEQ,
-                      "batch": BATCH}}
-    (out / f"jax_encoder_{setting}.json").write_text(json.dumps(meta, indent=1) + "\n")
+                      "batch": BATCH, "attention": attention}}
+    (out / f"{_stem(attention)}_{setting}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return target
+
+
+def _stem(attention: str) -> str:
+    return "jax_encoder" if attention == "xla" else f"jax_encoder_{attention}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "tests" / "data" / "gpu")
     parser.add_argument("--setting", choices=sorted(SETTINGS), help="record one setting in this process")
+    parser.add_argument("--attention", choices=["xla", "cudnn"], default="xla",
+                        help="XLA's own attention (the default), or cuDNN's fused one (bf16)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.setting:
-        path = record(args.setting, args.out)
+        path = record(args.setting, args.attention, args.out)
         print(f"{path}: {path.stat().st_size} bytes")
         return 0
     failed = 0
     for setting, alternatives in SETTINGS.items():
         for flags in alternatives:
             env = dict(os.environ, XLA_FLAGS=flags)
-            done = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--setting", setting], env=env)
+            done = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--setting", setting,
+                                   "--attention", args.attention], env=env)
             if done.returncode == 0:
                 break
         failed += done.returncode != 0
