@@ -47,7 +47,7 @@ ISSUE_32 = pytest.mark.xfail(strict=True, reason="issue 32: layer attribution")
 #   the judge places in the backward pass.
 FAILING_TODAY = {
     "compute_rows": {"seq2seq", "tagger"},
-    "matched_time": {"seq2seq", "sparse", "tagger", ("gru", "function")},
+    "matched_time": {"seq2seq", "sparse", "tagger"},
     "layer_rows": {("sparse", "function")},
 }
 

@@ -86,6 +86,9 @@ _CALLS_AND_LOOPS = ("StatefulPartitionedCall", "PartitionedCall", "While", "Stat
 _ACCUMULATORS = frozenset({"TensorListPushBack", "StackPushV2", "TensorArrayWriteV3"})
 # TF ops whose output is the loss of labels against logits
 _LOSS_OPS = frozenset({"SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits"})
+# What a gradient starts from where no value flows back
+_GRADIENT_SEEDS = frozenset({"ZerosLike", "OnesLike"})
+
 
 
 def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
@@ -96,6 +99,10 @@ def attribute(graph: Graph, rank: dict[int, int] | None = None) -> Attribution:
     names = graph.variable_names
     order = _topological(graph)
     backward = {n for n in graph.order if _GRADIENT_SCOPE.search(n)}
+    # The tape makes the zeros of a gradient nothing flows into (a loop's unused outputs)
+    # outside its gradient scope, as a root ``zeros_like``: what only gradients read is theirs.
+    backward |= {n for n in graph.order if graph.types[n] in _GRADIENT_SEEDS and graph.consumers.get(n)
+                 and all(c in backward for c in graph.consumers[n])}
     writes = {n: _written(graph, n, variables) for n in graph.order if _WRITES.match(graph.types[n])}
     writes = {n: v for n, v in writes.items() if v}
     feeds_backward = _ancestors(graph, backward, stop=variables)
