@@ -314,7 +314,10 @@ class Judge:
         in_scope = scoped.__contains__
         for norm in norms:
             after = self.graph.descendants(norm, in_scope)
-            scale = max(after, key=lambda n: len(self.graph.consumers.get(n, ())), default=None)
+            # (not the IdentityN that passes the clipped gradients on: it has as many
+            # consumers, and what reads it is the optimizer's own arithmetic)
+            scale = max((n for n in after if self.graph.types[n] not in ("IdentityN", "Identity")),
+                        key=lambda n: len(self.graph.consumers.get(n, ())), default=None)
             if scale is None:
                 continue
             path = (after & self.graph.ancestors(scale, in_scope)) | {scale}
