@@ -21,14 +21,14 @@ so an op name tells its layer.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jax_profile import profile_steps  # noqa: E402
 
 SETTINGS = {  # each setting's flags, tried in order until an XLA accepts them
     # Library calls (cuBLAS GEMMs, cuDNN) inside graphs, and graphs of any size, as large
@@ -113,21 +113,12 @@ def record(setting: str, attention: str, out: Path) -> Path:
     step, params, tokens, labels = _encoder(attention)
     params, _ = step(params, tokens, labels)  # compile outside the profile
     jax.block_until_ready(params)
-    options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 0
-    options.host_tracer_level = 2
-    with tempfile.TemporaryDirectory() as logdir:
-        jax.profiler.start_trace(logdir, profiler_options=options)
-        for i in range(3):
-            with jax.profiler.StepTraceAnnotation("train", step_num=i):
-                params, value = step(params, tokens, labels)
-                jax.block_until_ready(value)
-        jax.profiler.stop_trace()
-        found = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
-        if len(found) != 1:
-            raise SystemExit(f"expected one .xplane.pb, found {found}")
-        target = out / f"{_stem(attention)}_{setting}.xplane.pb"
-        shutil.copy(found[0], target)
+    state = {"params": params}
+
+    def run_step():
+        state["params"], value = step(state["params"], tokens, labels)
+        jax.block_until_ready(value)
+    target = profile_steps(run_step, out / f"{_stem(attention)}_{setting}.xplane.pb")
     meta = {"jax": jax.__version__, "device": str(jax.devices()[0].device_kind), "XLA_FLAGS": os.environ["XLA_FLAGS"],
             "model": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "d_ff": D_FF, "seq": SEQ,
                       "batch": BATCH, "attention": attention}}

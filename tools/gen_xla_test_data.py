@@ -15,14 +15,14 @@ XLA CPU client. Files stay small (tens of KB each).
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jax_profile import profile_steps  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "tests" / "data" / "xla"
@@ -80,22 +80,12 @@ def record(name: str, build) -> Path:
     step, params, batch = build()
     params = step(params, *batch)  # compile outside the profile
     jax.block_until_ready(params)
-    options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 0
-    options.host_tracer_level = 2
-    with tempfile.TemporaryDirectory() as logdir:
-        jax.profiler.start_trace(logdir, profiler_options=options)
-        for i in range(3):
-            with jax.profiler.StepTraceAnnotation("train", step_num=i):
-                params = step(params, *batch)
-                jax.block_until_ready(params)
-        jax.profiler.stop_trace()
-        found = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
-        if len(found) != 1:
-            raise SystemExit(f"expected one .xplane.pb, found {found}")
-        target = OUT / f"jax_cpu_{name}.xplane.pb"
-        shutil.copy(found[0], target)
-    return target
+    state = {"params": params}
+
+    def run_step():
+        state["params"] = step(state["params"], *batch)
+        jax.block_until_ready(state["params"])
+    return profile_steps(run_step, OUT / f"jax_cpu_{name}.xplane.pb")
 
 
 def main() -> int:
