@@ -43,7 +43,7 @@ from ...model.accelerator import device_rows
 from ...model.schema import Category
 from ...model.trace import Trace
 from .calls import compilations, function_calls, tracings
-from .intervals import AtMoments, Measure, compiled, measure_with, merged, row_measures, start_runs, union
+from .intervals import AtMoments, Measure, compiled, distinct, measure_with, merged, row_measures, start_runs, union
 from .intervals import union_of_rows as _union_of
 from .vocabulary import INPUT_EVENTS, INPUT_OP_TYPES, rows_among, rows_with
 
@@ -181,13 +181,6 @@ def _cumsum(values: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
 
 
-def _distinct_sorted(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` by a sort: numpy 2's hash-based unique takes seconds on the
-    millions of bounds of a 3M-event trace, where sorting them takes a fraction of one."""
-    values = np.sort(values, kind="stable")  # sorted runs (each part's union) merged, not sorted afresh
-    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
-
-
 def _covers(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Whether each moment ``t`` lies in the union ``(starts, ends)``."""
     if not len(starts):
@@ -292,7 +285,7 @@ def _step_times_compiled(trace: Trace, found: "PartRows", runs: np.ndarray, star
     if found.device is not None:
         levels += [(_ROW_BITS["device"], _stretches([])), (_ROW_BITS["host"], found.compile)]
         levels += [(mask | _ROW_BITS["device"], extra) for mask, extra in levels[:covered]]
-    moments = np.unique(np.concatenate([starts, ends] + [bound for _, extra in levels for bound in extra]))
+    moments = distinct(np.concatenate([starts, ends] + [bound for _, extra in levels for bound in extra]))
     measured = row_measures(ops["start_ns"], ops["end_ns"], runs, bits, [mask for mask, _ in levels], moments)
     del bits
 
@@ -332,7 +325,7 @@ def _part_timeline(spans: dict, device, host, steps) -> PartTimeline:
     cuts = [np.asarray(s, dtype=np.int64) for pair in spans.values() for s in pair]
     cuts += [np.asarray(s, dtype=np.int64) for s in (device + host if device is not None else ())]
     cuts.append(np.array([s.start_ns for s in steps] + [s.end_ns for s in steps], dtype=np.int64))
-    bounds = _distinct_sorted(np.concatenate(cuts)) if cuts else np.zeros(0, dtype=np.int64)
+    bounds = distinct(np.concatenate(cuts)) if cuts else np.zeros(0, dtype=np.int64)
     left = bounds[:-1]
     part = np.full(len(left), PARTS.index("idle"), dtype=np.int8)
     for name in reversed(_PRIORITY):  # the first in priority is written last, over the others

@@ -36,6 +36,14 @@ def start_runs(start: np.ndarray) -> np.ndarray | None:
     return np.concatenate([[0], breaks, [len(start)]]).astype(np.int64)
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` by a sort: numpy 2's hash-based unique takes seconds on the
+    millions of bounds of a 3M-event trace, where sorting them takes a fraction of one, and
+    its first call imports ``numpy.ma`` (15 ms of a summary)."""
+    values = np.sort(values, kind="stable")  # sorted runs (each part's union) merged, not sorted afresh
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
+
+
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals as sorted, disjoint ``(starts, ends)``. As in
     :func:`~tracebridge.model.accelerator.busy_ns`: starts and ends sorted apart, a gap where
@@ -150,5 +158,5 @@ def row_measures(start: np.ndarray, end: np.ndarray, runs: np.ndarray, bits: np.
     return np.frombuffer(values, dtype=np.int64).reshape(len(masks), len(moments))
 
 
-__all__ = ["AtMoments", "MAX_RUNS", "Measure", "compiled", "measure", "measure_with", "merged", "row_measures",
+__all__ = ["AtMoments", "MAX_RUNS", "Measure", "compiled", "distinct", "measure", "measure_with", "merged", "row_measures",
            "start_runs", "union", "union_of_rows"]
