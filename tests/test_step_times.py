@@ -195,3 +195,13 @@ def test_a_union_looked_up_off_its_moments_is_an_error():
         at([5])
     with pytest.raises(ValueError):
         at([11])
+
+
+# --- the masks the breakdown reads -----------------------------------------------------------
+@pytest.mark.parametrize("count", [0, 1, 3, 16, 17, 40])
+def test_rows_among_are_np_isins(count):
+    from tracebridge.analysis.run.vocabulary import rows_among
+    chance = np.random.default_rng(count)
+    for values in (chance.integers(-5, 300, 5000).astype(np.int32), chance.integers(0, 9, 5000).astype(np.uint8)):
+        ids = chance.integers(-5, 300, count).tolist()
+        assert np.array_equal(rows_among(values, ids), np.isin(values, ids))
