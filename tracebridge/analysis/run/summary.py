@@ -7,7 +7,6 @@ ops costs milliseconds, not a Python loop.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,7 +20,10 @@ from ...model.trace import Trace
 from ..common.tables import csv_text, ms, plural
 from ..common.xla import hlo_rows
 from .breakdown import PARTS, step_breakdown
+from .intervals import compiled as _compiled  # whether the C loops run
+from .intervals import start_runs
 from .steady import select_steps
+from .vocabulary import rows_among
 
 try:  # the per-key totals as one C loop (setup.py builds it where a C compiler is found)
     from . import _groupc
@@ -110,7 +112,7 @@ def counted_rows(trace: Trace) -> tuple[np.ndarray, str]:
     and copies (a TPU profile), else every row."""
     category = trace.ops["category"]
     for wanted, label in (((Category.OP,), "op"), ((Category.DEVICE, Category.MEMCPY), "device+memcpy")):
-        mask = np.isin(category, wanted)
+        mask = rows_among(category, wanted)
         if mask.any():
             return mask, label
     return np.ones(len(trace), dtype=bool), "all"
@@ -221,15 +223,21 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None, war
         row["key"] = str(devices[index])
         row["busy_ns"] = busy[index]
         row["idle_ns"] = span - row["busy_ns"]
+    by_op, by_type = group(ops["name"], trace.strings), group(ops["op_type"], trace.strings)
+    by_kernel = _kernels(trace, device, device_time, top) if time == "device" else []
+    op_count = int(mask.sum())
+    # The step breakdown last, once the grouped columns are gone (3M rows: 24 MB each).
+    grouped_counted = grouped_basis = grouped_host = grouped_device = selected = either = None
+    del device_time, mask
     steps, breakdown = _steps_and_breakdown(trace, warmup)
     return Summary(
-        total_ns=total, op_count=int(mask.sum()), counted=counted, time=time, total_span_ns=span,
+        total_ns=total, op_count=op_count, counted=counted, time=time, total_span_ns=span,
         counted_as=counted_words(trace, counted),
         steps=steps, breakdown=breakdown,
-        by_op=group(ops["name"], trace.strings),
-        by_type=group(ops["op_type"], trace.strings),
+        by_op=by_op,
+        by_type=by_type,
         by_device=by_device,
-        by_kernel=_kernels(trace, device, device_time, top) if time == "device" else [],
+        by_kernel=by_kernel,
         by_hlo=by_hlo,
     )
 
@@ -262,13 +270,20 @@ def _busy_by_device(ops, either: np.ndarray) -> dict[int, int]:
     device = ops["device"]
     if not len(device):
         return {}
+    start, end = ops["start_ns"], ops["end_ns"]
     everything = bool(either.all())
-    seen = np.zeros(int(device.max()) + 1, dtype=bool)
-    seen[device if everything else device[either]] = True
-    present = np.flatnonzero(seen)
-    if len(present) == 1 and everything:
-        return {int(present[0]): _busy(ops["start_ns"], ops["end_ns"])}
-    return {index: _busy(ops["start_ns"], ops["end_ns"], either & (device == index)) for index in present.tolist()}
+    try:  # the devices with rows, counted without a copy of the rows' devices (3M rows: 12 MB)
+        present = np.flatnonzero(np.bincount(device)).tolist()
+    except ValueError:  # a negative device number: every number seen among the rows
+        present = np.unique(device).tolist()
+    if len(present) == 1:  # one device: its rows are the ``either`` rows
+        return {present[0]: _busy(start, end, None if everything else either)} if everything or either.any() else {}
+    busy = {}
+    for index in present:
+        rows = either & (device == index)
+        if rows.any():
+            busy[index] = _busy(start, end, rows)
+    return busy
 
 
 def _busy(start: np.ndarray, end: np.ndarray, rows: np.ndarray | None = None) -> int:
@@ -276,17 +291,15 @@ def _busy(start: np.ndarray, end: np.ndarray, rows: np.ndarray | None = None) ->
     runs in start order (an XSpace's lines), the C loop merges the runs, without busy_ns's
     sorted copies (3M rows: 48 MB)."""
     if _compiled() and len(start):
-        runs = np.flatnonzero(start[1:] < start[:-1]) + 1
-        if len(runs) < 64 and not np.any(end < start):
-            return _groupc.busy(start, end, np.concatenate([[0], runs, [len(start)]]).astype(np.int64), rows)
+        runs = start_runs(start)
+        if runs is not None:
+            try:
+                return _groupc.busy(start, end, runs, rows)
+            except ValueError:  # an end before its start: busy_ns leaves it out
+                pass
     if rows is None:
         return busy_ns(start, end)
     return busy_ns(start[rows], end[rows], scratch=True)
-
-
-def _compiled() -> bool:
-    """Whether the C loops of ``_groupc`` run: built, and ``TRACEBRIDGE_PURE_WIRE`` not 1."""
-    return _groupc is not None and os.environ.get("TRACEBRIDGE_PURE_WIRE") != "1"
 
 
 def _group(keys: np.ndarray, counted: np.ndarray, basis: np.ndarray, device_ns: np.ndarray | None,

@@ -123,7 +123,27 @@ def rows_with(trace: Trace, column: str, flag: str) -> np.ndarray:
     """Rows whose ``column`` string (``name``, ``op_type``) has ``flag``."""
     if not len(trace):
         return np.zeros(0, dtype=bool)
-    return flags(trace)[flag][trace.ops[column]]
+    having = flags(trace)[flag]
+    ids = np.flatnonzero(having)
+    return rows_among(trace.ops[column], ids) if len(ids) <= _FEW else having[trace.ops[column]]
+
+
+_FEW = 16  # ids that rows_among compares one by one
+
+
+def rows_among(values: np.ndarray, ids) -> np.ndarray:
+    """Whether each of ``values`` (ids: a column of string, lane or step ids) is one of
+    ``ids``. A few are compared one by one: a pass of 3M rows takes half a millisecond, where
+    ``np.isin`` takes 20 and a flag per id looked up 5; no id at all costs no pass."""
+    ids = np.asarray(ids).ravel().tolist()
+    if len(ids) > _FEW:
+        return np.isin(values, ids)
+    if not ids:
+        return np.zeros(len(values), dtype=bool)
+    found = values == ids[0]
+    for value in ids[1:]:
+        found |= values == value
+    return found
 
 
 def named(trace: Trace, name: str) -> np.ndarray:
@@ -132,4 +152,4 @@ def named(trace: Trace, name: str) -> np.ndarray:
 
 
 __all__ = ["COMPILE_EVENTS", "FUNCTION", "GRAPH_BUILDING", "INPUT_EVENTS", "INPUT_OP_TYPES", "ITERATOR_EVENTS",
-           "ITERATOR_OPS", "KERAS_FUNCTIONS", "VARIABLES", "flags", "kept", "named", "rows_with"]
+           "ITERATOR_OPS", "KERAS_FUNCTIONS", "VARIABLES", "flags", "kept", "named", "rows_among", "rows_with"]
