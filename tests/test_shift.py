@@ -1,0 +1,52 @@
+"""The step statistics findings decide on (analysis/common/shift.py): a median's bounds are
+order statistics, at any number of steps. Exact arithmetic, no timing."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from tracebridge.analysis.common.shift import median_bounds
+
+
+def _rank_by_definition(n: int, level: float) -> int:
+    """The largest k with P(Binomial(n, 1/2) <= k - 1) <= 1 - level, in exact fractions."""
+    alpha = Fraction(1.0 - level)
+    cumulative, k = Fraction(0), 0
+    for j in range(n + 1):
+        cumulative += Fraction(math.comb(n, j), 2 ** n)
+        if cumulative > alpha:
+            break
+        k += 1
+    return max(k, 1)
+
+
+@pytest.mark.parametrize("level", [0.5, 0.9, 0.95, 0.99])
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 9, 20, 63, 64, 65, 100, 257])
+def test_median_bounds_are_the_order_statistics_the_binomial_gives(n, level):
+    """The bounds are the k-th smallest and largest of the steps, k by the definition. (At
+    64 steps and more, the cumulative counts outgrew int64 and the bounds were garbage.)"""
+    values = np.arange(n, dtype=np.float64)[::-1] * 3.0  # any order: the bounds sort them
+    k = _rank_by_definition(n, level)
+    bounds = median_bounds(values, level)
+    assert (bounds.low, bounds.high) == (3.0 * (k - 1), 3.0 * (n - k)) and bounds.steps == n
+    assert bounds.low <= bounds.median <= bounds.high
+
+
+def test_median_bounds_of_a_long_profile():
+    """1,500 steps (a long profile; 2.0 ** n overflowed past 1,023): about the median plus or
+    minus 1.645 of the binomial's standard deviations, sqrt(n) / 2 (one-sided 95%)."""
+    n = 1500
+    bounds = median_bounds(np.arange(n, dtype=np.float64), 0.95)
+    half_width = 1.645 * math.sqrt(n) / 2
+    assert bounds.median == (n - 1) / 2
+    assert abs((bounds.median - bounds.low) - half_width) <= 2
+    assert bounds.high - bounds.median == bounds.median - bounds.low
+
+
+def test_median_bounds_of_too_few_steps_are_the_extremes():
+    bounds = median_bounds([4.0, 1.0, 2.0], 0.95)
+    assert (bounds.low, bounds.median, bounds.high) == (1.0, 2.0, 4.0)
