@@ -28,7 +28,7 @@ def _rank_by_definition(n: int, level: float) -> int:
 @pytest.mark.parametrize("n", [1, 2, 5, 6, 9, 20, 63, 64, 65, 100, 257])
 def test_median_bounds_are_the_order_statistics_the_binomial_gives(n, level):
     """The bounds are the k-th smallest and largest of the steps, k by the definition. (At
-    64 steps and more, the cumulative counts outgrew int64 and the bounds were garbage.)"""
+    64 and 66 steps the cumulative counts overflowed int64, and the bounds were out of range.)"""
     values = np.arange(n, dtype=np.float64)[::-1] * 3.0  # any order: the bounds sort them
     k = _rank_by_definition(n, level)
     bounds = median_bounds(values, level)
