@@ -177,7 +177,7 @@ def test_time_inside_a_function_call_is_call_overhead_not_a_gap(timed):
     good = timed["tf2_good"]
     calls = function_calls(good)
     view = StepView(good)
-    assert [len(view.rows_in(calls, step)) for step in view.steps] == [1] * 5  # one call a step
+    assert [len(rows) for rows in view.rows_per_step(calls)] == [1] * 5  # one call a step
     measure = host_gaps(view, [])
     overhead = measure.call_overhead_ns_per_step
     assert all(ns > 0 for ns in overhead)

@@ -80,9 +80,14 @@ class StepView:
         ops = self.trace.ops
         return (np.maximum(ops["start_ns"][rows], step.start_ns), np.minimum(ops["end_ns"][rows], step.end_ns))
 
-    def rows_in(self, mask: np.ndarray, step) -> np.ndarray:
+    def rows_per_step(self, mask: np.ndarray) -> list[np.ndarray]:
+        """The rows of ``mask`` that overlap each step looked at, in order. The mask's rows
+        are found once and each step picks among them: a step at a time over all rows made
+        advise quadratic in the steps (2.5 min for 1,500 steps of 3M events)."""
         ops = self.trace.ops
-        return np.flatnonzero(mask & (ops["end_ns"] > step.start_ns) & (ops["start_ns"] < step.end_ns))
+        rows = np.flatnonzero(mask)
+        starts, ends = ops["start_ns"][rows], ops["end_ns"][rows]
+        return [rows[(ends > step.start_ns) & (starts < step.end_ns)] for step in self.steps]
 
     def step_of(self, time_ns: int) -> int | None:
         """The index (into :attr:`steps`) of the step looked at that holds ``time_ns``."""
@@ -109,8 +114,7 @@ def eager_ops(view: StepView) -> EagerOpsEvidence:
     eager = view.where("name", is_eager_name) & ~view.where("op_type", is_framework_eager_op) & \
         (ops["category"] == Category.OP)
     spans, per_step, types = [], [], Counter()
-    for step in view.steps:
-        rows = view.rows_in(eager, step)
+    for step, rows in zip(view.steps, view.rows_per_step(eager)):
         per_step.append(len(rows))
         if len(rows):
             start, end = view.clipped(rows, step)
@@ -137,8 +141,8 @@ def retracing(view: StepView) -> RetracingEvidence:
         if k is not None:
             counted_in[tracing.row] = k
     spans, tracing_events, retracings, functions = [], [], [], set()
-    for k, step in enumerate(view.steps):
-        tracing_events.append(len(view.rows_in(building, step)))
+    for k, (step, building_rows) in enumerate(zip(view.steps, view.rows_per_step(building))):
+        tracing_events.append(len(building_rows))
         again = [t for t in found if counted_in.get(t.row) == k and t.retracing]
         retracings.append(len(again))
         for tracing in again:
@@ -203,11 +207,11 @@ def input_wait(view: StepView) -> InputWaitEvidence:
     waiting = input_rows(view.trace)
     timeline = view.breakdown.timeline
     per_step, spans, found = [], [], Counter()
-    for step in view.steps:
+    for step, rows in zip(view.steps, view.rows_per_step(waiting)):
         stretches = timeline.stretches("input", step.start_ns, step.end_ns)
         per_step.append(sum(e - s for s, e in stretches))
         spans += stretches
-        found.update(view.name_of(r) for r in view.rows_in(waiting, step).tolist())
+        found.update(view.name_of(r) for r in rows.tolist())
     return InputWaitEvidence(view.share(sum(per_step)), per_step, dict(found), view.numbers(), spans)
 
 
@@ -224,7 +228,8 @@ def host_gaps(view: StepView, explained: Sections) -> HostGapsEvidence:
     the step's ``framework`` part (``framework_overhead``'s), reported here as
     ``call_overhead_ns_per_step``."""
     timeline = view.breakdown.timeline
-    gaps, longest, holes, overhead = [], [], [], []
+    gaps, longest, holes = [], [], []
+    overhead = _step_times(view, "framework")
     for step in view.steps:
         inside = [(max(s, step.start_ns), min(e, step.end_ns)) for s, e in explained
                   if e > step.start_ns and s < step.end_ns]
@@ -232,7 +237,6 @@ def host_gaps(view: StepView, explained: Sections) -> HostGapsEvidence:
         gaps.append(sum(e - s for s, e in step_holes))
         longest.append(max((e - s for s, e in step_holes), default=0))
         holes += step_holes
-        overhead.append(int(timeline.time("framework", [step.start_ns], [step.end_ns])[0]))
     return HostGapsEvidence(view.share(sum(gaps)), gaps, longest, overhead, view.numbers(),
                             _python_in(view, holes) or None)
 
@@ -247,16 +251,23 @@ def framework_overhead(view: StepView, explained: Sections) -> FrameworkEvidence
     the fix."""
     timeline = view.breakdown.timeline
     calls = function_calls(view.trace)
-    framework, ops_time, per_call = [], [], []
+    framework = []
+    ops_time = _step_times(view, "ops")
+    per_call = [len(rows) for rows in view.rows_per_step(calls)]
     for step in view.steps:
         own = timeline.stretches("framework", step.start_ns, step.end_ns)
         inside = [(max(s, step.start_ns), min(e, step.end_ns)) for s, e in explained
                   if e > step.start_ns and s < step.end_ns]
         framework.append(sum(e - s for s, e in _less(own, inside)))
-        ops_time.append(int(timeline.time("ops", [step.start_ns], [step.end_ns])[0]))
-        per_call.append(len(view.rows_in(calls, step)))
     return FrameworkEvidence(view.share(sum(framework)), framework, ops_time, per_call, view.breakdown.api,
                              view.numbers())
+
+
+def _step_times(view: StepView, part: str) -> list[int]:
+    """``part``'s time in each step looked at, in one query of the timeline."""
+    starts = np.array([step.start_ns for step in view.steps], dtype=np.int64)
+    ends = np.array([step.end_ns for step in view.steps], dtype=np.int64)
+    return view.breakdown.timeline.time(part, starts, ends).tolist()
 
 
 def _less(stretches: list[tuple[int, int]], taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
