@@ -1,5 +1,6 @@
 """The step statistics findings decide on (analysis/common/shift.py): a median's bounds are
-order statistics, at any number of steps. Exact arithmetic, no timing."""
+order statistics, and a shift's estimate and bounds the ranked test - control differences, at
+any number of steps. Exact arithmetic, no timing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tracebridge.analysis.common.shift import median_bounds
+from tracebridge.analysis.common import shift as shift_module
+from tracebridge.analysis.common.shift import median_bounds, shift
 
 
 def _rank_by_definition(n: int, level: float) -> int:
@@ -50,3 +52,32 @@ def test_median_bounds_of_a_long_profile():
 def test_median_bounds_of_too_few_steps_are_the_extremes():
     bounds = median_bounds([4.0, 1.0, 2.0], 0.95)
     assert (bounds.low, bounds.median, bounds.high) == (1.0, 2.0, 4.0)
+
+
+def _sorted_shift(control, test, level: float = 0.95) -> tuple[float, float, float]:
+    """The shift by its definition: every test - control difference, sorted."""
+    differences = np.sort(np.subtract.outer(np.asarray(test, float), np.asarray(control, float)).ravel())
+    k = shift_module._rank_of_bound(len(control), len(test), 1.0 - level)
+    return float(np.median(differences)), float(differences[k - 1]), float(differences[-k])
+
+
+@pytest.mark.parametrize("scale", [3, 1_000, 10 ** 6, 10 ** 11])
+def test_shift_by_counting_is_the_shift_by_sorting(monkeypatch, scale):
+    """Past 100,000 differences (long profiles: 1,500 steps a side) the estimate and bounds
+    are ranked by counting; they are the very differences sorting gives, ties included."""
+    rng = np.random.default_rng(scale)
+    monkeypatch.setattr(shift_module, "_SORTED_UP_TO", 0)
+    for _ in range(40):
+        m, n = (int(x) for x in rng.integers(1, 300, 2))
+        control = rng.integers(0, scale, m).astype(float)
+        test = (rng.integers(0, scale, n) + rng.integers(-scale // 10 - 1, scale // 5 + 1)).astype(float)
+        found = shift(control, test)
+        assert (found.estimate_ns, found.low_ns, found.high_ns) == _sorted_shift(control, test)
+
+
+def test_shift_of_fractions_is_sorted(monkeypatch):
+    """Values that are not whole numbers (shares) take the sorting path, whatever their count."""
+    monkeypatch.setattr(shift_module, "_SORTED_UP_TO", 0)
+    control, test = np.linspace(0.1, 0.5, 50), np.linspace(0.2, 0.7, 60)
+    found = shift(control, test)
+    assert (found.estimate_ns, found.low_ns, found.high_ns) == _sorted_shift(control, test)
