@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,3 +82,25 @@ def test_shift_of_fractions_is_sorted(monkeypatch):
     control, test = np.linspace(0.1, 0.5, 50), np.linspace(0.2, 0.7, 60)
     found = shift(control, test)
     assert (found.estimate_ns, found.low_ns, found.high_ns) == _sorted_shift(control, test)
+
+
+@pytest.mark.parametrize("cells", [64, 1 << 22])
+def test_per_step_medians_are_each_names_median_step_sum(monkeypatch, cells):
+    """The findings' per-op medians (a table summed a block of names at a time: here a few
+    names, or all) are, name by name, the median over the steps of the op's summed time, on
+    a recorded TF1 LSTM run."""
+    import tracebridge
+    from tracebridge.analysis.findings import pair_measures
+    from tracebridge.analysis.findings.pair_measures import per_step_medians, shared_times
+    from tracebridge.model.schema import Category
+
+    monkeypatch.setattr(pair_measures, "_CELLS", cells)
+    trace = tracebridge.load(Path(__file__).parent / "data" / "recurrent" / "lm_tf1.json.gz")
+    ops, positions = trace.ops, list(range(1, len(trace.steps)))
+    values = shared_times(trace)
+    sums: dict[str, list[float]] = {}
+    for row in np.flatnonzero(np.isin(ops["step"], positions) & (ops["category"] == Category.OP)).tolist():
+        per_step = sums.setdefault(trace.strings[int(ops["name"][row])], [0.0] * len(positions))
+        per_step[positions.index(int(ops["step"][row]))] += values[row]
+    assert len(sums) > 1000
+    assert per_step_medians(trace, values, positions) == {name: float(np.median(v)) for name, v in sums.items()}

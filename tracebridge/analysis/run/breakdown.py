@@ -117,6 +117,7 @@ class PartTimeline:
         self.bounds = bounds                  # segment k is [bounds[k], bounds[k + 1])
         self.part, self.device, self.host = part, device, host
         self._cumulative: dict[str, np.ndarray] = {}
+        self._flagged: dict[str, np.ndarray] = {}  # kept: the findings ask a step at a time
 
     def _flags(self, what: str) -> np.ndarray:
         """Per segment, whether it is ``what``: a part, ``device_busy``, ``device_idle:<part>``
@@ -125,9 +126,12 @@ class PartTimeline:
             return self.device
         if what == "host_busy":
             return self.host
-        if what.startswith("device_idle:"):
-            return (self.part == PARTS.index(what.split(":", 1)[1])) & ~self.device
-        return self.part == PARTS.index(what)
+        if what not in self._flagged:
+            if what.startswith("device_idle:"):
+                self._flagged[what] = (self.part == PARTS.index(what.split(":", 1)[1])) & ~self.device
+            else:
+                self._flagged[what] = self.part == PARTS.index(what)
+        return self._flagged[what]
 
     def _sums(self, what: str) -> np.ndarray:
         if what not in self._cumulative:
