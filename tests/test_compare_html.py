@@ -232,7 +232,7 @@ def test_compare_page_both_runs_and_coverage(pages, browser):
         box = opened.page.locator(".tb-device .tb-canvas-wrap").last.bounding_box()
         opened.page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 5)
         opened.page.mouse.wheel(0, -400)
-        opened.page.wait_for_timeout(50)
+        opened.wait_for_new_range(before)
         after = opened.range()
         assert after[1] - after[0] < (before[1] - before[0]) * 0.8
         assert opened.js("() => tracebridge.timelines.map(t => t.page.range.t0)") == [after[0], after[0]]
@@ -434,7 +434,10 @@ def test_hostile_names_stay_text(pages, browser):
         page.locator(".tb-diff-table tbody tr").first.click()
         opened.js("() => tracebridge.search('script')")
         page.fill(".tb-diff-filter", "<img")
-        page.wait_for_timeout(300)
+        # the box applies its text after a pause in typing: wait until the table is filtered
+        filtered = [r for r in comparison.rows if "<img" in "\n".join(
+            (r.key, r.op_type, r.rule) + r.names.control + r.names.test).lower()]
+        page.wait_for_function("(n) => tracebridge.compare.rows().length === n", arg=len(filtered), timeout=10_000)
         assert opened.js("() => window.__pwned") is None
         assert opened.js("() => document.querySelectorAll('img, svg, iframe, object, embed, b').length") == 0
         scripts = opened.js("() => Array.from(document.scripts, s => [s.id, s.type])")
@@ -445,7 +448,8 @@ def test_hostile_names_stay_text(pages, browser):
         assert keys == {r.key for r in comparison.rows if "<img" in "\n".join(
             (r.key, r.op_type, r.rule) + r.names.control + r.names.test).lower()} and keys
         page.fill(".tb-diff-filter", "")
-        page.wait_for_timeout(300)
+        page.wait_for_function("(n) => tracebridge.compare.rows().length === n", arg=len(comparison.rows),
+                               timeout=10_000)
         titles = opened.js("() => Array.from(document.querySelectorAll('.tb-diff-table tbody td.tb-fit'), e => e.title)")
         assert set(titles) == {r.key for r in comparison.rows} | {r.op_type for r in comparison.rows}
         formats = opened.js("() => Array.from(document.querySelectorAll('.tb-trace-format'), e => e.textContent)")

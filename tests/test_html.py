@@ -209,6 +209,13 @@ class Opened:
         r = self.js("() => tracebridge.visibleRange()")
         return r["start_ns"], r["end_ns"]
 
+    def wait_for_new_range(self, before: tuple[float, float], timeout_ms: int = 10_000) -> None:
+        """Wait until the visible range is no longer ``before``: the page has handled the
+        wheel or key that changes it (Playwright's wheel does not wait for the handler)."""
+        self.page.wait_for_function(
+            "([a, b]) => { const r = tracebridge.visibleRange(); return r.start_ns !== a || r.end_ns !== b; }",
+            arg=list(before), timeout=timeout_ms)
+
     def shot(self, name: str) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SHOTS / f"{name}.png"))
@@ -301,7 +308,7 @@ def _check_navigation(opened: Opened) -> None:
     x, y = _time_area_point(opened)
     opened.page.mouse.move(x, y)
     opened.page.mouse.wheel(0, -400)
-    opened.page.wait_for_timeout(50)
+    opened.wait_for_new_range((t0, t1))
     z0, z1 = opened.range()
     assert z1 - z0 < (t1 - t0) * 0.8, "the wheel did not zoom in"
     opened.page.mouse.move(5, 5)  # keys zoom around the middle when the mouse is away
@@ -311,7 +318,7 @@ def _check_navigation(opened: Opened) -> None:
                        ("d", lambda a, b: b[0] > a[0])):
         before = opened.range()
         opened.page.keyboard.press(key)
-        opened.page.wait_for_timeout(30)
+        opened.wait_for_new_range(before)
         after = opened.range()
         assert check(before, after), (key, before, after)
     # drag pans
@@ -362,8 +369,9 @@ def _check_steps(opened: Opened, trace: Trace) -> None:
         return
     base = int(trace.ops["start_ns"].min())
     step = trace.steps[len(trace.steps) // 2]
+    before = opened.range()
     opened.page.select_option(".tb-steps", str(step.number))
-    opened.page.wait_for_timeout(50)
+    opened.wait_for_new_range(before)
     t0, t1 = opened.range()
     duration = max(step.duration_ns, 20)
     assert t0 <= step.start_ns - base <= t0 + duration * 0.05, (t0, step)
@@ -550,7 +558,7 @@ def test_hostile_names_stay_text(pages, browser):
         page.locator(".tb-tab").nth(1).click()
         memory = page.locator(".tb-memory .tb-canvas-wrap").bounding_box()
         page.mouse.move(memory["x"] + memory["width"] / 2, memory["y"] + 20)
-        page.wait_for_timeout(200)
+        page.wait_for_function("() => tracebridge.tooltipText().startsWith('Time')", timeout=10_000)  # the memory tip
         assert opened.js("() => window.__pwned") is None
         assert opened.js("() => document.querySelectorAll('img, svg, iframe, object, embed').length") == 0
         scripts = opened.js("() => Array.from(document.scripts, s => [s.id, s.type])")
@@ -606,7 +614,7 @@ def test_many_devices_long_names(pages, browser):
         before = opened.range()
         page.mouse.move(box["x"] + 40, box["y"] + 5)
         page.mouse.wheel(0, 300)
-        page.wait_for_timeout(200)
+        page.wait_for_function("() => document.querySelector('.tb-main').scrollTop > 0", timeout=10_000)
         assert opened.range() == before
         assert opened.js("() => document.querySelector('.tb-main').scrollTop") > 0
         # collapse one, all, expand all
@@ -652,8 +660,10 @@ def test_million_ops_draw_and_interaction(pages, browser):
         x, y = _time_area_point(opened)
         opened.page.mouse.move(x, y)
         opened.page.keyboard.press("w")
+        opened.wait_for_new_range(before)
+        zoomed_by_key = opened.range()
         opened.page.mouse.wheel(0, -200)
-        opened.page.wait_for_timeout(50)
+        opened.wait_for_new_range(zoomed_by_key)
         after = opened.range()
         assert after[1] - after[0] < (before[1] - before[0]) * 0.8
         _hover_and_click(opened, trace, _sample_positions(opened, 2)[:3])

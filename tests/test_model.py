@@ -11,6 +11,7 @@ import pytest
 from tracebridge import Trace, TracebridgeError
 from tracebridge.model.builder import TraceBuilder, _counters_from_allocations
 from tracebridge.model.devices import parse_device
+from tracebridge.model.lanes import first_fit, nested_fit
 
 
 def small_trace() -> Trace:
@@ -59,6 +60,28 @@ def test_lanes_from_timing():
     assert ops["lane"][a] != ops["lane"][b_]
     assert {trace.lanes[i].device for i in ops["lane"].tolist()} == {0, 1}
     assert [lane.name for lane in trace.lanes if lane.device == 0] == ["lane 0", "lane 1"]
+
+
+def test_sub_rows_split_a_partial_overlap_inside_an_enclosing_op():
+    # b and c partly overlap inside a, which encloses both: c starts in b and ends after it
+    # but not after a. The check that used to skip the placement only looked for an op
+    # ending after everything before it, and left all three on row 0.
+    assert nested_fit(np.array([0, 10, 15]), np.array([100, 20, 30])).tolist() == [0, 0, 1]
+    # ops that nest, touch or last no time share row 0
+    assert nested_fit(np.array([0, 0, 5, 10, 10]), np.array([10, 5, 10, 20, 10])).tolist() == [0] * 5
+
+
+def test_sub_rows_keep_ops_apart_in_other_readings_of_their_times():
+    # Apart at the nanosecond, but in the second reading (as a viewer rounds the starts) the
+    # first ends after the second starts: two rows. Nesting a reading turns round: two rows.
+    start, end = np.array([0, 10]), np.array([8, 20])
+    assert nested_fit(start, end).tolist() == [0, 0]
+    assert nested_fit(start, end, [(np.array([0, 6]), np.array([8, 16]))]).tolist() == [0, 1]
+    assert first_fit(start, end).tolist() == [0, 0]
+    assert first_fit(start, end, [(np.array([0, 6]), np.array([8, 16]))]).tolist() == [0, 1]
+    # a step around two ops, the second of which ends after the step as the reading has it
+    start, end = np.array([0, 1, 5]), np.array([10, 4, 10])
+    assert nested_fit(start, end, [(np.array([0, 1, 6]), np.array([10, 4, 11]))]).tolist() == [0, 0, 1]
 
 
 def test_steps_and_extents():

@@ -114,7 +114,16 @@ def check_pftrace(path: Path) -> dict:
             assert not ends or end <= ends[-1], "slices of a track nest"
             ends.append(end)
     counts["tracks"] = len(tracks)
-    return {"counts": counts, "tracks": tracks, "trace": trace}
+    spans = sorted(span for track_spans in closed.values() for span in track_spans)
+    return {"counts": counts, "tracks": tracks, "trace": trace, "spans": spans}
+
+
+def slice_spans(trace) -> list[tuple[int, int]]:
+    """(start, end) of every op and step: the slices a .pftrace of ``trace`` holds, each with
+    its own times when a track's begin/end events pair up as its ops do."""
+    ops = trace.ops
+    return sorted(list(zip(ops["start_ns"].tolist(), ops["end_ns"].tolist()))
+                  + [(s.start_ns, s.end_ns) for s in trace.steps])
 
 
 def chrome_counts(path: Path) -> Counter:
@@ -145,6 +154,7 @@ def test_corpus_pftrace_decodes_with_the_official_schema(corpus, tmp_path, name)
     trace = tracebridge.load(source)
     checked = assert_same_counts(trace, tmp_path, source.name.split(".")[0])
     assert checked["counts"]["slices"] == len(trace) + len(trace.steps)
+    assert checked["spans"] == slice_spans(trace)
     names = {d.process.process_name for d in checked["tracks"].values() if d.HasField("process")}
     assert {d.name for d in trace.devices} <= names
 
@@ -170,6 +180,20 @@ def test_gpu_xspace_layout_flows_and_counters(corpus, tmp_path):
     seen = {names[(p.trusted_packet_sequence_id, a.name_iid)] for p in checked["trace"].packet
             if p.HasField("track_event") for a in p.track_event.debug_annotations}
     assert {"tf_op", "op_type", "step"} <= seen
+
+
+def test_overlapping_transfers_keep_their_times(tmp_path):
+    """RecvTensor transfers that overlap on one device (a TF1 cluster's, most steps) go to
+    the network track and its sub-rows: on one track, the later one's end closed the first
+    one, and both slices got the wrong times."""
+    from tests.test_roundtrip import _transfer_trace
+    trace = _transfer_trace([(100, 500), (300, 800), (900, 1000)], lanes=3)
+    out = tmp_path / "network.pftrace"
+    trace.save(out)
+    checked = check_pftrace(out)
+    assert checked["spans"] == slice_spans(trace)
+    network = [d for d in checked["tracks"].values() if d.HasField("thread") and d.thread.thread_name == "network"]
+    assert len(network) == 2
 
 
 def test_tf1_capture(tf_run, tmp_path):

@@ -136,6 +136,91 @@ def test_busy_time_is_the_union_of_the_intervals(spans, scratch):
         assert np.array_equal(start, given_start) and np.array_equal(end, given_end)
 
 
+def _placed_one_at_a_time(readings, nested: bool) -> list[int]:
+    """The rows nested_fit (``nested``) or first_fit must give, found the plain way: each
+    interval on the lowest row where, in every reading, it nests in (nested_fit) or starts
+    after (first_fit) everything of the row that has not ended before it starts."""
+    rows: list[list[int]] = []
+    placed = []
+    for i in range(len(readings[0][0])):
+        for k, members in enumerate(rows):
+            if all(e[j] <= s[i] or (nested and e[i] <= e[j]) for s, e in readings for j in members):
+                break
+        else:
+            k = len(rows)
+            rows.append([])
+        rows[k].append(i)
+        placed.append(k)
+    return placed
+
+
+@common
+@given(st.lists(st.tuples(st.integers(0, 80), st.integers(-3, 30)), min_size=1, max_size=50),
+       st.lists(st.tuples(st.integers(2, 300), st.integers(0, 299)), max_size=2))
+def test_sub_rows_are_those_placed_one_at_a_time(spans, roundings):
+    """lanes.nested_fit and first_fit (numpy passes, then a loop over the few intervals that
+    need one) against the plain placement, with other readings of the times as a viewer
+    rounds the starts (each start to a grid, the duration kept)."""
+    from tracebridge.model.lanes import first_fit, nested_fit
+    spans = sorted(((s * 100, (s + d) * 100) for s, d in spans), key=lambda span: (span[0], -span[1]))
+    start = np.array([s for s, _ in spans], dtype=np.int64)
+    end = np.array([e for _, e in spans], dtype=np.int64)
+    also = [((start + offset % grid) // grid * grid, (start + offset % grid) // grid * grid + end - start)
+            for grid, offset in roundings]
+    readings = [(start.tolist(), end.tolist())] + [(s.tolist(), e.tolist()) for s, e in also]
+    assert nested_fit(start, end, also).tolist() == _placed_one_at_a_time(readings, nested=True)
+    if (end >= start).all():
+        assert first_fit(start, end, also).tolist() == _placed_one_at_a_time(readings, nested=False)
+
+
+@st.composite
+def close_ops(draw):
+    """Ops as a viewer finds them hard to place: neighbours a few hundred ns apart or
+    overlapping, at nanoseconds since the epoch of today; ops on a source's lane (an XSpace
+    line) with children that end with them, a little before or after; transfers that
+    overlap; steps that overlap."""
+    builder = TraceBuilder({"source_format": "generated"})
+    device = builder.device(draw(devices))
+    line = builder.lane(device, "python")
+    t = 1_795_842_827_258_000_000 + draw(st.integers(0, 999))
+    for number in range(draw(st.integers(1, 2))):
+        step = builder.step(number, start_ns=t + draw(st.integers(-500, 500)))
+        for _ in range(draw(st.integers(1, 12))):
+            duration = draw(st.integers(0, 3000))
+            on_line = draw(st.booleans())
+            builder.add_op(name="op", op_type="MatMul", start_ns=t, end_ns=t + duration, device=device, step=step,
+                           **({"lane": line} if on_line else {}))
+            for _ in range(draw(st.integers(0, 2)) if on_line else 0):
+                child_start = t + draw(st.integers(0, duration))
+                child_end = max(child_start, t + duration + draw(st.integers(-300, 300)))
+                builder.add_op(name="child", op_type="AddV2", start_ns=child_start, end_ns=child_end, device=device,
+                               lane=line, step=step)
+            if draw(st.integers(0, 5)) == 0:
+                recv = builder.add_op(name="RecvTensor", op_type="RecvTensor", start_ns=t + draw(st.integers(0, 500)),
+                                      end_ns=t + duration + draw(st.integers(0, 900)), device=device, step=step)
+                builder.add_row("transfers", op=recv, bytes=64, rate_bps=1e6, src="/job:ps/task:0",
+                                dst="/job:worker/task:0", tensor="t")
+            t += duration + draw(st.integers(-400, 600))
+    return builder.build()
+
+
+@common
+@given(close_ops())
+def test_chrome_threads_nest_as_viewers_read_them(trace):
+    """Every thread of the Chrome trace holds X events that nest or are disjoint: as
+    written, as Perfetto reads the decimals and as a reader of doubles does
+    (tests/helpers/chrome_nesting.py); no device thread has its process's pid as tid."""
+    from tests.helpers import chrome_nesting
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.json"
+        trace.save(path)
+        events = chrome_nesting.events(path)
+        assert chrome_nesting.overlaps_in_any_reading(events) == {}
+        assert not [e for e in events if e.get("ph") == "X" and e["pid"] not in ("0", "1") and e["tid"] == e["pid"]]
+        again = tracebridge.load(path)
+        assert op_keys(again) == op_keys(trace)
+
+
 @common
 @given(traces())
 def test_summary_accounts_for_all_time(trace):

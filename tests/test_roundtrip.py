@@ -1,12 +1,17 @@
-"""StepStats -> model -> StepStats keeps what TF fills, and TF's own tools accept the result."""
+"""StepStats -> model -> StepStats keeps what TF fills, and TF's own tools accept the result;
+the Chrome trace's threads hold events that nest as the viewers read the times."""
 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracebridge
+from tests.helpers import chrome_nesting
 
 # A TF 1.x RunMetadata text dump with GPU compute, stream and memcpy devices, micros only,
 # written from the format's fields as TF 1.x's GPU tracer and executor filled them.
@@ -206,3 +211,217 @@ def test_flows_cross_lanes_and_devices(tmp_path):
         assert ends[flow_id]["bp"] == "e" and ends[flow_id]["name"] == start["name"]
     network = [e for e in events if e["ph"] == "X" and e["name"] == "RecvTensor"]
     assert network and all(e["args"]["bytes"] == 4096 and e["tid"] == 999_999 for e in network)
+
+
+# --------------------------------------------------------------------------- threads as viewers read them
+
+
+def _node(name: str, label: str, start_ns: int, dur_ns: int) -> str:
+    return (f'node_stats {{ node_name: "{name}" all_start_micros: {start_ns // 1000} all_start_nanos: {start_ns} '
+            f'op_start_rel_nanos: 1 op_end_rel_nanos: {dur_ns - 1} all_end_rel_nanos: {dur_ns} '
+            f'all_end_rel_micros: {dur_ns // 1000} timeline_label: "{label}" }}')
+
+
+# Neighbours on the one lane of live TF 2.21 FULL_TRACE steps of the MLP (tests/test_viewers.py's
+# tf1_step), at their nanoseconds: 251 ns and 210 ns apart. As doubles the written starts
+# (1795842827258095.787) are 0.25 us apart, and a viewer adds the duration to the rounded
+# start: the first pair overlaps by 33 ns as Perfetto reads it (it dropped _arg_y_0_1:
+# slice_drop_overlapping_complete_event, the failure of test_tf1_step[perfetto]), the second
+# by 1 ns as speedscope reads it (it ended the wrong frame).
+VIEWER_OVERLAPS = "step_stats { dev_stats { device: \"/job:localhost/replica:0/task:0/device:CPU:0\" " + " ".join([
+    _node("_arg_x_0_0", "_arg_x_0_0 = _Arg()", 1795842827258095787, 801),
+    _node("_arg_y_0_1", "_arg_y_0_1 = _Arg()", 1795842827258096839, 681),
+    _node("_arg_x_0_0", "_arg_x_0_0 = _Arg()", 1795842827308187130, 751),
+    _node("global_step", "global_step = VarHandleOp()", 1795842827308188091, 471),
+]) + " } }\n"
+
+
+def test_chrome_neighbours_that_overlap_as_viewers_read_them_take_two_threads(tmp_path):
+    source = tmp_path / "neighbours.pbtxt"
+    source.write_text(VIEWER_OVERLAPS)
+    trace = tracebridge.load(source)
+    assert len(trace.lanes) == 1  # apart at the nanosecond: one lane
+    out = tmp_path / "neighbours.json"
+    trace.save(out)
+    events = chrome_nesting.events(out)
+    assert chrome_nesting.overlaps_in_any_reading(events) == {}
+    ops = {(e["args"]["name"], e["ts"]): e for e in events if e["ph"] == "X" and e.get("cat") == "Op"}
+    first, second = ops[("_arg_x_0_0", "1795842827258095.787")], ops[("_arg_y_0_1", "1795842827258096.839")]
+    third, fourth = ops[("_arg_x_0_0", "1795842827308187.130")], ops[("global_step", "1795842827308188.091")]
+    assert first["tid"] != second["tid"] and third["tid"] != fourth["tid"]
+    # both threads are the lane's (named as it, sorted after it), and read back as one lane
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name" and e["pid"] == first["pid"]}
+    assert names[first["tid"]] == names[second["tid"]] == "lane 0"
+    again = tracebridge.load(out)
+    assert len(again.lanes) == 1 and len(again) == 4
+
+
+# What Perfetto v52's trace processor made of the writer's decimals, slice by slice (ts or
+# dur as written -> its integer nanoseconds): a double with no fraction times 1000 as an
+# integer, any other one times 1000 as a double.
+PERFETTO_MEASURED = [("1795842827258081.977", 1795842827258082000), ("1795842827258087.425", 1795842827258087424),
+                     ("1795842827258091.571", 1795842827258091520), ("1795842827258095.116", 1795842827258095000),
+                     ("1795842827258095.787", 1795842827258095872), ("1795842827258101.245", 1795842827258101248),
+                     ("1.011", 1011), ("8.413", 8413), ("129.622", 129622)]
+
+
+def test_json_readings_are_the_viewers_times():
+    from decimal import Decimal
+
+    from tracebridge.writers.chrome_threads import json_readings
+    ns = np.array([int(Decimal(text) * 1000) for text, _ in PERFETTO_MEASURED], dtype=np.int64)
+    (perfetto, perfetto_end), (double, double_end) = json_readings(ns, ns + 7)
+    assert perfetto.tolist() == [seen for _, seen in PERFETTO_MEASURED]
+    assert (perfetto_end - perfetto).tolist() == [7] * len(ns)
+    assert perfetto.tolist() == [chrome_nesting.perfetto_ns(text) for text, _ in PERFETTO_MEASURED]
+    # the double nearest the decimal, to the nanosecond: 0.25 us apart at these times
+    assert double.tolist() == [round(Fraction(float(text)) * 1000) for text, _ in PERFETTO_MEASURED]
+    assert double[0] == 1795842827258082000 and double[4] == 1795842827258095750
+    # negative and small times: the written text's value, read as a parser does
+    small = np.array([-1500, -1, 0, 1, 570, 2_047_999, 2_048_001, (1 << 53) + 1001], dtype=np.int64)
+    texts = [f"{'-' if n < 0 else ''}{abs(n) // 1000}.{abs(n) % 1000:03d}" for n in small.tolist()]
+    (perfetto, _), (double, _) = json_readings(small, small)
+    assert perfetto.tolist() == [chrome_nesting.perfetto_ns(t) for t in texts]
+    assert double.tolist() == [round(Fraction(float(t)) * 1000) for t in texts]
+
+
+def _transfer_trace(spans_ns, lanes: int = 1):
+    """Overlapping RecvTensor transfers on one device (as a TF1 cluster's RPC records are),
+    and ``lanes`` ops that all overlap on it."""
+    from tracebridge.model.builder import TraceBuilder
+    builder = TraceBuilder({"source_format": "test"})
+    device = builder.device("/job:worker/replica:0/task:1/device:CPU:0")
+    step = builder.step(0)
+    base = 1_700_000_000_000_000_000
+    for k in range(lanes):
+        builder.add_op(name=f"op{k}", op_type="MatMul", start_ns=base + k, end_ns=base + 5000 + k, device=device,
+                       step=step)
+    for i, (start, end) in enumerate(spans_ns):
+        recv = builder.add_op(name="RecvTensor", op_type="RecvTensor", start_ns=base + start, end_ns=base + end,
+                              device=device, step=step)
+        builder.add_row("transfers", op=recv, bytes=4096, rate_bps=8e6, src="/job:ps/task:0",
+                        dst="/job:worker/task:1", tensor=f"t{i}")
+    return builder.build()
+
+
+def test_chrome_overlapping_transfers_take_network_threads(tmp_path):
+    # A TF1 cluster's RecvTensor records overlap (37 of 40 live steps of tests/conftest.py's
+    # loopback cluster had two on one device at once): all on one network thread, Perfetto
+    # dropped one of each pair.
+    trace = _transfer_trace([(100, 500), (300, 800), (900, 1000)])
+    out = tmp_path / "network.json"
+    trace.save(out)
+    events = chrome_nesting.events(out)
+    assert chrome_nesting.overlaps_in_any_reading(events) == {}
+    recv = [e for e in events if e["ph"] == "X" and e["name"] == "RecvTensor"]
+    assert recv[0]["tid"] == recv[2]["tid"] == "999999" != recv[1]["tid"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    sort_index = {e["tid"]: int(e["args"]["sort_index"]) for e in events if e.get("name") == "thread_sort_index"}
+    assert all(names[e["tid"]] == "network" for e in recv)
+    assert sort_index["999999"] < sort_index[recv[1]["tid"]]  # the network thread, then its sub-row
+    again = tracebridge.load(out)
+    assert again.transfers.rows == 3 and op_spans(again) == op_spans(trace)
+
+
+def test_chrome_no_thread_of_a_device_has_its_pid_as_tid(tmp_path):
+    # Perfetto's JSON importer takes tid 0 for the process's main thread, whose tid is the
+    # pid: lane 2 of the first device (pid 2) shared a track with lane 0 there.
+    trace = _transfer_trace([(100, 500), (300, 800)], lanes=4)
+    out = tmp_path / "lanes.json"
+    trace.save(out)
+    events = chrome_nesting.events(out)
+    ops = [e for e in events if e["ph"] == "X" and e.get("cat") == "Op"]
+    assert {e["pid"] for e in ops} == {"2"}
+    lanes = {e["tid"] for e in ops if e["name"] != "RecvTensor"}
+    network = {e["tid"] for e in ops if e["name"] == "RecvTensor"}
+    assert len(lanes) == 4 and len(network) == 2 and "2" not in lanes | network
+    named = {e["tid"] for e in events if e.get("name") == "thread_name" and e["pid"] == "2"}
+    assert lanes | network <= named and "2" not in named
+    assert chrome_nesting.overlaps_in_any_reading(events) == {}
+
+
+def test_chrome_overlapping_steps_take_step_rows(tmp_path):
+    from tracebridge.model.builder import TraceBuilder
+    builder = TraceBuilder({"source_format": "test"})
+    device = builder.device("/job:localhost/replica:0/task:0/device:CPU:0")
+    base = 1_700_000_000_000_000_000
+    for number, (start, end) in enumerate([(0, 1000), (500, 1500), (1500, 2000)]):
+        step = builder.step(number, start_ns=base + start, end_ns=base + end)
+        builder.add_op(name=f"op{number}", op_type="NoOp", start_ns=base + start + 10, end_ns=base + start + 20,
+                       device=device, step=step)
+    out = tmp_path / "steps.json"
+    builder.build().save(out)
+    events = chrome_nesting.events(out)
+    steps = [e for e in events if e["ph"] == "X" and e["cat"] == "Step"]
+    assert [e["tid"] for e in steps] == ["0", "1", "0"]
+    assert {e["tid"] for e in events if e.get("name") == "thread_name" and e["pid"] == "0"} == {"0", "1"}
+    assert chrome_nesting.overlaps_in_any_reading(events) == {}
+    assert [s.number for s in tracebridge.load(out).steps] == [0, 1, 2]
+
+
+def op_spans(trace) -> list[tuple[str, int, int]]:
+    return sorted((o.name, o.start_ns, o.end_ns) for o in trace.records())
+
+
+NESTING_FILES = ["chrome/ikhlestov_cpu_timeline_01.json", "chrome/ikhlestov_cpu_timeline_02_step_0.json",
+                 "chrome/ikhlestov_gpu_timeline_01.json", "chrome/blackbox_attacks_timeline_01.json",
+                 "chrome/ikhlestov_gpu_timeline_03_merged_5_runs.json",
+                 "xspace/tfprofiler_gpu_multi_worker.xplane.pb", "xspace/xprof_tpu_inference_2.xplane.pb",
+                 "xspace/jax_h100_mlp_nographs.xplane.pb", "xspace/jax_h100_convnet_graphs.xplane.pb"]
+RECORDED_FILES = ["tf1_mlp/run_metadata.pb", "xla/jax_cpu_mlp.xplane.pb", "recurrent/bilstm_tf1.json.gz",
+                  "recurrent/seq2seq_fit.json.gz"]
+
+
+@pytest.mark.parametrize("name", NESTING_FILES + RECORDED_FILES)
+def test_chrome_threads_nest_as_viewers_read_them(corpus, tmp_path, name):
+    """Real traces (the corpus, recorded TF 2.21 and JAX captures): every thread's X events
+    nest or are disjoint as written, as Perfetto reads them and as a reader of doubles does.
+    Before the writer placed ops by the viewers' times, Perfetto dropped ops of all but the
+    smallest of these (155 of bilstm_tf1's 26,796, 2,859 of the TPU file's 25,817)."""
+    source = corpus / name if name in NESTING_FILES else Path(__file__).parent / "data" / name
+    trace = tracebridge.load(source)
+    out = tmp_path / "out.json"
+    trace.save(out, memory=True)
+    events = chrome_nesting.events(out)
+    assert chrome_nesting.overlaps_in_any_reading(events) == {}
+    device_processes = {e["pid"] for e in events if e.get("name") == "process_name"} - {"0", "1"}
+    assert not [e for e in events if e.get("ph") == "X" and e["pid"] in device_processes and e["tid"] == e["pid"]]
+
+
+def test_chrome_threads_of_live_tf1_steps_nest_as_viewers_read_them(tf, tmp_path):
+    """Live TF 2.21 FULL_TRACE steps, as test_viewers.py's tf1_step captures one: an MLP in a
+    Session (one step in ten overlapped as Perfetto reads it, one in 400 as speedscope
+    does), and the loopback cluster's steps with their RecvTensor transfers."""
+    from tests.conftest import loopback_cluster
+    from tests.helpers.tf1_capture import build_mlp, mlp_feed
+
+    v1 = tf.compat.v1
+    options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE)
+
+    def traced_steps(session, fetches, feed, count: int) -> list:
+        session.run(fetches, feed)
+        metadatas = []
+        for _ in range(count):
+            metadatas.append(v1.RunMetadata())
+            session.run(fetches, feed, options=options, run_metadata=metadatas[-1])
+        return metadatas
+
+    graph, x, y, train_op, loss, init = build_mlp(tf)
+    with v1.Session(graph=graph) as session:
+        session.run(init)
+        steps = traced_steps(session, [train_op, loss], mlp_feed(x, y), 100)
+    servers, graph, x, loss, train_op, init = loopback_cluster(tf)
+    with v1.Session(servers[1].target, graph=graph) as session:
+        session.run(init)
+        steps += traced_steps(session, [loss, train_op], {x: np.ones((16, 32), np.float32)}, 10)
+    del servers
+    found = {}
+    for index, metadata in enumerate(steps):
+        source, out = tmp_path / f"step{index}.pb", tmp_path / f"step{index}.json"
+        source.write_bytes(metadata.SerializeToString())
+        tracebridge.load(source).save(out, memory=True)
+        overlaps = chrome_nesting.overlaps_in_any_reading(chrome_nesting.events(out))
+        if overlaps:
+            found[index] = {reading: [(a["name"], a["ts"], a["dur"], b["name"], b["ts"], b["dur"]) for _, a, b in pairs]
+                            for reading, pairs in overlaps.items()}
+    assert not found, found

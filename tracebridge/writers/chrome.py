@@ -38,14 +38,16 @@ from ..errors import OutputError
 from ..model.accelerator import launches
 from ..model.dataflow import dataflow_edges
 from ..model.hlo import HLO_INSTRUCTION, HLO_MODULES, LINK_STATS, TF_OP_SPAN_CAT, framework_ops
-from ..model.lanes import first_fit, op_spans
+from ..model.lanes import first_fit, nested_fit, op_spans
 from ..model.schema import CALL_STATS, Category
 from ..model.trace import Trace
 from ..options import choose_parallelism
-from .chrome_threads import FIRST_DEVICE_PID, NETWORK_TID, local_lane_numbers, pid_tid_texts, pids_and_tids
+from .chrome_threads import (FIRST_DEVICE_PID, NETWORK_LANE, NETWORK_TID, json_readings, local_lane_numbers,
+                             pid_tid_texts, pids_and_tids, thread_ids)
 
 STEPS_PID, ALLOCATORS_PID = 0, 1
 _SORT = 1024  # thread sort index: lane number * _SORT (+ k for its k-th sub-row)
+NETWORK_SORT = 1 << 30  # the network thread's sort index (+ k for its k-th sub-row): after the lanes
 DERIVED_SUFFIX = " (derived)"  # thread names of lanes xprof derived from a device's streams
 _CHUNK = 20_000
 # Below this many events one process writes everything: forking and joining the
@@ -144,6 +146,7 @@ class _Events:
             self.transfers[op] = self.transfers.get(op, "") + text
         self.transfer_ops = np.array(sorted(self.transfers), dtype=np.int64)
         self.tf_op_events, self.tf_op_threads = _tf_op_spans(trace, self.quoted, self.pid, self.tid)
+        self.step_rows = step_rows(trace)
         self.consumer = self.producer = np.zeros(0, dtype=np.int64)
         if dataflow:
             self.producer, self.consumer = cross_lane_flows(trace, self.pid, self.tid)
@@ -167,9 +170,9 @@ class _Events:
 
     def batches(self) -> list[_EventBatch]:
         trace = self.trace
-        threads = (self.sub_row_threads, self.tf_op_threads)
+        threads = (self.sub_row_threads, self.tf_op_threads, int(self.step_rows.max(initial=0)) + 1)
         batches = [_EventBatch(lambda lo, hi: ",\n".join(_metadata_events(trace, self.memory, *threads)), 0, 0, 0.0),
-                   _EventBatch(lambda lo, hi: ",\n".join(_step_events(trace)), 0, 0, 0.0)]
+                   _EventBatch(lambda lo, hi: ",\n".join(_step_events(trace, self.step_rows)), 0, 0, 0.0)]
         if self.tf_op_events:
             batches.append(_EventBatch(lambda lo, hi: ",\n".join(self.tf_op_events), 0, 0,
                                        _COST["ops"] * len(self.tf_op_events)))
@@ -337,16 +340,19 @@ def _append(source, out) -> None:
         shutil.copyfileobj(source, out, 1 << 22)
 
 
-def _metadata_events(trace: Trace, memory: bool, extra_threads: list = (), tf_op_threads: list = ()) -> list[str]:
+def _metadata_events(trace: Trace, memory: bool, extra_threads: list = (), tf_op_threads: list = (),
+                     step_threads: int = 1) -> list[str]:
     events = []
     if trace.steps:
         events.append(_process_name(STEPS_PID, "Steps", -2))
-        events.append(f'{{"ph":"M","name":"thread_name","pid":{STEPS_PID},"tid":0,"args":{{"name":"steps"}}}}')
+        for row in range(step_threads):  # steps that overlap take more rows (step_rows)
+            events.append(f'{{"ph":"M","name":"thread_name","pid":{STEPS_PID},"tid":{row},"args":{{"name":"steps"}}}}')
     if memory and trace.counters.rows:
         events.append(_process_name(ALLOCATORS_PID, "Allocators", -1))
         events.append(f'{{"ph":"M","name":"thread_name","pid":{ALLOCATORS_PID},"tid":0,'
                       f'"args":{{"name":"allocators"}}}}')
     lanes_by_device, network_devices = device_threads(trace, extra_threads)
+    network_sub_rows = {pid - FIRST_DEVICE_PID for pid, _, lane, _ in extra_threads if lane == NETWORK_LANE}
     for index, device in enumerate(trace.devices):
         pid = FIRST_DEVICE_PID + index
         events.append(_process_name(pid, device.name, index))
@@ -361,6 +367,9 @@ def _metadata_events(trace: Trace, memory: bool, extra_threads: list = (), tf_op
         if index in network_devices:
             events.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{NETWORK_TID},'
                           f'"args":{{"name":"network"}}}}')
+            if index in network_sub_rows:  # keeps its sub-rows right after it
+                events.append(f'{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{NETWORK_TID},'
+                              f'"args":{{"sort_index":{NETWORK_SORT}}}}}')
     for pid, tid, name, sort_index in tf_op_threads:
         events.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{_quote(name)}}}}},\n'
                       f'{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},'
@@ -379,9 +388,14 @@ def device_threads(trace: Trace, extra_threads: list = ()) -> tuple[dict[int, li
     labels = [f"{lane.name}{DERIVED_SUFFIX}" if index in derived else lane.name
               for index, lane in enumerate(trace.lanes)]
     for index, lane in enumerate(trace.lanes):  # (tid, name, sort index)
-        lanes_by_device.setdefault(lane.device, []).append((int(local[index]), labels[index], _SORT * int(local[index])))
+        tid = int(thread_ids(int(local[index]), FIRST_DEVICE_PID + lane.device))
+        lanes_by_device.setdefault(lane.device, []).append((tid, labels[index], _SORT * int(local[index])))
     for pid, tid, lane, k in extra_threads:
-        lanes_by_device[pid - FIRST_DEVICE_PID].append((tid, labels[lane], _SORT * int(local[lane]) + min(k, _SORT - 1)))
+        if lane == NETWORK_LANE:  # a sub-row of the network thread
+            thread = (tid, "network", NETWORK_SORT + k)
+        else:
+            thread = (tid, labels[lane], _SORT * int(local[lane]) + min(k, _SORT - 1))
+        lanes_by_device[pid - FIRST_DEVICE_PID].append(thread)
     network_devices = set(trace.ops["device"][trace.transfers["op"]].tolist()) if trace.transfers.rows else set()
     return lanes_by_device, network_devices
 
@@ -404,12 +418,24 @@ def _process_name(pid: int, name: str, sort_index: int) -> str:
             f'{{"ph":"M","name":"process_sort_index","pid":{pid},"args":{{"sort_index":{sort_index}}}}}')
 
 
-def _step_events(trace: Trace) -> list[str]:
+def step_rows(trace: Trace) -> np.ndarray:
+    """The thread (row) of each step on the Steps process: steps that partly overlap, at
+    nanoseconds or as the viewers read the times (chrome_threads.json_readings), take
+    rows after the first."""
+    start = np.array([s.start_ns for s in trace.steps], dtype=np.int64)
+    end = np.array([s.end_ns for s in trace.steps], dtype=np.int64)
+    order = np.lexsort((-end, start))
+    rows = np.zeros(len(start), dtype=np.int64)
+    rows[order] = nested_fit(start[order], end[order], json_readings(start[order], end[order]))
+    return rows
+
+
+def _step_events(trace: Trace, rows: np.ndarray) -> list[str]:
     events = []
-    for step in trace.steps:
+    for step, row in zip(trace.steps, rows.tolist()):
         label = step.name or f"step {step.number}"
         ts, dur = _micros(np.array([step.start_ns, step.end_ns - step.start_ns], dtype=np.int64))
-        events.append(f'{{"ph":"X","cat":"Step","name":{_quote(label)},"pid":{STEPS_PID},"tid":0,'
+        events.append(f'{{"ph":"X","cat":"Step","name":{_quote(label)},"pid":{STEPS_PID},"tid":{row},'
                       f'"ts":{ts},"dur":{dur},"args":{{"step_num":{step.number}}}}}')
     return events
 
@@ -448,10 +474,12 @@ def _tf_op_spans(trace: Trace, quoted: np.ndarray, pid: np.ndarray, tid: np.ndar
         rows = linked[lo:hi]
         lane = int(lanes[lo])
         first, start, end, count = op_spans(rows, ops["start_ns"][rows], ops["end_ns"][rows], ops["name"])
-        sub = first_fit(start, end)
+        sub = first_fit(start, end, json_readings(start, end))  # disjoint as viewers read them too
         device_pid = int(pid[rows[0]])
         tids = []
         for k in range(int(sub.max()) + 1):
+            if next_tid[device_pid] == device_pid:  # not the pid's tid (chrome_threads.thread_ids)
+                next_tid[device_pid] += 1
             tids.append(next_tid[device_pid])
             next_tid[device_pid] += 1
             name = f"{what} · {trace.lanes[lane].name}" + (f" / {k + 1}" if k else "")

@@ -49,7 +49,7 @@ from ..model.lanes import by_group_start, nested_fit
 from ..model.schema import NO_STEP, Category, OutputFlag
 from ..model.trace import Trace
 from ..options import choose_parallelism
-from .chrome import _merged_counters, cross_lane_flows, device_threads
+from .chrome import NETWORK_SORT, _merged_counters, cross_lane_flows, device_threads
 from .chrome_threads import NETWORK_TID, pids_and_tids
 from . import protowire
 from .protowire import (Piece, Ragged, assemble, assemble_into, concat, constant_piece, fixed64_field, matrix_piece,
@@ -170,7 +170,7 @@ class _HostWriter:
 
     def _write_ops(self, trace: Trace, strings: "_StringTable", host: str | None, progress) -> None:
         ops = trace.ops
-        pid, tid, extra = pids_and_tids(trace)
+        pid, tid, extra = pids_and_tids(trace, decimal_times=False)  # exact ns here: no viewer rounds them
         threads, network = device_threads(trace, extra)
         # The tracks in the Chrome trace's order, and each op's track.
         keys, names, parents, ranks = [], [], [], []
@@ -181,9 +181,10 @@ class _HostWriter:
                 (1, process), (3, message_bytes((1, self._pid(FIRST_DEVICE_PID + device_index)), (6, device.name),
                                                 *[(8, label) for label in labels])),
                 (11, CHILD_ORDERING_EXPLICIT), (12, device_index + self.host_index * _PIDS_PER_HOST))))
-            lanes = sorted(threads.get(device_index, []), key=lambda lane: lane[2])
+            lanes = threads.get(device_index, [])
             if device_index in network:
-                lanes.append((NETWORK_TID, "network", 1 << 30))
+                lanes = lanes + [(NETWORK_TID, "network", NETWORK_SORT)]
+            lanes = sorted(lanes, key=lambda lane: lane[2])  # the network thread's sub-rows follow it
             for chrome_tid, name, sort_index in lanes:
                 keys.append((FIRST_DEVICE_PID + device_index, chrome_tid))
                 names.append(name)
