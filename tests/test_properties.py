@@ -21,6 +21,7 @@ import tempfile
 import zlib
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ import tracebridge
 from tests.conftest import CORPUS, HYPOTHESIS_PROFILE, reading_with, wire_decoders
 from tests.helpers import malformed
 from tracebridge.model.accelerator import busy_ns
+from tracebridge.model import lanes
 from tracebridge.model.builder import TraceBuilder
 
 names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -168,7 +170,10 @@ def test_sub_rows_are_those_placed_one_at_a_time(spans, roundings):
     also = [((start + offset % grid) // grid * grid, (start + offset % grid) // grid * grid + end - start)
             for grid, offset in roundings]
     readings = [(start.tolist(), end.tolist())] + [(s.tolist(), e.tolist()) for s, e in also]
-    assert nested_fit(start, end, also).tolist() == _placed_one_at_a_time(readings, nested=True)
+    placed = _placed_one_at_a_time(readings, nested=True)
+    assert nested_fit(start, end, also).tolist() == placed
+    with mock.patch.object(lanes, "_KNOTS_AT_A_TIME", 3):  # a long lane's knots, found a few parts at a time
+        assert nested_fit(start, end, also).tolist() == placed
     if (end >= start).all():
         assert first_fit(start, end, also).tolist() == _placed_one_at_a_time(readings, nested=False)
 
