@@ -90,6 +90,8 @@ BENCHMARKS.append(Benchmark("perfetto", "bench_perfetto.py", ("--repeat", "3", "
 BENCHMARKS.append(Benchmark("peers", "bench_peers.py", ("--pairs", "5", "--large-repeat", "3"),
                             ("--ops", "30", "--steps", "20", "--pairs", "1", "--large-steps", "40",
                              "--large-repeat", "1")))
+BENCHMARKS.append(Benchmark("findings_long", "bench_findings_long.py", ("--repeat", "3"),
+                            ("--ops", "30", "--steps", "20", "--repeat", "1")))
 BY_NAME = {benchmark.name: benchmark for benchmark in BENCHMARKS}
 
 

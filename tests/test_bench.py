@@ -42,6 +42,8 @@ QUICK_ROWS = {
     "XSpace summary vs xprof (issue 35)": 1,
     "convert → .pftrace vs → Chrome JSON (issue 35)": 1,
     "one large XSpace → .pftrace (issue 35)": 1,
+    "advise of a long profile (issue 35)": 1,
+    "compare of a long profile (issue 35)": 1,
 }
 COLUMNS = ["#", "benchmark", "input", "unit", "tracebridge", "peak MiB", "anchor", "anchor value",
            "anchor peak MiB", "anchor / tracebridge", "target", "met?"]

@@ -152,6 +152,8 @@ class _ScheduleWalk:
             self.next = self.last + 1
 
     def ran(self, event: int, kernel: str) -> None:
+        """A kernel ``event`` inside a command buffer: placed now, or (a library's) when the
+        next one XLA named shows where its run ends."""
         named = self.module.by_kernel_name.get(kernel)
         if named is None:  # a library's kernel (cuBLAS, cuDNN, a memset)
             self.library_run.append(event)
