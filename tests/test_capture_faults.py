@@ -418,6 +418,7 @@ def test_sigint_during_tf2_block(tf, tiny, route, clean_tmp, tmp_path):
 
 def test_sigint_during_traced_function(tf, tiny, clean_tmp, tmp_path):
     traced = tracebridge.trace(lambda: tiny(), keep_on_error=True)
+    traced()  # a step before the interrupt can land, however long the first call takes under load
     with pytest.raises(KeyboardInterrupt):
         with sigint_after(0.3):
             until_interrupted(traced)
@@ -431,8 +432,9 @@ def test_sigint_during_tf1_runs(tf, tiny, mlp, level, clean_tmp, tmp_path):
     session, train_op, feed, _ = mlp
     capture = tracebridge.trace(session, trace_level=level)
     with pytest.raises(KeyboardInterrupt):
-        with sigint_after(0.3):
-            with capture:
+        with capture:
+            session.run(train_op, feed)  # a step recorded before the interrupt can land, whatever the load
+            with sigint_after(0.3):
                 until_interrupted(lambda: session.run(train_op, feed))
     assert "run" not in vars(session)
     assert len(capture.trace.steps) > 0
@@ -477,9 +479,12 @@ def test_sigint_during_profiler_hook_writes(tf, tiny, clean_tmp, tmp_path):
     out = tmp_path / "hook"
     feed = mlp_feed(x, y)
     with pytest.raises(KeyboardInterrupt):
-        with sigint_after(0.5):
-            with graph.as_default():
-                with v1.train.MonitoredTrainingSession(hooks=[ProfilerHook(save_steps=1, output_dir=str(out))]) as s:
+        with graph.as_default():
+            with v1.train.MonitoredTrainingSession(hooks=[ProfilerHook(save_steps=1, output_dir=str(out))]) as s:
+                # a first step's timeline before the interrupt can land: under load, the
+                # session's start alone took longer than the 0.5 s (a CI run found none)
+                s.run(train_op, feed_dict=feed)
+                with sigint_after(0.5):
                     until_interrupted(lambda: s.run(train_op, feed_dict=feed))
     v1.summary.FileWriterCache.clear()
     timelines = list(out.glob("timeline-*.json"))
