@@ -80,15 +80,8 @@ def resnet50_tf1(tf, blocks=BLOCKS):
         with v1.variable_scope("resnet50"):
             h = conv_bn(x, "conv1", 64, 7, stride=2)
             h = tf.nn.max_pool2d(h, 3, 2, "SAME", name="pool1_pool")
-            for stage, (count, filters) in enumerate(zip(blocks, FILTERS), start=2):
-                for block in range(1, count + 1):
-                    unit = f"conv{stage}_block{block}"
-                    stride = 2 if block == 1 and stage > 2 else 1
-                    shortcut = conv_bn(h, f"{unit}_0", 4 * filters, 1, stride, relu=False) if block == 1 else h
-                    main = conv_bn(h, f"{unit}_1", filters, 1)
-                    main = conv_bn(main, f"{unit}_2", filters, 3, stride)
-                    main = conv_bn(main, f"{unit}_3", 4 * filters, 1, relu=False)
-                    h = tf.nn.relu(main + shortcut, name=f"{unit}_out")
+            h = _stages(h, conv_bn, lambda main, shortcut, unit: tf.nn.relu(main + shortcut, name=f"{unit}_out"),
+                        blocks)
             pooled = tf.reduce_mean(h, axis=[1, 2], name="avg_pool")
             with v1.variable_scope("predictions"):
                 w = v1.get_variable("kernel", [int(h.shape[-1]), CLASSES],
@@ -100,6 +93,22 @@ def resnet50_tf1(tf, blocks=BLOCKS):
             train = v1.train.MomentumOptimizer(0.01, 0.9).minimize(loss)
         init = v1.global_variables_initializer()
     return graph, x, y, train, init
+
+
+def _stages(h, conv_bn, join, blocks):
+    """The bottleneck stages both worlds build alike: ``conv_bn(h, unit, filters, size,
+    stride, relu)`` each conv and its batch norm, ``join(main, shortcut, unit)`` the residual
+    add and its ReLU."""
+    for stage, (count, filters) in enumerate(zip(blocks, FILTERS), start=2):
+        for block in range(1, count + 1):
+            unit = f"conv{stage}_block{block}"
+            stride = 2 if block == 1 and stage > 2 else 1
+            shortcut = conv_bn(h, f"{unit}_0", 4 * filters, 1, stride, relu=False) if block == 1 else h
+            main = conv_bn(h, f"{unit}_1", filters, 1)
+            main = conv_bn(main, f"{unit}_2", filters, 3, stride)
+            main = conv_bn(main, f"{unit}_3", 4 * filters, 1, relu=False)
+            h = join(main, shortcut, unit)
+    return h
 
 
 def resnet50_keras(blocks=BLOCKS):
@@ -116,15 +125,8 @@ def resnet50_keras(blocks=BLOCKS):
     inputs = keras.Input((SIZE, SIZE, 3), batch_size=BATCH)
     h = conv_bn(inputs, "conv1", 64, 7, stride=2)
     h = layers.MaxPooling2D(3, strides=2, padding="same", name="pool1_pool")(h)
-    for stage, (count, filters) in enumerate(zip(blocks, FILTERS), start=2):
-        for block in range(1, count + 1):
-            unit = f"conv{stage}_block{block}"
-            stride = 2 if block == 1 and stage > 2 else 1
-            shortcut = conv_bn(h, f"{unit}_0", 4 * filters, 1, stride, relu=False) if block == 1 else h
-            main = conv_bn(h, f"{unit}_1", filters, 1)
-            main = conv_bn(main, f"{unit}_2", filters, 3, stride)
-            main = conv_bn(main, f"{unit}_3", 4 * filters, 1, relu=False)
-            h = layers.Activation("relu", name=f"{unit}_out")(layers.Add(name=f"{unit}_add")([main, shortcut]))
+    h = _stages(h, conv_bn, lambda main, shortcut, unit: layers.Activation("relu", name=f"{unit}_out")(
+        layers.Add(name=f"{unit}_add")([main, shortcut])), blocks)
     pooled = layers.GlobalAveragePooling2D(name="avg_pool")(h)
     logits = layers.Dense(CLASSES, name="predictions")(pooled)
     model = keras.Model(inputs, logits, name="resnet50")

@@ -66,23 +66,22 @@ def _closed_pipe() -> int:
 
 def _positive(text: str) -> int:
     """``--top``: a row count, 1 or more (0 or -3 would print empty tables)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number of rows")
-    return value
+    return _whole_number(text, 1, "{} is not a positive number of rows")
 
 
 def _count(text: str) -> int:
     """``--warmup``: a step count, 0 or more."""
+    return _whole_number(text, 0, "{}: a step count, 0 or more")
+
+
+def _whole_number(text: str, least: int, too_small: str) -> int:
+    """An option's whole number, at least ``least`` (``too_small``: the error, of the value)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value}: a step count, 0 or more")
+    if value < least:
+        raise argparse.ArgumentTypeError(too_small.format(value))
     return value
 
 

@@ -94,10 +94,7 @@ def nested_fit(start: np.ndarray, end: np.ndarray, also=()) -> np.ndarray:
         return result
     # Knots apart from each other in every reading place as if alone. Most are two
     # neighbours that touch as a viewer reads them: rows 0 and 1, no loop.
-    begins = np.ones(len(rows), dtype=bool)
-    for s, e in readings:
-        begins[1:] &= np.maximum.accumulate(e[rows])[:-1] <= s[rows][1:]
-    firsts = np.flatnonzero(begins)
+    firsts = _part_firsts([(s[rows], e[rows]) for s, e in readings])
     sizes = np.diff(np.r_[firsts, len(rows)])
     first, second = rows[firsts[sizes == 2]], rows[firsts[sizes == 2] + 1]
     apart = np.ones(len(first), dtype=bool)
@@ -123,11 +120,7 @@ def _knots(readings: list, n: int) -> np.ndarray:
     are a few arrays the size of what they look at, 0.14 GB more on a 10M-op lane at once."""
     if n <= _KNOTS_AT_A_TIME:
         return _knots_of(readings, n)
-    begins = np.ones(n, dtype=bool)
-    for s, e in readings:
-        begins[1:] &= np.maximum.accumulate(e)[:-1] <= s[1:]
-    firsts = np.flatnonzero(begins)
-    del begins
+    firsts = _part_firsts(readings)
     cuts = np.unique(firsts[np.searchsorted(firsts, np.arange(0, n, _KNOTS_AT_A_TIME), side="left")
                             .clip(max=len(firsts) - 1)])
     knot = np.zeros(n, dtype=bool)
@@ -154,10 +147,7 @@ def _knots_of(readings: list, n: int) -> np.ndarray:
         if len(left) < 2:
             return knot
         times = readings if len(left) == n else [(s[left], e[left]) for s, e in readings]
-        begins = np.ones(len(left), dtype=bool)
-        for s, e in times:
-            begins[1:] &= np.maximum.accumulate(e)[:-1] <= s[1:]
-        firsts = np.flatnonzero(begins)
+        firsts = _part_firsts(times)
         sizes = np.diff(np.r_[firsts, len(left)])
         kept = sizes > 1
         if level % _NESTING_CHECKED_EVERY == _NESTING_CHECKED_EVERY - 1 and kept.any():
@@ -183,6 +173,15 @@ def _knots_of(readings: list, n: int) -> np.ndarray:
         left = left[inside]
     knot[left] = True  # too deep to peel: placed one at a time
     return knot
+
+
+def _part_firsts(readings: list) -> np.ndarray:
+    """Where each part begins (intervals in start order; a part: those after everything
+    before has ended, in every reading), as indices."""
+    begins = np.ones(len(readings[0][0]), dtype=bool)
+    for s, e in readings:
+        begins[1:] &= np.maximum.accumulate(e)[:-1] <= s[1:]
+    return np.flatnonzero(begins)
 
 
 def _nested_rows(readings: list[tuple[list, list]]) -> list[int]:
