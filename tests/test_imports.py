@@ -49,7 +49,8 @@ ROOM_IMPORTS = {
     # is handed a loader, tracebridge.formats.load_host, by its caller)
     "readers": {"model", "errors", "options", "protos", "tfrecord", "_fork"},
     "writers": {"model", "errors", "options", "protos", "tfrecord", "_files", "_fork"},
-    "analysis": {"model", "errors"},
+    # (options and _fork: a large summary's step breakdown runs in a thread of its own)
+    "analysis": {"model", "errors", "options", "_fork"},
     # the table above readers and writers; writers and analyses are named as
     # "module:function" strings and imported on first use (see LAZY_ONLY)
     "formats": {"model", "readers", "writers", "analysis", "errors", "options", "_files"},

@@ -527,6 +527,69 @@ def test_spans_changed_between_the_passes_are_refused(decoder):
 
 
 @c_loop_only
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("change", ["fewer", "more", "moved"])
+def test_events_changed_between_the_passes_are_refused(decoder, threads, change):
+    """The events loop as well: threads that split the second pass at the count's
+    checkpoints (every 2 events here) write only their own rows. An event fewer or more
+    than counted raises or declines (None): no column comes back with a row left unwritten
+    or written past its end. Events moved off the checkpoints (a thread starts inside an
+    event) are read as whatever fields lie there; the rows still are those counted."""
+    from tracebridge.readers.xspace import _EVENT_NUMBERS
+    events, metadata_id = _EVENT_NUMBERS[0], _EVENT_NUMBERS[1]
+    event = encode_field(events, LENGTH, encode_field(metadata_id, VARINT, 3))
+    raw = bytearray(event * 8)
+    changed = {"fewer": event * 7 + encode_field(events + 1, LENGTH, b"\x08\x03"),
+               "more": event * 6 + encode_field(events, LENGTH, b"") * 4,
+               "moved": encode_field(events, LENGTH, b"\x08\x03\x08\x03") + event * 6
+               + encode_field(events, LENGTH, b"")}[change]
+    assert len(changed) == len(raw)
+    starts, ends = np.array([0], np.int64), np.array([len(raw)], np.int64)
+
+    def allocate(size: int) -> np.ndarray:
+        raw[:] = changed
+        return np.empty(size, dtype=np.uint8)
+
+    try:
+        found = wire._wirec.events(raw, starts, ends, _EVENT_NUMBERS, allocate, threads, 2)
+    except RuntimeError as error:
+        assert "changed while it was decoded" in str(error)
+        return
+    if change == "moved" and found is not None:
+        assert len(found[0]) == 4 * 8 and not np.frombuffer(found[0], np.int32).any()
+    else:
+        assert found is None
+
+
+@c_loop_only
+def test_events_split_between_threads_at_any_checkpoint(decoder):
+    """Lines of 0 to 9 events, events of every kind of field: with 1 to 4 threads and a
+    checkpoint every 1 to 5 events, the columns are the one-thread ones."""
+    from tracebridge.readers.xspace import _EVENT_NUMBERS
+    events, metadata_id, offset, duration, stats, occurrences = _EVENT_NUMBERS
+    chance = np.random.default_rng(35)
+    raw, starts, ends = bytearray(), [], []
+    for line in range(12):
+        starts.append(len(raw))
+        raw += encode_field(1, VARINT, line)  # a line's own field before its events
+        for k in range(int(chance.integers(0, 10))):
+            body = encode_field(metadata_id, VARINT, k) + encode_field(offset, VARINT, 1000 * k + line)
+            if k % 3 == 0:
+                body += encode_field(stats, LENGTH, encode_field(1, VARINT, k))
+            if k % 4 == 1:
+                body += encode_field(occurrences, VARINT, 2)
+            raw += encode_field(events, LENGTH, body + encode_field(duration, VARINT, k + 1))
+        ends.append(len(raw))
+    raw = bytes(raw)
+    starts, ends = np.array(starts, np.int64), np.array(ends, np.int64)
+    alone = wire._wirec.events(raw, starts, ends, _EVENT_NUMBERS, None, 1)
+    for threads in range(1, 5):
+        for every in range(1, 6):
+            split = wire._wirec.events(raw, starts, ends, _EVENT_NUMBERS, None, threads, every)
+            assert [bytes(c) for c in split] == [bytes(c) for c in alone], (threads, every)
+
+
+@c_loop_only
 def test_dense_field_numbers_are_checked(decoder):
     """The first bad dense field number is the error reported (the C API is not called again
     once an error is set), and a number outside protobuf's range is refused rather than cut

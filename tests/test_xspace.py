@@ -201,22 +201,31 @@ def _line_spans(raw: bytes):
     return wire.decode(raw, starts, ends).spans(_PLANE.lines)
 
 
+# The C loop's second pass alone, and shared by threads that split it at checkpoints: every
+# 7 events, so that the corpus's files split in many places (mid-line, at a line's start).
+_THREADINGS = ({"threads": 1}, {"threads": 2, "checkpoint_every": 7}, {"threads": 3, "checkpoint_every": 7},
+               {"threads": 2})
+
+
 def _event_columns_agree(raw: bytes, starts, ends) -> bool:
-    """Where the one-pass C loop accepts the lines, wire.py's decoder gives the same
-    columns (same values, same types); returns whether the C loop accepted them."""
+    """Where the C loop accepts the lines, wire.py's decoder gives the same columns (same
+    values, same types), with one thread or several; returns whether the C loop accepted
+    them (all threadings must agree on that)."""
     import numpy as np
 
     from tracebridge.readers import wire
     from tracebridge.readers.xspace import event_columns_compiled, event_columns_numpy
-    compiled = event_columns_compiled(raw, starts, ends)
-    if compiled is None:
+    found = [event_columns_compiled(raw, starts, ends, **threading) for threading in _THREADINGS]
+    assert len({compiled is None for compiled in found}) == 1
+    if found[0] is None:
         return False
     with reading_with("numpy"):
         reference = event_columns_numpy(raw, wire.decode(raw, starts, ends))
-    for name in ("line", "metadata_id", "offset_ps", "duration_ps", "aggregated", "stat_event", "stat_start",
-                 "stat_end"):
-        ours, theirs = getattr(compiled, name), getattr(reference, name)
-        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), name
+    for compiled, threading in zip(found, _THREADINGS):
+        for name in ("line", "metadata_id", "offset_ps", "duration_ps", "aggregated", "stat_event", "stat_start",
+                     "stat_end"):
+            ours, theirs = getattr(compiled, name), getattr(reference, name)
+            assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), (name, threading)
     return True
 
 

@@ -1,6 +1,7 @@
 """A job run in a second, forked process: how the reader and the Chrome writer share
-large inputs between two CPUs. Whether they do is decided at the API edge
-(:mod:`tracebridge.options`), not here."""
+large inputs between two CPUs; or in a second thread (:class:`ThreadedJob`), for work
+whose loops release the GIL (numpy's, tracebridge's C loops). Whether they do is decided
+at the API edge (:mod:`tracebridge.options`), not here."""
 
 from __future__ import annotations
 
@@ -99,3 +100,52 @@ def _status_text(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"killed by signal {os.WTERMSIG(status)}"
     return f"exit status {os.WEXITSTATUS(status) if os.WIFEXITED(status) else status}"
+
+
+class ThreadedJob:
+    """``job(*args)`` run in a thread of this process, while the caller does other work;
+    ``result()`` waits for it and returns its value or raises what it raised. For work
+    whose time is spent in loops that release the GIL, which then runs on a second CPU:
+    it must only read what the caller also reads, and write nothing the caller reads."""
+
+    def __init__(self, job, *args):
+        import threading
+
+        self._outcome: tuple = ()
+
+        def run() -> None:
+            try:
+                self._outcome = (True, job(*args))
+            except BaseException as error:  # noqa: BLE001 - raised again in the caller's thread
+                self._outcome = (False, error)
+
+        self._thread = threading.Thread(target=run, name="tracebridge-job", daemon=True)
+        self._thread.start()
+
+    def result(self):
+        self._thread.join()
+        done, value = self._outcome
+        if not done:
+            raise value
+        return value
+
+    def wait(self) -> None:
+        """Wait for the job, whatever its outcome (which stays unread)."""
+        self._thread.join()
+
+
+def in_halves(count: int, part, threads: int) -> None:
+    """``part(lo, hi)`` over the rows ``[0, count)``: the second half in a thread of its own
+    while this one does the first, where ``threads`` > 1 (one call with all rows where not).
+    The halves must write rows of their own only."""
+    if threads < 2 or count < 2:
+        part(0, count)
+        return
+    middle = count // 2
+    job = ThreadedJob(part, middle, count)
+    try:
+        part(0, middle)
+    except BaseException:
+        job.wait()
+        raise
+    job.result()

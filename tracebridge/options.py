@@ -34,6 +34,12 @@ class Parallelism:
         which a second process pays."""
         return self.workers >= 2 and (size >= large or not self.large_only)
 
+    def threads(self) -> int:
+        """Threads for work done in threads of this process (loops that release the GIL):
+        the workers asked for, or two where the choice is automatic (a thread, unlike a
+        forked process, is safe beside TensorFlow's), at most the CPUs there are."""
+        return max(1, min(2 if self.large_only else self.workers, cpus()))
+
 
 def choose_parallelism(workers: int | None = None) -> Parallelism:
     """The decision for ``workers=`` as given to a public call (None: automatic)."""

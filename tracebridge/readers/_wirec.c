@@ -521,17 +521,95 @@ typedef struct {
     uint8_t *aggregated;
 } EventColumns;
 
-/* The lines' events: counted (columns NULL: *count is set), or decoded into the columns
- * and spans. 1, 0 when malformed, -1 out of memory, -2 when decoding finds more events
- * than counted (the buffer changed between the passes). */
-static int walk_events(const uint8_t *data, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
-                       Py_ssize_t lines, const uint64_t *numbers, Py_ssize_t *count, EventColumns *columns,
-                       Spans *spans) {
+/* Where the count pass stood at every `every`-th event (CHECKPOINT_EVERY unless a test
+ * asks for another): the line and the byte offset of that event's field. The fill pass
+ * splits there between threads. */
+#define CHECKPOINT_EVERY 32768
+#define MAX_PIECES 8
+
+typedef struct {
+    Py_ssize_t line, event;
+    int64_t at;
+} Checkpoint;
+
+typedef struct {
+    Checkpoint *at;
+    Py_ssize_t used, room;
+} Checkpoints;
+
+static int add_checkpoint(Checkpoints *checkpoints, Py_ssize_t line, int64_t at, Py_ssize_t event) {
+    if (checkpoints->used == checkpoints->room) {
+        Py_ssize_t room = checkpoints->room ? 2 * checkpoints->room : 64;
+        Checkpoint *grown = realloc(checkpoints->at, (size_t)room * sizeof(Checkpoint));
+        if (!grown)
+            return 0;
+        checkpoints->at = grown;
+        checkpoints->room = room;
+    }
+    checkpoints->at[checkpoints->used++] = (Checkpoint){line, event, at};
+    return 1;
+}
+
+/* The count pass: the lines' events counted into *count, a checkpoint kept every
+ * `every` events. 1, 0 when malformed, -1 out of memory. */
+static int count_events(const uint8_t *data, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
+                        Py_ssize_t lines, const uint64_t *numbers, Py_ssize_t *count, Checkpoints *checkpoints,
+                        Py_ssize_t every) {
     Py_ssize_t found = 0;
     for (Py_ssize_t m = 0; m < lines; m++) {
         int64_t first = starts[m], last = ends[m];
         if (first < 0 || first > last || last > size)
-            return columns ? -2 : 0;
+            return 0;
+        const uint8_t *p = data + first, *end = data + last;
+        while (p < end) {
+            const uint8_t *field = p, *payload;
+            uint64_t number, value;
+            int kind;
+            if (!next_field(&p, end, &number, &kind, &value, &payload))
+                return 0;
+            if (number != numbers[E_EVENTS])
+                continue;
+            if (kind != LENGTH)
+                return 0;
+            if (found % every == 0 && found && !add_checkpoint(checkpoints, m, field - data, found))
+                return -1;
+            found++;
+        }
+    }
+    *count = found;
+    return 1;
+}
+
+/* One thread's share of the fill pass: events [first, last) of the count, from the line
+ * and byte offset where the count pass met event `first`; its stats' spans, and its status. */
+typedef struct {
+    const uint8_t *data;
+    Py_ssize_t size, lines;
+    const int64_t *starts, *ends;
+    const uint64_t *numbers;
+    Checkpoint from;
+    Py_ssize_t last;
+    int last_piece; /* the last piece: an event past `last` means the buffer changed */
+    EventColumns *columns;
+    Spans spans;
+    int status;
+} Piece;
+
+/* Decode a piece's events into the columns and its spans. Every row of the piece is
+ * written, 0 where a field is absent: the columns come unzeroed, and the thread that
+ * writes a row takes its page fault. status: 1, 0 when malformed, -1 out of memory, -2
+ * when the events found are not those counted (the buffer changed between the passes:
+ * no row outside the piece is written). */
+static int fill_events(Piece *piece) {
+    const uint8_t *data = piece->data;
+    const uint64_t *numbers = piece->numbers;
+    EventColumns *columns = piece->columns;
+    Py_ssize_t found = piece->from.event;
+    for (Py_ssize_t m = piece->from.line; m < piece->lines; m++) {
+        int64_t first = m == piece->from.line && piece->from.at >= 0 ? piece->from.at : piece->starts[m];
+        int64_t last = piece->ends[m];
+        if (first < 0 || first > last || last > piece->size || piece->starts[m] > first)
+            return -2;
         const uint8_t *p = data + first, *end = data + last;
         while (p < end) {
             uint64_t number, value;
@@ -543,14 +621,11 @@ static int walk_events(const uint8_t *data, Py_ssize_t size, const int64_t *star
                 continue;
             if (kind != LENGTH)
                 return 0;
-            if (!columns) {
-                found++;
-                continue;
-            }
-            if (found == *count)
-                return -2;
+            if (found == piece->last)
+                return piece->last_piece ? -2 : 1; /* else the next piece's first event */
             Py_ssize_t event = found++;
-            columns->line[event] = (int32_t)m;
+            uint64_t fields[3] = {0, 0, 0}; /* metadata id, offset, duration */
+            uint8_t aggregated = 0;
             const uint8_t *q = payload, *event_end = payload + value;
             while (q < event_end) {
                 uint64_t inner, inner_value;
@@ -566,28 +641,85 @@ static int walk_events(const uint8_t *data, Py_ssize_t size, const int64_t *star
                     return 0;
                 }
                 if (inner == numbers[E_OCCURRENCES]) {
-                    columns->aggregated[event] = 1;
+                    aggregated = 1;
                 } else if (inner == numbers[E_STATS]) {
                     if (inner_kind != LENGTH)
                         return 0;
-                    if (!add_span(spans, event, inner_payload - data, inner_payload - data + (int64_t)inner_value))
+                    if (!add_span(&piece->spans, event, inner_payload - data,
+                                  inner_payload - data + (int64_t)inner_value))
                         return -1;
                 } else if (inner == numbers[E_METADATA_ID] || inner == numbers[E_OFFSET] ||
                            inner == numbers[E_DURATION]) {
                     if (inner_kind != VARINT)
                         return 0;
-                    uint64_t *into = inner == numbers[E_METADATA_ID] ? columns->metadata_id
-                                     : inner == numbers[E_OFFSET] ? columns->offset : columns->duration;
-                    into[event] = inner_value;
+                    fields[inner == numbers[E_METADATA_ID] ? 0 : inner == numbers[E_OFFSET] ? 1 : 2] = inner_value;
                 }
             }
+            columns->line[event] = (int32_t)m;
+            columns->metadata_id[event] = fields[0];
+            columns->offset[event] = fields[1];
+            columns->duration[event] = fields[2];
+            columns->aggregated[event] = aggregated;
         }
     }
-    if (!columns)
-        *count = found;
-    else if (found != *count)
-        return -2;
-    return 1;
+    return found == piece->last ? 1 : -2;
+}
+
+#ifndef _WIN32
+#include <pthread.h>
+
+static void *fill_thread(void *piece) {
+    ((Piece *)piece)->status = fill_events(piece);
+    return NULL;
+}
+#endif
+
+/* The fill pass over `pieces` pieces, all but the first on threads of their own where
+ * threads can be started (else one after the other here). The worst status wins. */
+static int fill_pieces(Piece *pieces, int count) {
+#ifndef _WIN32
+    pthread_t threads[MAX_PIECES];
+    int started[MAX_PIECES] = {0};
+    for (int k = 1; k < count; k++)
+        started[k] = pthread_create(&threads[k], NULL, fill_thread, &pieces[k]) == 0;
+    pieces[0].status = fill_events(&pieces[0]);
+    for (int k = 1; k < count; k++) {
+        if (started[k])
+            pthread_join(threads[k], NULL);
+        else
+            pieces[k].status = fill_events(&pieces[k]);
+    }
+#else
+    for (int k = 0; k < count; k++)
+        pieces[k].status = fill_events(&pieces[k]);
+#endif
+    int status = 1;
+    for (int k = 0; k < count; k++) /* malformed (None) over out of memory over a changed buffer */
+        if (pieces[k].status == 0 || (pieces[k].status < status && status != 0))
+            status = pieces[k].status;
+    return status;
+}
+
+/* The pieces of the fill pass: up to `wanted` runs of about equal numbers of events, split
+ * at checkpoints. Returns how many. */
+static int split_pieces(Piece *pieces, int wanted, const Checkpoints *checkpoints, Py_ssize_t count) {
+    int made = 0;
+    Py_ssize_t next = 0; /* the first checkpoint not yet used */
+    pieces[0].from = (Checkpoint){0, 0, -1};
+    for (int k = 1; k < wanted; k++) {
+        Py_ssize_t target = count / wanted * k;
+        while (next < checkpoints->used && checkpoints->at[next].event < target)
+            next++;
+        if (next == checkpoints->used)
+            break;
+        if (checkpoints->at[next].event <= pieces[made].from.event)
+            continue;
+        pieces[made].last = checkpoints->at[next].event;
+        pieces[++made].from = checkpoints->at[next];
+    }
+    pieces[made].last = count;
+    pieces[made].last_piece = 1;
+    return made + 1;
 }
 
 /* A new zeroed column of `rows` items of `width` bytes, through new_column. */
@@ -596,20 +728,49 @@ static PyObject *zeroed_column(PyObject *allocator, Py_ssize_t rows, Py_ssize_t 
     return bytes < 0 ? NULL : new_column(allocator, bytes, 1, data);
 }
 
-static PyObject *spans_column(const int64_t *values, Py_ssize_t rows, PyObject *allocator) {
-    void *data;
-    PyObject *column = zeroed_column(allocator, rows, 8, &data);
-    if (column && rows)
-        memcpy(data, values, (size_t)rows * sizeof(int64_t));
-    return column;
+/* A column of `rows` items of `width` bytes for the fill pass, which zeroes it. */
+static PyObject *event_column(PyObject *allocator, Py_ssize_t rows, Py_ssize_t width, void *data) {
+    Py_ssize_t bytes = column_bytes(rows, width);
+    return bytes < 0 ? NULL : new_column(allocator, bytes, 0, data);
+}
+
+/* The result tuple: the five event columns, then the stats' spans (event, start, end),
+ * each the pieces' spans one after the other (their events are in that order). */
+static PyObject *spans_result(PyObject **made, const Piece *pieces, int count, PyObject *allocator) {
+    Py_ssize_t rows = 0;
+    for (int k = 0; k < count; k++)
+        rows += pieces[k].spans.used;
+    PyObject *spans[3] = {NULL, NULL, NULL};
+    for (int c = 0; c < 3; c++) {
+        void *data;
+        if (!(spans[c] = zeroed_column(allocator, rows, 8, &data))) {
+            for (int d = 0; d < c; d++)
+                Py_DECREF(spans[d]);
+            return NULL;
+        }
+        char *into = data;
+        for (int k = 0; k < count; k++) {
+            const Spans *part = &pieces[k].spans;
+            const int64_t *values = c == 0 ? part->event : c == 1 ? part->start : part->end;
+            if (part->used)
+                memcpy(into, values, (size_t)part->used * sizeof(int64_t));
+            into += part->used * sizeof(int64_t);
+        }
+    }
+    return Py_BuildValue("(OOOOONNN)", made[0], made[1], made[2], made[3], made[4], spans[0], spans[1], spans[2]);
 }
 
 static PyObject *events(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *raw_object, *starts_object, *ends_object, *numbers_object, *allocate_object = NULL;
-    if (!PyArg_ParseTuple(args, "OOOO|O", &raw_object, &starts_object, &ends_object, &numbers_object,
-                          &allocate_object))
+    int threads = 1;
+    Py_ssize_t every = CHECKPOINT_EVERY;
+    if (!PyArg_ParseTuple(args, "OOOO|Oin", &raw_object, &starts_object, &ends_object, &numbers_object,
+                          &allocate_object, &threads, &every))
         return NULL;
+    if (every < 1)
+        every = CHECKPOINT_EVERY;
+    threads = threads < 1 ? 1 : threads > MAX_PIECES ? MAX_PIECES : threads;
     uint64_t numbers[E_NUMBERS];
     PyObject *sequence = PySequence_Fast(numbers_object, "numbers must be a sequence of field numbers");
     if (!sequence)
@@ -641,7 +802,9 @@ static PyObject *events(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL, *made[5] = {NULL, NULL, NULL, NULL, NULL};
-    Spans spans = {NULL, NULL, NULL, 0, 0};
+    Checkpoints checkpoints = {NULL, 0, 0};
+    Piece pieces[MAX_PIECES];
+    int piece_count = 0;
     Py_ssize_t lines = starts.len / 8, count = 0;
     if (ends.len != starts.len || lines > INT32_MAX) {
         result = Py_NewRef(Py_None);
@@ -649,21 +812,25 @@ static PyObject *events(PyObject *self, PyObject *args) {
     }
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = walk_events(raw.buf, raw.len, starts.buf, ends.buf, lines, numbers, &count, NULL, NULL);
+    status = count_events(raw.buf, raw.len, starts.buf, ends.buf, lines, numbers, &count, &checkpoints, every);
     Py_END_ALLOW_THREADS
     if (status <= 0) {
         result = status < 0 ? PyErr_NoMemory() : Py_NewRef(Py_None);
         goto done;
     }
     EventColumns columns;
-    if (!(made[0] = zeroed_column(allocate_object, count, 4, &columns.line)) ||
-        !(made[1] = zeroed_column(allocate_object, count, 8, &columns.metadata_id)) ||
-        !(made[2] = zeroed_column(allocate_object, count, 8, &columns.offset)) ||
-        !(made[3] = zeroed_column(allocate_object, count, 8, &columns.duration)) ||
-        !(made[4] = zeroed_column(allocate_object, count, 1, &columns.aggregated)))
+    if (!(made[0] = event_column(allocate_object, count, 4, &columns.line)) ||
+        !(made[1] = event_column(allocate_object, count, 8, &columns.metadata_id)) ||
+        !(made[2] = event_column(allocate_object, count, 8, &columns.offset)) ||
+        !(made[3] = event_column(allocate_object, count, 8, &columns.duration)) ||
+        !(made[4] = event_column(allocate_object, count, 1, &columns.aggregated)))
         goto done;
+    for (int k = 0; k < threads; k++)
+        pieces[k] = (Piece){raw.buf, raw.len, lines, starts.buf, ends.buf, numbers, {0, 0, -1}, 0, 0, &columns,
+                            {NULL, NULL, NULL, 0, 0}, 0};
+    piece_count = split_pieces(pieces, threads, &checkpoints, count);
     Py_BEGIN_ALLOW_THREADS
-    status = walk_events(raw.buf, raw.len, starts.buf, ends.buf, lines, numbers, &count, &columns, &spans);
+    status = fill_pieces(pieces, piece_count);
     Py_END_ALLOW_THREADS
     if (status == 0) {
         result = Py_NewRef(Py_None);
@@ -672,23 +839,17 @@ static PyObject *events(PyObject *self, PyObject *args) {
     } else if (status == -2) {
         PyErr_SetString(PyExc_RuntimeError, "the buffer changed while it was decoded");
     } else {
-        PyObject *stat_event = spans_column(spans.event, spans.used, allocate_object);
-        PyObject *stat_start = stat_event ? spans_column(spans.start, spans.used, allocate_object) : NULL;
-        PyObject *stat_end = stat_start ? spans_column(spans.end, spans.used, allocate_object) : NULL;
-        if (stat_end)
-            result = Py_BuildValue("(OOOOONNN)", made[0], made[1], made[2], made[3], made[4], stat_event,
-                                   stat_start, stat_end);
-        else {
-            Py_XDECREF(stat_event);
-            Py_XDECREF(stat_start);
-        }
+        result = spans_result(made, pieces, piece_count, allocate_object);
     }
 done:
     for (int c = 0; c < 5; c++)
         Py_XDECREF(made[c]);
-    free(spans.event);
-    free(spans.start);
-    free(spans.end);
+    for (int k = 0; k < piece_count; k++) {
+        free(pieces[k].spans.event);
+        free(pieces[k].spans.start);
+        free(pieces[k].spans.end);
+    }
+    free(checkpoints.at);
     PyBuffer_Release(&ends);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&raw);
@@ -776,9 +937,11 @@ static PyMethodDef methods[] = {
      " {number: values}) or None when malformed; allocate(size) makes each column (default: a bytearray);"
      " skip: fields checked but not kept"},
     {"events", events, METH_VARARGS,
-     "events(raw, line_starts, line_ends, numbers, allocate=None) -> (line, metadata_id, offset_ps, duration_ps,"
-     " aggregated, stat_event, stat_start, stat_end) or None when malformed; numbers: the field numbers of"
-     " XLine.events and XEvent's metadata_id, offset_ps, duration_ps, stats and num_occurrences"},
+     "events(raw, line_starts, line_ends, numbers, allocate=None, threads=1, checkpoint_every=32768) -> (line, metadata_id, offset_ps,"
+     " duration_ps, aggregated, stat_event, stat_start, stat_end) or None when malformed; numbers: the field"
+     " numbers of XLine.events and XEvent's metadata_id, offset_ps, duration_ps, stats and num_occurrences;"
+     " threads: how many threads share the second pass; checkpoint_every: for tests, events between its"
+     " possible splits"},
     {"steps", steps, METH_VARARGS,
      "steps(start, chosen, starts, ends, ids, out): the step of each chosen event (xspace_steps._assign_steps)"},
     {"_column_bytes", column_bytes_for_tests, METH_VARARGS, "_column_bytes(rows, width): for tests"},

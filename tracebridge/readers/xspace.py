@@ -33,6 +33,7 @@ from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.hlo import LINK_STATS
 from ..model.schema import CALL_STATS, METADATA_STATS, Category, OpFlag
 from ..model.trace import Trace
+from .._fork import in_halves
 from ..options import Parallelism
 from .eager_ops import mark_eager_ops
 from .sources import Source
@@ -91,22 +92,24 @@ def read(source: Source, parallelism: Parallelism) -> Trace:
     """An ``.xplane.pb`` file, or a profile run's files (one per host). The source's bytes
     are handed over (:meth:`~.sources.InputFile.take`): each file's are freed once its
     events are decoded into columns, before the rows are made of them."""
-    return read_xspace_files([(file.path, file.take(), file.host) for file in source.files], dict(source.metadata))
+    return read_xspace_files([(file.path, file.take(), file.host) for file in source.files], dict(source.metadata),
+                             threads=parallelism.threads())
 
 
 def read_ops(source: Source, parallelism: Parallelism) -> Trace:
     """The op rows and steps of :func:`read`'s trace, without its stats, memory and links."""
     return read_xspace_files([(file.path, file.take(), file.host) for file in source.files], dict(source.metadata),
-                             ops_only=True)
+                             ops_only=True, threads=parallelism.threads())
 
 
 def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict | None = None,
-                      ops_only: bool = False) -> Trace:
+                      ops_only: bool = False, threads: int = 1) -> Trace:
     """XSpace files ``(path, data, host)``, merged into one trace with a device per plane
     and host (``host`` None: the file's own hostname). ``ops_only``: op rows and steps
     only (see :func:`add_xspace`), enough for a summary. The list is emptied as the files
     are read: a file's bytes are dropped as soon as its events are decoded (the caller
-    that keeps no other reference to them frees them then)."""
+    that keeps no other reference to them frees them then). ``threads``: how many threads
+    decode the events (the C loop's second pass)."""
     builder = TraceBuilder({"source_format": "xspace", **(metadata or {})})
     errors, warnings = [], []
     first_path = files[0][0] if files else None
@@ -114,7 +117,7 @@ def read_xspace_files(files: list[tuple[str, bytes, str | None]], metadata: dict
     while files:
         path, data, host = files.pop()
         try:
-            decoded = decode_xspace(builder, data, host=host, ops_only=ops_only)
+            decoded = decode_xspace(builder, data, host=host, ops_only=ops_only, threads=threads)
         except WireError as error:
             raise error.to_format_error(path, "XSpace") from None
         del data
@@ -167,6 +170,7 @@ class DecodedXSpace:
     warnings: list
     host: str | None
     ops_only: bool
+    threads: int = 1  # threads that share the work on every event (loops that release the GIL)
     planes: list = dataclasses.field(default_factory=list)
     hlo_map: object = None
     base_ns: int = 0
@@ -174,7 +178,7 @@ class DecodedXSpace:
 
 
 def decode_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
-                  ops_only: bool = False) -> DecodedXSpace:
+                  ops_only: bool = False, threads: int = 1) -> DecodedXSpace:
     """The first half of :func:`add_xspace`: everything read from the bytes (the planes'
     metadata, noted in ``builder``, and the events' columns and stats)."""
     top = decode(raw, [0], [len(raw)])
@@ -183,14 +187,14 @@ def decode_xspace(builder: TraceBuilder, raw: bytes, *, host: str | None = None,
     warnings = _all_strings(raw, top, _SPACE.warnings)
     hostnames = _all_strings(raw, top, _SPACE.hostnames)
     host = host if host is not None else (hostnames[0] if hostnames else None)
-    decoded = DecodedXSpace(errors, warnings, host, ops_only)
+    decoded = DecodedXSpace(errors, warnings, host, ops_only, threads)
     if not len(plane_starts):
         return decoded
     planes_f = decode(raw, plane_starts, plane_ends)
     decoded.planes, decoded.hlo_map, decoded.base_ns = _read_planes(builder, raw, planes_f, len(plane_starts), host)
     line_owner, line_starts, line_ends = planes_f.spans(_PLANE.lines)
     if len(line_starts):
-        decoded.events = _read_events(raw, decoded.planes, line_owner, line_starts, line_ends, ops_only)
+        decoded.events = _read_events(raw, decoded.planes, line_owner, line_starts, line_ends, ops_only, threads)
     return decoded
 
 
@@ -202,8 +206,9 @@ def add_decoded(builder: TraceBuilder, decoded: DecodedXSpace) -> None:
     if events is None:
         return
     lane_of_line, device_of_line = _add_lanes(builder, planes, decoded.host, events)
-    start_ns, end_ns = _event_clocks(events, decoded.base_ns)
-    columns = _link_events(builder, planes, decoded.hlo_map, events, device_of_line, start_ns, end_ns)
+    start_ns, end_ns = _event_clocks(events, decoded.base_ns, decoded.threads)
+    columns = _link_events(builder, planes, decoded.hlo_map, events, device_of_line, start_ns, end_ns,
+                           decoded.threads)
     del start_ns, end_ns
     _add_rows(builder, planes, events, columns, lane_of_line, decoded.ops_only)
 
@@ -292,11 +297,11 @@ def _read_planes(builder: TraceBuilder, raw: bytes, planes_f: Fields, n_planes: 
 
 
 def _read_events(raw: bytes, planes: list[_Plane], line_owner: np.ndarray, line_starts: np.ndarray,
-                 line_ends: np.ndarray, ops_only: bool) -> _Events:
+                 line_ends: np.ndarray, ops_only: bool, threads: int = 1) -> _Events:
     """Decode the lines and their events' columns and stats (all of them, or with
     ``ops_only`` those of :data:`SUMMARY_STATS`)."""
     n_lines = len(line_starts)
-    found = event_columns_compiled(raw, line_starts, line_ends)
+    found = event_columns_compiled(raw, line_starts, line_ends, threads)
     # With the events decoded apart, the lines' own fields are all that is left to decode
     # (their events' rows would be 25 bytes an event).
     lines_f = decode(raw, line_starts, line_ends, skip=(_LINE.events,) if found is not None else ())
@@ -352,13 +357,18 @@ _EVENT_NUMBERS = (_LINE.events, _EVENT.metadata_id, _EVENT.offset_ps, _EVENT.dur
                   _EVENT.num_occurrences)
 
 
-def event_columns_compiled(raw: bytes, line_starts: np.ndarray, line_ends: np.ndarray) -> EventColumns | None:
-    """:class:`EventColumns` in one pass of the C loop (``_wirec.events``): None where it is
-    not built, or the input is malformed (:func:`event_columns_numpy` then names the error)."""
+def event_columns_compiled(raw: bytes, line_starts: np.ndarray, line_ends: np.ndarray,
+                           threads: int = 1, *, checkpoint_every: int = 0) -> EventColumns | None:
+    """:class:`EventColumns` by the C loop (``_wirec.events``: a pass to count the events,
+    one to decode them, shared by ``threads`` threads, each a run of events): None where it
+    is not built, or the input is malformed (:func:`event_columns_numpy` then names the error).
+    ``checkpoint_every``: for tests, the events between places where the threads may split
+    (0: the C loop's own, 32768)."""
     if not compiled():
         return None
     found = wire._wirec.events(raw, np.ascontiguousarray(line_starts, dtype=np.int64),
-                          np.ascontiguousarray(line_ends, dtype=np.int64), _EVENT_NUMBERS, numpy_column)
+                               np.ascontiguousarray(line_ends, dtype=np.int64), _EVENT_NUMBERS, numpy_column,
+                               threads, checkpoint_every)
     if found is None:
         return None
     line, metadata_id, offset_ps, duration_ps, aggregated, stat_event, stat_start, stat_end = found
@@ -429,9 +439,10 @@ def _add_lanes(builder: TraceBuilder, planes: list[_Plane], host: str | None,
     return lane_of_line, device_of_line
 
 
-def _event_clocks(ev: _Events, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
+def _event_clocks(ev: _Events, base_ns: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Each event's start and end in ns (profile start + line start + offset); uses up
-    the events' offsets and durations."""
+    the events' offsets and durations. By halves of the events in two threads where
+    ``threads`` allows."""
     offset_ps, duration_ps = ev.offset_ps, ev.duration_ps
     ev.offset_ps = ev.duration_ps = None
     # Memory matters here (3M events make every temporary 24 MB): compute each column
@@ -440,23 +451,29 @@ def _event_clocks(ev: _Events, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
     # without scaling the line's nanoseconds. Each part is clipped so that the sums cannot
     # wrap around int64 (a corrupt offset or duration of 2**63 ps would otherwise end
     # before it starts); real values are far inside (2**61 ps is 26 days).
-    np.clip(offset_ps, -_PS_LIMIT, _PS_LIMIT, out=offset_ps)
-    np.clip(duration_ps, 0, _PS_LIMIT, out=duration_ps)
-    duration_ps += offset_ps
     base_ns = min(max(base_ns, -TIME_LIMIT_NS), TIME_LIMIT_NS)
     line_start = base_ns + np.clip(ev.line_ts, -TIME_LIMIT_NS // 2, TIME_LIMIT_NS // 2)
-    # In place: the decoded columns become the clocks (no 3M-row temporaries).
-    start_ns = np.floor_divide(offset_ps, 1000, out=offset_ps)
-    end_ns = np.floor_divide(duration_ps, 1000, out=duration_ps)  # (offset + duration) // 1000
-    del offset_ps, duration_ps
-    if len(line_start) == 1 or not line_start.any():
-        start_ns += line_start[0] if len(line_start) else 0
-        end_ns += line_start[0] if len(line_start) else 0
-    else:
-        for line, lo, hi in ev.runs():
-            start_ns[lo:hi] += line_start[line]
-            end_ns[lo:hi] += line_start[line]
-    return start_ns, end_ns
+    runs = ev.runs() if len(line_start) > 1 and line_start.any() else None  # None: one start for all
+    shift = line_start[0] if len(line_start) and runs is None else 0
+
+    def clocks(lo: int, hi: int) -> None:
+        # In place: the decoded columns become the clocks (no 3M-row temporaries).
+        offset, duration = offset_ps[lo:hi], duration_ps[lo:hi]
+        np.clip(offset, -_PS_LIMIT, _PS_LIMIT, out=offset)
+        np.clip(duration, 0, _PS_LIMIT, out=duration)
+        duration += offset
+        np.floor_divide(offset, 1000, out=offset)
+        np.floor_divide(duration, 1000, out=duration)  # (offset + duration) // 1000
+        if runs is None:
+            offset += shift
+            duration += shift
+            return
+        for line, first, end in _runs_within(runs, lo, hi):
+            offset[first - lo:end - lo] += line_start[line]
+            duration[first - lo:end - lo] += line_start[line]
+
+    in_halves(len(offset_ps), clocks, threads)
+    return offset_ps, duration_ps  # now the starts and ends
 
 
 def _line_runs(event_line: np.ndarray) -> list[tuple[int, int, int]]:
@@ -468,6 +485,13 @@ def _line_runs(event_line: np.ndarray) -> list[tuple[int, int, int]]:
     bounds = [0, *cuts.tolist(), len(event_line)]
     lines = event_line[bounds[:-1]].tolist()
     return [(line, lo, hi) for line, lo, hi in zip(lines, bounds[:-1], bounds[1:])]
+
+
+def _runs_within(runs: list[tuple[int, int, int]], lo: int, hi: int):
+    """The parts of the line runs ``(line, first event, end)`` that lie in events ``[lo, hi)``."""
+    for line, first, end in runs:
+        if first < hi and end > lo:
+            yield line, max(first, lo), min(end, hi)
 
 
 def _per_event(per_line: np.ndarray, runs: list[tuple[int, int, int]], dtype) -> np.ndarray:
@@ -496,7 +520,7 @@ def _op_of_event(rows: np.ndarray | None, count: int, first_op: int) -> np.ndarr
 
 
 def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Events, device_of_line: np.ndarray,
-                 start_ns: np.ndarray, end_ns: np.ndarray) -> _Columns:
+                 start_ns: np.ndarray, end_ns: np.ndarray, threads: int = 1) -> _Columns:
     """Classify the events by their metadata and link them (eager ops, device events,
     XLA, correlation ids); uses up the events' metadata ids."""
     stats, event_line = ev.stats, ev.line
@@ -508,15 +532,11 @@ def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Even
         spread_metadata_stats([plane.event_stats for plane in planes], stats, ev.plane_of_event(), metadata_id,
                               [{} if plane.name.startswith("/host:") else
                                {i: shown or name for i, (name, shown) in plane.events.items()} for plane in planes])
-    row_of_kind = _kind_rows(ev.line_owner, ev.runs(), metadata_id, pairs)  # -1: metadata not found
+    row_of_kind = _kind_rows(ev.line_owner, ev.runs(), metadata_id, pairs, threads)  # -1: metadata not found
     del metadata_id
     known = row_of_kind >= 0
-    # The last row stands for unknown metadata (-1 indexes it). Each column is gathered
-    # from a table column of its own narrow type: no 3M-row int64 temporary per column.
-    table = np.array([kinds[k] for k in pairs] + [(0, 0, 0, 0, 0)], dtype=np.int64)
-    name_id, type_id, category, memory_event, kernel_id = (
-        table[:, k].astype(dtype)[row_of_kind]
-        for k, dtype in enumerate((np.int32, np.int32, np.uint8, np.uint8, np.int32)))
+    name_id, type_id, category, memory_event, kernel_id = _kind_columns(
+        np.array([kinds[k] for k in pairs], dtype=np.int64).reshape(len(pairs), 5), row_of_kind, threads)
     del row_of_kind
     device_of_event = _per_event(device_of_line, ev.runs(), np.int32)
     mark_eager_ops(builder.strings, stats, category, name_id, type_id, kernel_id, start_ns)
@@ -708,13 +728,34 @@ def _stats_named(raw: bytes, starts, ends, planes, plane_of_stat, wanted: frozen
     return keep
 
 
+def _kind_columns(table: np.ndarray, row_of_kind: np.ndarray, threads: int) -> list[np.ndarray]:
+    """Each event's row of ``table`` (name id, type id, category, MemoryEvent, kernel id;
+    zeros where its row is -1, metadata not found), as five columns. Each is gathered from
+    a table column of its own narrow type (no 3M-row int64 temporary per column), with
+    indices converted to numpy's index type once, not once per column; by halves of the
+    events in two threads where ``threads`` allows."""
+    table = np.vstack([table, np.zeros((1, 5), dtype=np.int64)])  # the row that -1 wraps to
+    dtypes = (np.int32, np.int32, np.uint8, np.uint8, np.int32)
+    sources = [table[:, k].astype(dtype) for k, dtype in enumerate(dtypes)]
+    columns = [np.empty(len(row_of_kind), dtype=dtype) for dtype in dtypes]
+
+    def gather(lo: int, hi: int) -> None:
+        rows = row_of_kind[lo:hi].astype(np.intp)
+        for source, column in zip(sources, columns):
+            np.take(source, rows, out=column[lo:hi], mode="wrap")  # "wrap": -1 is the last row, unbuffered
+
+    in_halves(len(row_of_kind), gather, threads)
+    return columns
+
+
 def _kind_rows(line_owner: np.ndarray, runs: list[tuple[int, int, int]], metadata_id: np.ndarray,
-               pairs: list[tuple[int, int]]) -> np.ndarray:
+               pairs: list[tuple[int, int]], threads: int = 1) -> np.ndarray:
     """For each event, the index in ``pairs`` (sorted ``(plane, metadata id)``) of its
     metadata, or -1; ``metadata_id`` is used up (overwritten). TF numbers metadata from 1
     in each plane, so one lookup table of planes x ids answers with a gather; ids beyond
     such a table (negative, or sparse and huge) are searched for among the pairs as keys
-    sorted like them."""
+    sorted like them. The table's answers come by halves of the events in two threads
+    where ``threads`` allows."""
     rows = np.arange(len(pairs), dtype=np.int32)
     kind_planes = np.array([p for p, _ in pairs], dtype=np.int64)
     kind_ids = np.array([m for _, m in pairs], dtype=np.int64)
@@ -724,15 +765,21 @@ def _kind_rows(line_owner: np.ndarray, runs: list[tuple[int, int, int]], metadat
         lookup = np.full(planes * width, -1, dtype=np.int32)
         if len(pairs):
             lookup[kind_planes * width + kind_ids + 1] = rows
-        # The table's column of each event, in place of its id: (id + 1, or 0 out of
-        # range) + plane * width, the plane added a line's run of events at a time.
-        column = metadata_id
-        np.putmask(column, (column < 0) | (column >= width - 1), -1)
-        column += 1
-        for line, lo, hi in runs:
-            if line_owner[line]:
-                column[lo:hi] += int(line_owner[line]) * width
-        return lookup[column]
+        found = np.empty(len(metadata_id), dtype=np.int32)
+
+        def look_up(lo: int, hi: int) -> None:
+            # The table's column of each event, in place of its id: (id + 1, or 0 out of
+            # range) + plane * width, the plane added a line's run of events at a time.
+            column = metadata_id[lo:hi]
+            np.putmask(column, (column < 0) | (column >= width - 1), -1)
+            column += 1
+            for line, first, end in _runs_within(runs, lo, hi):
+                if line_owner[line]:
+                    column[first - lo:end - lo] += int(line_owner[line]) * width
+            np.take(lookup, column, out=found[lo:hi])
+
+        in_halves(len(metadata_id), look_up, threads)
+        return found
     event_plane = np.empty(len(metadata_id), dtype=np.int64)
     for line, lo, hi in runs:
         event_plane[lo:hi] = line_owner[line]

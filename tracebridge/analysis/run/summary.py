@@ -17,6 +17,8 @@ from ...model.hlo import ASYNC_COPY, HLO_MODULES, framework_ops
 from ...model.kernel_names import short_kernel_name
 from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
+from ...options import choose_parallelism
+from ..._fork import ThreadedJob
 from ..common.tables import csv_text, ms, plural
 from ..common.xla import hlo_rows
 from .breakdown import PARTS, step_breakdown
@@ -120,6 +122,9 @@ def counted_rows(trace: Trace) -> tuple[np.ndarray, str]:
 
 # What a summary counts, most telling first: device time, TF ops' host time, every row.
 MODES = ("device+memcpy", "op", "all")
+# Rows from which the step breakdown runs in a thread of its own beside the grouping: below,
+# the thread's start and the GIL's handovers cost about what the overlap saves.
+THREADED_MIN_ROWS = 200_000
 
 
 def summary_mode(trace: Trace) -> str:
@@ -175,6 +180,10 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None, war
     """``mode`` (one of :data:`MODES`, default :func:`summary_mode`): count these rows,
     as a summary of several traces together does where another trace decides the mode.
     ``warmup``: the steps the median step's breakdown leaves out (None: the steady state)."""
+    # The step breakdown's walks, in a second thread while the rows are grouped here (both
+    # spend their time in loops that release the GIL) where the trace is large enough.
+    breakdown_job = (ThreadedJob(_steps_and_breakdown, trace, warmup)
+                     if len(trace) >= THREADED_MIN_ROWS and choose_parallelism().threads() > 1 else None)
     ops = trace.ops
     device = device_rows(ops["category"], ops["flags"])
     host = ops["category"] == Category.OP
@@ -226,10 +235,10 @@ def summarize(trace: Trace, top: int | None = None, mode: str | None = None, war
     by_op, by_type = group(ops["name"], trace.strings), group(ops["op_type"], trace.strings)
     by_kernel = _kernels(trace, device, device_time, top) if time == "device" else []
     op_count = int(mask.sum())
-    # The step breakdown last, once the grouped columns are gone (3M rows: 24 MB each).
+    # Else the step breakdown last, once the grouped columns are gone (3M rows: 24 MB each).
     grouped_counted = grouped_basis = grouped_host = grouped_device = selected = either = None
     del device_time, mask
-    steps, breakdown = _steps_and_breakdown(trace, warmup)
+    steps, breakdown = breakdown_job.result() if breakdown_job else _steps_and_breakdown(trace, warmup)
     return Summary(
         total_ns=total, op_count=op_count, counted=counted, time=time, total_span_ns=span,
         counted_as=counted_words(trace, counted),
