@@ -36,7 +36,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from measure import Run, machine, python, run_once, xspace_profile  # noqa: E402
+from measure import Run, compile_package, machine, python, run_once, xspace_profile  # noqa: E402
 from targets import result_row, verdict, write_rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     out_dir = os.path.join(HERE, "out")
     source = xspace_profile(out_dir, args.ops, args.steps)
     judged = (args.ops, args.steps) == TARGET_INPUT
+    compile_package()
     print(f"machine: {machine()}")
     print(f"input: {source} ({os.path.getsize(source) / 1e6:.1f} MB); {args.pairs} pairs, alternating")
     rows = _summaries(source, args.pairs, judged, xprof=not args.skip_xprof) if "summary" in args.parts else []

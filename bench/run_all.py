@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from measure import machine  # noqa: E402
+from measure import compile_package, machine  # noqa: E402
 from targets import INTERACTIVE_REDRAW_MS, TARGETS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     # A terminated run (make killed, a CI timeout) must still stop the benchmark in flight:
     # SIGTERM becomes an exception, so the finally clause in _run kills its process group.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    compile_package()
     started, begun = datetime.datetime.now(datetime.timezone.utc), time.monotonic()
     ran = []
     for benchmark in chosen:

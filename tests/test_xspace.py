@@ -242,6 +242,24 @@ def test_one_pass_event_columns_are_the_decoders_ones(corpus):
         assert _event_columns_agree(raw, starts, ends), path.name
 
 
+def test_reading_in_two_threads_gives_the_trace_of_one(corpus, monkeypatch):
+    """The read's per-event work by halves in two threads (kind lookup, gathers, clocks:
+    readers/xspace.py with _fork.in_halves, here from the first rows on) and the C loop's
+    threads make the same trace as one thread, column for column, on real XSpaces of TF,
+    xprof and JAX (GPU, TPU, XLA on CPU, lines with their own start times)."""
+    import numpy as np
+
+    from tracebridge import _fork
+    monkeypatch.setattr(_fork, "HALVES_MIN_ROWS", 0)
+    paths = [corpus / "xspace" / GPU, corpus / "xspace" / TPU, *sorted((corpus / "xspace").glob("jax_*.xplane.pb"))]
+    for path in paths:
+        one, two = (tracebridge.load(path, workers=workers) for workers in (1, 2))
+        assert one.strings == two.strings and one.steps == two.steps and one.devices == two.devices, path.name
+        for kind in ("ops", "memory", "allocations", "transfers", "counters"):
+            for column in one.table(kind):
+                assert np.array_equal(one.table(kind)[column], two.table(kind)[column]), (path.name, kind, column)
+
+
 def test_one_pass_event_columns_on_damaged_bytes(corpus):
     """Bytes changed at random inside the lines: whatever the C loop accepts, wire.py's
     decoder reads to the same columns; what it refuses goes to wire.py, which names the

@@ -134,11 +134,15 @@ class ThreadedJob:
         self._thread.join()
 
 
+# Rows from which in_halves uses a second thread: below, starting it costs about what it saves.
+HALVES_MIN_ROWS = 50_000
+
+
 def in_halves(count: int, part, threads: int) -> None:
     """``part(lo, hi)`` over the rows ``[0, count)``: the second half in a thread of its own
-    while this one does the first, where ``threads`` > 1 (one call with all rows where not).
-    The halves must write rows of their own only."""
-    if threads < 2 or count < 2:
+    while this one does the first, where ``threads`` > 1 and there are HALVES_MIN_ROWS rows
+    or more (else one call with all rows). The halves must write rows of their own only."""
+    if threads < 2 or count < max(2, HALVES_MIN_ROWS):
         part(0, count)
         return
     middle = count // 2
