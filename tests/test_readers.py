@@ -209,3 +209,38 @@ def test_a_recv_tensor_record_and_an_op_of_that_name(tmp_path):
     assert (record.name, record.kernel, record.inputs) == ("RecvTensor", "RecvTensor", ())
     assert (op.name, op.kernel, op.inputs) == ("RecvTensor", "MatMul", ("a", "b"))
     assert trace.transfers.rows == 1 and trace.transfers["bytes"].tolist() == [64]
+
+
+def test_large_files_are_read_whole_by_the_c_loop(tmp_path):
+    """Files from 8 MB on are read by _wirec.read_file (into huge pages): the same bytes as a
+    plain read; a size past the end gives what there is, one short of it that many bytes; a
+    file that grew after its size was taken is read to its new end; a read that fails is an
+    OSError (here: a folder), which read_file turns into a TraceFormatError."""
+    import os
+    import random
+
+    from tracebridge.errors import TraceFormatError
+    from tracebridge.readers import sources
+    if sources._wirec is None:
+        pytest.skip("the C loops are not built here")
+    data = random.Random(35).randbytes(sources._HUGE_READ_MIN + 12345)
+    path = tmp_path / "big.bin"
+    path.write_bytes(data)
+    assert sources.read_file(str(path)) == data
+    with open(path, "rb", buffering=0) as handle:
+        assert sources._wirec.read_file(handle.fileno(), len(data) + 100) == data
+    with open(path, "rb", buffering=0) as handle:
+        assert sources._wirec.read_file(handle.fileno(), len(data) - 100) == data[:-100]
+    with open(path, "rb", buffering=0) as handle:
+        with open(path, "ab") as more:
+            more.write(b"grown")
+        # the size was taken before the file grew: what follows is read as well
+        assert sources._wirec.read_file(handle.fileno(), len(data)) + handle.read() == data + b"grown"
+    folder = os.open(tmp_path, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError):
+            sources._wirec.read_file(folder, 10)
+    finally:
+        os.close(folder)
+    with pytest.raises(TraceFormatError, match="cannot read"):
+        sources.read_file(str(tmp_path))

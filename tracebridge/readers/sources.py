@@ -19,6 +19,11 @@ from typing import Any
 
 from ..errors import TraceFormatError, one_line
 
+try:  # the optional C loops (setup.py); a plain read where they are not built
+    from . import _wirec
+except ImportError:
+    _wirec = None
+
 
 @dataclass(frozen=True)
 class InputFile:
@@ -67,8 +72,8 @@ class Source:
 
 def read_file(path: str) -> bytes:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        with open(path, "rb", buffering=0) as handle:
+            data = _read_all(handle)
     except FileNotFoundError:
         raise TraceFormatError("no such file", path=path) from None
     except PermissionError:
@@ -78,6 +83,21 @@ def read_file(path: str) -> bytes:
     if not data:
         raise TraceFormatError("empty file", path=path)
     return data
+
+
+# Files from this size on are read by the C loop's read_file, into huge pages: a 48 MB
+# profile then takes some 20 page faults where a plain read takes 12,000 (twice the time).
+_HUGE_READ_MIN = 8 << 20
+
+
+def _read_all(handle) -> bytes:
+    """The whole of an open file (unbuffered), whatever it grew to since it was opened."""
+    size = os.fstat(handle.fileno()).st_size
+    if _wirec is None or size < _HUGE_READ_MIN:
+        return handle.read()
+    data = _wirec.read_file(handle.fileno(), size)
+    rest = handle.read() if len(data) == size else b""  # it grew while read
+    return data + rest if rest else data
 
 
 def utf8(data: bytes, path: str) -> str:
