@@ -958,7 +958,7 @@ static PyObject *read_file(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     while (done < size) {
         size_t chunk = (size_t)(size - done) < ((size_t)1 << 30) ? (size_t)(size - done) : ((size_t)1 << 30);
-        ssize_t got = read(fd, into + done, chunk);
+        Py_ssize_t got = read(fd, into + done, chunk);
         if (got < 0) {
             if (errno == EINTR)
                 continue;
