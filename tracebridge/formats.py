@@ -218,7 +218,11 @@ def convert_perfetto(source: str | os.PathLike, path: str | os.PathLike, *, data
                 def report(done: int, _) -> None:  # ops written of the file's events, about
                     progress(min(done, total), total)
                 options["progress"] = report if progress is not None else None
-                ops, steps = write_perfetto_windows(windows.traces(), path, **options)
+                try:
+                    ops, steps = write_perfetto_windows(windows.traces(), path, **options)
+                except TraceFormatError:  # as the whole read names it (and what mangled the file)
+                    _read(fmt, Source(name, (InputFile(name, windows.raw),)), choose_parallelism(1), False)
+                    raise
                 if progress is not None:
                     progress(total, total)
                 return ops, steps

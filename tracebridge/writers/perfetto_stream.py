@@ -6,8 +6,8 @@ all start after window k's last start. The windows' ops go on the same tracks: a
 per device, a thread track per lane, the sub-rows of a lane's partly overlapping ops, the
 network thread, the allocators' counter tracks; each track gets a new packet sequence per
 window (it clears its incremental state and interns its own strings, as every sequence of
-:mod:`.perfetto` does). Thread tracks are described when first used; the step slices,
-gathered from every window, are written last.
+:mod:`.perfetto` does). Thread tracks are described when first used (those of lanes
+without ops at the end); the step slices, gathered from every window, are written last.
 
 Slices must nest on a track across windows too: an op that is still running when the next
 window begins (its end event lies in its own window's sequence, after the next window's
@@ -56,7 +56,7 @@ class _WindowWriter(_HostWriter):
         processes = None
         rows: dict[int, _SubRows] = {}  # per lane (or -1 - device: its network thread)
         threads: dict[tuple[int, int], int] = {}  # (lane key, sub-row) -> track uuid
-        steps, ops, host, last_start = [], 0, None, None
+        steps, ops, host, last_start, trace = [], 0, None, None, None
         for trace in windows:
             if not len(trace) and not trace.counters.rows and not trace.steps:
                 continue
@@ -80,6 +80,11 @@ class _WindowWriter(_HostWriter):
             ops += len(trace)
             if progress:
                 progress(ops, None)
+        if trace is not None:  # lanes without ops have their tracks, as in the whole trace
+            local = local_lane_numbers(trace)
+            for key, lane in enumerate(trace.lanes):
+                if (key, 0) not in threads:
+                    threads[key, 0] = self._describe_thread(processes[lane.device], lane.name, _SORT * int(local[key]))
         if steps:
             self._write_steps(types.SimpleNamespace(steps=steps), host)
         return ops, len(steps)
