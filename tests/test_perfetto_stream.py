@@ -40,7 +40,7 @@ from tracebridge.writers.perfetto_stream import write_perfetto_windows
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 HERE = Path(__file__).resolve().parent
-SMALL_WINDOW = 100  # events
+SMALL_WINDOW = 50  # events
 # Real XSpaces with several steps: JAX's GPU and CPU profiles (XLA, CUDA graphs, a
 # /host:metadata plane of HLO); the TF GPU and TPU files hold one step and none.
 WINDOWED = ["xspace/jax_h100_mlp_graphs.xplane.pb", "xspace/jax_h100_convnet_nographs.xplane.pb",

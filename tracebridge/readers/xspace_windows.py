@@ -21,7 +21,7 @@ this is rare; the op rows, their times and steps are the whole read's.
 
 Only a file the plan can cut is windowed (:func:`plan_windows` returns None otherwise, and
 the caller reads it whole): the C walker (:mod:`._wirec`) is built, the file holds step
-markers and at least two windows' worth of events, every line's events are in time order
+markers and at least :data:`MIN_WINDOWS` windows' worth of events, every line's events are in time order
 and lie side by side in its bytes, and no step's markers are split by a cut.
 """
 
@@ -45,8 +45,10 @@ from .xspace import (_LINE, _PLANE, _EVENT, _PS_LIMIT, _SPACE, _STAT, _TASK_ENVI
 WINDOW_EVENTS = 1_000_000  # events a window holds, about: bounds the memory of one window's trace
 CHECKPOINT_EVERY = 256  # a line's events are counted to this precision (at most a 16th of a
 # window) when windows are chosen
-MIN_EVENT_BYTES = 4  # the fewest bytes an event field takes (tag, length, a field): files below
-# 2 windows of these are never planned
+MIN_WINDOWS = 4  # files of fewer windows' worth of events are read whole: below that, the whole
+# conversion's peak is far from the goal (3M events: 310 MiB) and windows only cost time
+MIN_EVENT_BYTES = 16  # about the bytes of a TF host event (16.3 in bench/gen_xspace.py's): files
+# below MIN_WINDOWS windows of these are not planned (the plan's walk costs 0.2 s on 48 MB)
 STEP_STAT = "step_num"
 _NUMBERS = (_LINE.events, _EVENT.offset_ps, _EVENT.stats, _STAT.metadata_id, _STAT.uint64_value, _STAT.int64_value)
 
@@ -139,7 +141,7 @@ def plan_windows(path: str, raw: bytes, host: str | None = None, metadata: dict 
     (default :data:`WINDOW_EVENTS`). Malformed bytes give None too: the whole read then
     names the error."""
     window_events = window_events or WINDOW_EVENTS
-    if not wire.compiled() or len(raw) < 2 * window_events * MIN_EVENT_BYTES:
+    if not wire.compiled() or len(raw) < MIN_WINDOWS * window_events * MIN_EVENT_BYTES:
         return None
     try:
         return _plan(path, raw, host, dict(metadata or {}), window_events)
@@ -197,7 +199,7 @@ def _plan(path: str, raw: bytes, host: str | None, metadata: dict, window_events
             start_ns = min(max(offset, -_PS_LIMIT), _PS_LIMIT) // 1000 + line.clock_ns
             markers.setdefault(number, []).append(start_ns)
     events = sum(line.count for line in lines)
-    if not markers or events < 2 * window_events:
+    if not markers or events < MIN_WINDOWS * window_events:
         return None
     cuts_ns = _choose_cuts(lines, markers, window_events, every)
     if not cuts_ns:

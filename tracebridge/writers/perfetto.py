@@ -209,7 +209,9 @@ class _HostWriter:
         del local
         flows = self._flows(trace, pid, tid)
         del pid, tid  # 10M ops: 160 MB that the events' order below would add to
-        self._write_tracks(trace, strings, track_of, uuids, flows, progress)
+        handed = {"track_of": track_of, "flows": flows}  # handed over: freed there once used
+        del track_of, flows
+        self._write_tracks(trace, strings, handed, uuids, progress)
 
     def _describe_devices(self, trace: Trace) -> list[tuple[int, int]]:
         """A process track per device (in device order); returns each one's uuid and pid."""
@@ -233,11 +235,12 @@ class _HostWriter:
             (12, rank))))
         return uuid
 
-    def _write_tracks(self, trace: Trace, strings: "_StringTable", track_of: np.ndarray, uuids: list[int],
-                      flows: tuple[Ragged, Ragged], progress) -> None:
-        """The ops of ``trace`` on their tracks (``track_of``: each op's index in ``uuids``),
-        a sequence per track, in chunks; two processes where that pays."""
+    def _write_tracks(self, trace: Trace, strings: "_StringTable", handed: dict, uuids: list[int], progress) -> None:
+        """The ops of ``trace`` on their tracks, a sequence per track, in chunks; two
+        processes where that pays. ``handed``: ``track_of`` (each op's index in ``uuids``)
+        and ``flows`` (:meth:`_flows`), taken out of it (the caller keeps no reference)."""
         ops = trace.ops
+        track_of, flows = handed.pop("track_of"), handed.pop("flows")
         fields = _OpFields(trace, flows)
         del flows  # in fields.extras now
         start, end = ops["start_ns"], ops["end_ns"]

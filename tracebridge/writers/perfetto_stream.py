@@ -121,8 +121,10 @@ class _WindowWriter(_HostWriter):
         for sub_rows in rows.values():
             sub_rows.carry(last_start)
         # flows between tracks: ends on different tracks
-        flows = self._flows(trace, track_of.astype(np.int64), np.zeros(len(trace), dtype=np.int64))
-        self._write_tracks(trace, strings, track_of, uuids, flows, None)
+        handed = {"track_of": track_of,
+                  "flows": self._flows(trace, track_of.astype(np.int64), np.zeros(len(trace), dtype=np.int64))}
+        del track_of
+        self._write_tracks(trace, strings, handed, uuids, None)
 
 
 class _SubRows:
