@@ -16,7 +16,8 @@ of a pair alike.
 * ``tracebridge convert IN OUT.pftrace`` against ``tracebridge convert IN OUT.json`` (the
   Chrome JSON writer), whole processes. Target: <= 0.4x its time.
 * one XSpace of 10M events (``--large-steps`` steps of the same ops, one file, one host)
-  converted to ``.pftrace``: peak RSS <= 1 GB (it is read and written line by line).
+  converted to ``.pftrace``: peak RSS <= 1 GB (it is read and written a window of whole
+  steps at a time, about 1M events each: readers/xspace_windows.py, writers/perfetto_stream.py).
 
     python bench/bench_peers.py [--pairs 5] [--large-repeat 3] [--skip-xprof] [--parts summary,convert,large]
                                 [--json PATH]
@@ -298,8 +299,8 @@ def _large(source: str, repeat: int, judged: bool) -> dict:
         input=f"real TF 2.21 XSpace, one host ({os.path.getsize(source) / 1e6:.0f} MB"
               + (", 10.1M events)" if judged else ")"),
         unit="s", tracebridge=seconds, tracebridge_peak_mib=peak, target="T15" if judged else None, met=met,
-        figure=f"peak {peak:.0f} MiB", notes=f"`tracebridge convert IN OUT.pftrace`, median of {repeat}; "
-                                             f"{size / 1e6:.0f} MB out",
+        figure=f"peak {peak:.0f} MiB", notes=f"`tracebridge convert IN OUT.pftrace` (streamed a window of steps "
+                                             f"at a time), median of {repeat}; {size / 1e6:.0f} MB out",
         details={"repeat": repeat, "seconds": [r.seconds for r in runs], "peak_mib": [r.peak_rss_mb for r in runs]})
 
 

@@ -506,6 +506,15 @@ def _convert(args) -> int:
         hosts = save_hosts_perfetto(args.input, args.output, dataflow=not args.no_dataflow, workers=args.workers)
         print(f"wrote {args.output} (perfetto, host by host, {_plural(hosts, 'host')})")
         return 0
+    import os
+    if target.name == "perfetto" and not _filtered(args) and not os.path.isdir(args.input):
+        # one file, whole: a large XSpace streams a window of steps at a time
+        from .formats import convert_perfetto
+        ops, steps = convert_perfetto(args.input, args.output, **options)
+        if progress:
+            print(file=sys.stderr)
+        print(f"wrote {args.output} (perfetto, {_plural(ops, 'event')}, {_plural(steps, 'step')})")
+        return 0
     trace = _load(args)
     written = save(trace, args.output, to=target.name, **options)
     if progress:
@@ -518,13 +527,18 @@ def _convert(args) -> int:
     return 0
 
 
+def _filtered(args) -> bool:
+    """Whether a filter or a slice asks for part of the input."""
+    return any(getattr(args, k, None) is not None for k in ("step", "device", "name", "op_type", "steps", "start",
+                                                             "end", "min_duration"))
+
+
 def _streams_hosts(args) -> bool:
     """A profile logdir of several hosts, with no filter or slice: written host by host."""
     import os
 
     from .readers.sources import profile_run_hosts
-    if any(getattr(args, k, None) is not None for k in ("step", "device", "name", "op_type", "steps", "start",
-                                                         "end", "min_duration")):
+    if _filtered(args):
         return False
     found = profile_run_hosts(args.input, None) if os.path.isdir(args.input) else None
     return bool(found) and len(found[1]) > 1

@@ -163,12 +163,75 @@ def load_host(file: HostFile, *, ops_only: bool = False) -> Trace:
     its devices named for ``file.host``: the loader the host-by-host analyses call where
     they run. An XSpace is read whole, or only its op rows and steps with ``ops_only``;
     another format (a TF1 task's RunMetadata or Chrome trace) whole."""
-    data = read_host(file)
+    return _host_trace(file, read_host(file), ops_only)
+
+
+def _host_trace(file: HostFile, data: bytes, ops_only: bool = False) -> Trace:
+    """:func:`load_host` of the bytes ``data`` of ``file``."""
     fmt, evidence = (BY_NAME["xspace"], None) if file.path.endswith(".xplane.pb") else _claim(file.path, data)
     source = Source(file.path, (InputFile(file.path, data, file.host),))
     del data  # as in load()
     read = _read_unclaimed if evidence is Evidence.NONE else _read
     return read(fmt, source, choose_parallelism(1), ops_only)
+
+
+def load_host_windows(file: HostFile):
+    """:func:`load_host` for a writer that streams: a host whose file is one large XSpace
+    comes as its windows of steps (an iterator of traces, one made at a time, see
+    :mod:`tracebridge.readers.xspace_windows`), any other as its trace."""
+    data = read_host(file)
+    if file.path.endswith(".xplane.pb"):
+        from .readers.xspace_windows import plan_windows
+        windows = plan_windows(file.path, data, host=file.host)
+        if windows is not None:
+            return windows.traces()
+    return _host_trace(file, data)
+
+
+def convert_perfetto(source: str | os.PathLike, path: str | os.PathLike, *, dataflow: bool = True,
+                     memory: bool = True, progress=None, workers: int | None = None) -> tuple[int, int]:
+    """The trace file ``source`` as a ``.pftrace`` at ``path``, in bounded memory: one
+    large XSpace (steps, millions of events) is read and written a window of steps at a
+    time (:mod:`tracebridge.readers.xspace_windows`,
+    :mod:`tracebridge.writers.perfetto_stream`: the same slices as the whole trace's, less
+    the flows between windows); any other input (a folder too) is loaded and written as
+    :func:`save` writes it, to the same bytes. Options as ``save``'s for ``.pftrace``.
+    Returns the number of ops and steps written. Raises
+    :class:`~tracebridge.errors.TraceFormatError` and :class:`~tracebridge.errors.OutputError`."""
+    name = os.fspath(source)
+    options = {"dataflow": dataflow, "memory": memory, "workers": workers}
+    if progress is not None:
+        options["progress"] = progress
+    if os.path.isdir(name):
+        trace = load(name, workers=workers)
+    else:
+        data = sources.read_file(name)
+        fmt, evidence = _claim(name, data)
+        if fmt.name == "xspace":
+            from .readers.xspace_windows import plan_windows
+            windows = plan_windows(name, data)
+            if windows is not None:
+                from .writers.perfetto_stream import write_perfetto_windows
+                del data
+                total = windows.events
+
+                def report(done: int, _) -> None:  # ops written of the file's events, about
+                    progress(min(done, total), total)
+                options["progress"] = report if progress is not None else None
+                try:
+                    ops, steps = write_perfetto_windows(windows.traces(), path, **options)
+                except TraceFormatError:  # as the whole read names it (and what mangled the file)
+                    _read(fmt, Source(name, (InputFile(name, windows.raw),)), choose_parallelism(1), False)
+                    raise
+                if progress is not None:
+                    progress(total, total)
+                return ops, steps
+        file = Source(name, (InputFile(name, data),))
+        del data
+        read = _read_unclaimed if evidence is Evidence.NONE else _read
+        trace = read(fmt, file, choose_parallelism(workers), False)
+    BY_NAME["perfetto"].write(trace, path, **options)
+    return len(trace), len(trace.steps)
 
 
 def save_hosts_perfetto(inputs, path: str | os.PathLike, *, run: str | None = None, dataflow: bool = True,
@@ -177,12 +240,13 @@ def save_hosts_perfetto(inputs, path: str | os.PathLike, *, run: str | None = No
     ``.pftrace``, host by host: in this process (one host in memory at a time), or on a
     Dask cluster (``workers``/``scheduler``, as ``tracebridge summary``), where each worker
     writes one host's packets to a part file beside ``path`` and this process appends the
-    parts in host order. Returns the number of hosts."""
+    parts in host order. A host whose file is one large XSpace is written a window of steps
+    at a time (:func:`load_host_windows`). Returns the number of hosts."""
     from .analysis.hosts import host_runner
     from .writers.perfetto import write_perfetto_hosts
     files = host_files(inputs, run)
     if scheduler is None and (workers is None or workers == 1):
-        write_perfetto_hosts((load_host(file) for file in files), path, dataflow=dataflow, memory=memory)
+        write_perfetto_hosts((load_host_windows(file) for file in files), path, dataflow=dataflow, memory=memory)
         return len(files)
     folder = tempfile.mkdtemp(prefix=".tracebridge-parts-", dir=os.path.dirname(os.path.abspath(os.fspath(path))))
     try:
@@ -202,7 +266,7 @@ def _perfetto_host_part(job, *, dataflow: bool, memory: bool) -> str:
     """On a worker: one host read and its packets written to its part file."""
     from .writers.perfetto import write_perfetto_host_part
     index, file, part = job
-    return write_perfetto_host_part(load_host(file), part, index, dataflow=dataflow, memory=memory)
+    return write_perfetto_host_part(load_host_windows(file), part, index, dataflow=dataflow, memory=memory)
 
 
 def load_host_ops(file: HostFile) -> Trace:

@@ -980,6 +980,246 @@ static PyObject *read_file(PyObject *self, PyObject *args) {
     return bytes;
 }
 
+/* line_plan(raw, start, end, numbers, every, step_ids, thresholds): one XLine's events
+ * walked once, for reading the line a time window at a time (xspace_windows.py) without
+ * decoding its events into columns. numbers: the field numbers of XLine.events, XEvent's
+ * offset_ps and stats, and XStat's metadata_id, uint64_value and int64_value.
+ *
+ * Returns (count, ordered, contiguous, first, last, checkpoints, markers, cuts), or None
+ * where the bytes are malformed (the whole read then names the error):
+ * - count: events; ordered: their offsets (int64, the last where repeated, 0 where
+ *   absent, as the decoder keeps them) never go back; contiguous: no other field of the
+ *   line lies between its first and its last event; first: where the first event field
+ *   starts (its tag), last: where the last one ends (both `end` without events);
+ * - checkpoints: int64 pairs (where the event field starts, its offset) of every
+ *   `every`-th event, from the first;
+ * - markers: int64 rows (event, offset, value, value field) of every integer value of a
+ *   stat whose metadata id is one of `step_ids` (int64 array): the step markers;
+ * - cuts: int64 pairs (where, events before) per threshold (sorted int64 offsets): the
+ *   first event whose offset is at least the threshold (`last` and count: none is). */
+typedef struct {
+    int64_t *data;
+    Py_ssize_t used, room;
+} Int64s;
+
+static int push(Int64s *list, const int64_t *values, int n) {
+    if (list->used + n > list->room) {
+        Py_ssize_t room = list->room ? 2 * list->room : 1024;
+        while (room < list->used + n)
+            room *= 2;
+        if ((size_t)room > SIZE_MAX / sizeof(int64_t))
+            return 0;
+        int64_t *grown = realloc(list->data, (size_t)room * sizeof(int64_t));
+        if (!grown)
+            return 0;
+        list->data = grown;
+        list->room = room;
+    }
+    memcpy(list->data + list->used, values, (size_t)n * sizeof(int64_t));
+    list->used += n;
+    return 1;
+}
+
+enum { P_EVENTS, P_OFFSET, P_STATS, P_STAT_ID, P_STAT_UINT64, P_STAT_INT64, P_NUMBERS };
+
+/* The step markers of one XStat at payload[0:length] of event `event`: 1, 0 malformed, -1 no memory. */
+static int stat_markers(const uint8_t *payload, uint64_t length, const uint64_t *numbers, const int64_t *ids,
+                        Py_ssize_t n_ids, int64_t event, int64_t offset, Int64s *markers) {
+    const uint8_t *q = payload, *end = payload + length, *value_payload;
+    uint64_t number, value, id = 0;
+    int kind;
+    while (q < end) { /* the metadata id: the last where repeated */
+        if (!next_field(&q, end, &number, &kind, &value, &value_payload))
+            return 0;
+        if (number == numbers[P_STAT_ID]) {
+            if (kind != VARINT)
+                return 0;
+            id = value;
+        }
+    }
+    int wanted = 0;
+    for (Py_ssize_t k = 0; k < n_ids && !wanted; k++)
+        wanted = (uint64_t)ids[k] == id;
+    if (!wanted)
+        return 1;
+    for (q = payload; q < end;) {
+        if (!next_field(&q, end, &number, &kind, &value, &value_payload))
+            return 0;
+        if (number == numbers[P_STAT_UINT64] || number == numbers[P_STAT_INT64]) {
+            if (kind != VARINT)
+                return 0;
+            int64_t row[4] = {event, offset, (int64_t)value, (int64_t)number};
+            if (!push(markers, row, 4))
+                return -1;
+        }
+    }
+    return 1;
+}
+
+typedef struct {
+    int64_t count, first, last;
+    int ordered, contiguous;
+} LinePlan;
+
+static int walk_line(const uint8_t *data, const uint8_t *p, const uint8_t *end, const uint64_t *numbers,
+                     int64_t every, const int64_t *ids, Py_ssize_t n_ids, const int64_t *thresholds,
+                     Py_ssize_t n_thresholds, LinePlan *plan, Int64s *checkpoints, Int64s *markers, int64_t *cuts) {
+    Py_ssize_t t = 0;
+    int64_t previous = INT64_MIN;
+    int after_gap = 0; /* a field other than an event came after the first event */
+    plan->count = 0;
+    plan->first = plan->last = end - data;
+    plan->ordered = plan->contiguous = 1;
+    while (p < end) {
+        const uint8_t *field_start = p, *payload;
+        uint64_t number, value;
+        int kind;
+        if (!next_field(&p, end, &number, &kind, &value, &payload))
+            return 0;
+        if (number != numbers[P_EVENTS]) {
+            if (plan->count)
+                after_gap = 1;
+            continue;
+        }
+        if (kind != LENGTH)
+            return 0;
+        if (after_gap)
+            plan->contiguous = 0;
+        if (!plan->count)
+            plan->first = field_start - data;
+        plan->last = p - data;
+        int64_t offset = 0;
+        const uint8_t *q = payload, *event_end = payload + value, *inner_payload;
+        while (q < event_end) { /* the offset first: the markers need it */
+            uint64_t inner, inner_value;
+            int inner_kind;
+            if (!next_field(&q, event_end, &inner, &inner_kind, &inner_value, &inner_payload))
+                return 0;
+            if (inner == numbers[P_OFFSET]) {
+                if (inner_kind != VARINT)
+                    return 0;
+                offset = (int64_t)inner_value;
+            }
+        }
+        if (n_ids) {
+            for (q = payload; q < event_end;) {
+                uint64_t inner, inner_value;
+                int inner_kind;
+                if (!next_field(&q, event_end, &inner, &inner_kind, &inner_value, &inner_payload))
+                    return 0;
+                if (inner == numbers[P_STATS]) {
+                    if (inner_kind != LENGTH)
+                        return 0;
+                    int status = stat_markers(inner_payload, inner_value, numbers, ids, n_ids, plan->count, offset,
+                                              markers);
+                    if (status <= 0)
+                        return status;
+                }
+            }
+        }
+        if (offset < previous)
+            plan->ordered = 0;
+        previous = offset;
+        while (t < n_thresholds && offset >= thresholds[t]) {
+            cuts[2 * t] = field_start - data;
+            cuts[2 * t + 1] = plan->count;
+            t++;
+        }
+        if (plan->count % every == 0) {
+            int64_t row[2] = {field_start - data, offset};
+            if (!push(checkpoints, row, 2))
+                return -1;
+        }
+        plan->count++;
+    }
+    for (; t < n_thresholds; t++) {
+        cuts[2 * t] = plan->last;
+        cuts[2 * t + 1] = plan->count;
+    }
+    return 1;
+}
+
+static PyObject *line_plan(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *raw_object, *numbers_object, *ids_object, *thresholds_object;
+    Py_ssize_t start, end;
+    long long every;
+    if (!PyArg_ParseTuple(args, "OnnOLOO:line_plan", &raw_object, &start, &end, &numbers_object, &every, &ids_object,
+                          &thresholds_object))
+        return NULL;
+    uint64_t numbers[P_NUMBERS];
+    PyObject *sequence = PySequence_Fast(numbers_object, "numbers must be a sequence of field numbers");
+    if (!sequence)
+        return NULL;
+    if (PySequence_Fast_GET_SIZE(sequence) != P_NUMBERS) {
+        Py_DECREF(sequence);
+        PyErr_SetString(PyExc_ValueError, "numbers: events, offset_ps, stats, stat metadata_id, uint64_value, "
+                                          "int64_value");
+        return NULL;
+    }
+    for (int k = 0; k < P_NUMBERS; k++) {
+        numbers[k] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(sequence, k));
+        if (PyErr_Occurred()) {
+            Py_DECREF(sequence);
+            return NULL;
+        }
+    }
+    Py_DECREF(sequence);
+    if (every <= 0) {
+        PyErr_SetString(PyExc_ValueError, "every must be positive");
+        return NULL;
+    }
+    Py_buffer raw, ids, thresholds;
+    if (PyObject_GetBuffer(raw_object, &raw, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (!get_int64s(ids_object, &ids, "step_ids")) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    if (!get_int64s(thresholds_object, &thresholds, "thresholds")) {
+        PyBuffer_Release(&ids);
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Int64s checkpoints = {NULL, 0, 0}, markers = {NULL, 0, 0};
+    Py_ssize_t n_thresholds = thresholds.len / 8;
+    int64_t *cuts = malloc((size_t)(n_thresholds ? n_thresholds : 1) * 2 * sizeof(int64_t));
+    if (!cuts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (start < 0 || start > end || end > raw.len) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    LinePlan plan;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = walk_line(raw.buf, (const uint8_t *)raw.buf + start, (const uint8_t *)raw.buf + end, numbers,
+                       (int64_t)every, ids.buf, ids.len / 8, thresholds.buf, n_thresholds, &plan, &checkpoints,
+                       &markers, cuts);
+    Py_END_ALLOW_THREADS
+    if (status < 0) {
+        PyErr_NoMemory();
+    } else if (status == 0) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = Py_BuildValue("(LiiLLy#y#y#)", (long long)plan.count, plan.ordered, plan.contiguous,
+                               (long long)plan.first, (long long)plan.last, (const char *)checkpoints.data,
+                               (Py_ssize_t)(checkpoints.used * 8), (const char *)markers.data,
+                               (Py_ssize_t)(markers.used * 8), (const char *)cuts, (Py_ssize_t)(n_thresholds * 16));
+    }
+done:
+    free(cuts);
+    free(checkpoints.data);
+    free(markers.data);
+    PyBuffer_Release(&thresholds);
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 /* For tests: column_bytes, which no input small enough to test with can overflow. */
 static PyObject *column_bytes_for_tests(PyObject *self, PyObject *args) {
     (void)self;
@@ -1005,6 +1245,9 @@ static PyMethodDef methods[] = {
      "steps(start, chosen, starts, ends, ids, out): the step of each chosen event (xspace_steps._assign_steps)"},
     {"read_file", read_file, METH_VARARGS,
      "read_file(fd, size) -> bytes: up to size bytes of the file descriptor, in huge pages where the kernel has them"},
+    {"line_plan", line_plan, METH_VARARGS,
+     "line_plan(raw, start, end, numbers, every, step_ids, thresholds) -> (count, ordered, contiguous, first, last,"
+     " checkpoints, markers, cuts) or None when malformed: one XLine's events walked once (xspace_windows.py)"},
     {"_column_bytes", column_bytes_for_tests, METH_VARARGS, "_column_bytes(rows, width): for tests"},
     {NULL, NULL, 0, NULL},
 };

@@ -104,13 +104,22 @@ def write_perfetto_hosts(traces: Iterable[Trace], path: str | os.PathLike, *, da
                          memory: bool = True, workers: int | None = None) -> int:
     """Write the traces of several hosts into one ``.pftrace``, one after the other: only
     the trace being written is needed in memory (pass a generator that loads each host
-    when asked). Returns the number of hosts written."""
+    when asked). A host may come as an iterator of its windows of time instead of a trace
+    (:mod:`.perfetto_stream`). Returns the number of hosts written."""
     count = 0
     with atomic_output(path, compress=False) as out:
         for count, trace in enumerate(traces, start=1):
-            _HostWriter(out, count - 1, dataflow=dataflow, memory=memory, label_hosts=True,
-                        workers=workers).write(trace)
+            _write_host(out, trace, count - 1, dataflow=dataflow, memory=memory, workers=workers)
     return count
+
+
+def _write_host(out, trace, host_index: int, **options) -> None:
+    """One host's trace, or its windows (an iterator of traces), as host ``host_index``."""
+    if isinstance(trace, Trace):
+        _HostWriter(out, host_index, label_hosts=True, **options).write(trace)
+    else:
+        from .perfetto_stream import _WindowWriter
+        _WindowWriter(out, host_index, label_hosts=True, **options).write_windows(trace)
 
 
 def write_perfetto_host_part(trace: Trace, path: str | os.PathLike, host_index: int, *, dataflow: bool = True,
@@ -119,8 +128,7 @@ def write_perfetto_host_part(trace: Trace, path: str | os.PathLike, host_index: 
     part file ``path`` (for a worker of :func:`tracebridge.formats.save_hosts_perfetto`;
     the parts, appended in host order, make the whole trace). Returns ``path``."""
     with open(path, "wb") as out:
-        _HostWriter(out, host_index, dataflow=dataflow, memory=memory, label_hosts=True,
-                    workers=1).write(trace)
+        _write_host(out, trace, host_index, dataflow=dataflow, memory=memory, workers=1)
     return os.fspath(path)
 
 
@@ -136,6 +144,8 @@ class _HostWriter:
         self._sequence = host_index * _SEQUENCES_PER_HOST + 1  # 1 holds the descriptors
         self.descriptor_sequence = host_index * _SEQUENCES_PER_HOST + 1
         self._tid = _TID_BASE + host_index * _TIDS_PER_HOST
+        self._flows_written = 0
+        self._allocator_tracks: dict[str, int] = {}  # allocator (and host) -> its counter track
 
     def _next_uuid(self) -> int:
         self._uuid += 1
@@ -169,18 +179,11 @@ class _HostWriter:
             self._write_counters(trace, strings, host)
 
     def _write_ops(self, trace: Trace, strings: "_StringTable", host: str | None, progress) -> None:
-        ops = trace.ops
         pid, tid, extra = pids_and_tids(trace, decimal_times=False)  # exact ns here: no viewer rounds them
         threads, network = device_threads(trace, extra)
         # The tracks in the Chrome trace's order, and each op's track.
         keys, names, parents, ranks = [], [], [], []
-        for device_index, device in enumerate(trace.devices):
-            process = self._next_uuid()
-            labels = [f"host:{device.host}"] if device.host else []
-            self._packet((P_TRACK_DESCRIPTOR, message_bytes(
-                (1, process), (3, message_bytes((1, self._pid(FIRST_DEVICE_PID + device_index)), (6, device.name),
-                                                *[(8, label) for label in labels])),
-                (11, CHILD_ORDERING_EXPLICIT), (12, device_index + self.host_index * _PIDS_PER_HOST))))
+        for device_index, process in enumerate(self._describe_devices(trace)):
             lanes = threads.get(device_index, [])
             if device_index in network:
                 lanes = lanes + [(NETWORK_TID, "network", NETWORK_SORT)]
@@ -188,15 +191,9 @@ class _HostWriter:
             for chrome_tid, name, sort_index in lanes:
                 keys.append((FIRST_DEVICE_PID + device_index, chrome_tid))
                 names.append(name)
-                parents.append((process, self._pid(FIRST_DEVICE_PID + device_index)))
+                parents.append(process)
                 ranks.append(sort_index)
-        uuids = []
-        for (process, process_pid), name, rank in zip(parents, names, ranks):
-            uuid = self._next_uuid()
-            uuids.append(uuid)
-            self._packet((P_TRACK_DESCRIPTOR, message_bytes(
-                (1, uuid), (5, process), (4, message_bytes((1, process_pid), (2, self._next_tid()), (5, name))),
-                (12, rank))))
+        uuids = [self._describe_thread(parent, name, rank) for parent, name, rank in zip(parents, names, ranks)]
         if not len(trace):
             return
         # each op's track by a lookup table of (pid, tid) (tids are small; the network
@@ -212,16 +209,48 @@ class _HostWriter:
         del local
         flows = self._flows(trace, pid, tid)
         del pid, tid  # 10M ops: 160 MB that the events' order below would add to
+        handed = {"track_of": track_of, "flows": flows}  # handed over: freed there once used
+        del track_of, flows
+        self._write_tracks(trace, strings, handed, uuids, progress)
+
+    def _describe_devices(self, trace: Trace) -> list[tuple[int, int]]:
+        """A process track per device (in device order); returns each one's uuid and pid."""
+        processes = []
+        for device_index, device in enumerate(trace.devices):
+            process = self._next_uuid()
+            labels = [f"host:{device.host}"] if device.host else []
+            self._packet((P_TRACK_DESCRIPTOR, message_bytes(
+                (1, process), (3, message_bytes((1, self._pid(FIRST_DEVICE_PID + device_index)), (6, device.name),
+                                                *[(8, label) for label in labels])),
+                (11, CHILD_ORDERING_EXPLICIT), (12, device_index + self.host_index * _PIDS_PER_HOST))))
+            processes.append((process, self._pid(FIRST_DEVICE_PID + device_index)))
+        return processes
+
+    def _describe_thread(self, parent: tuple[int, int], name: str, rank: int) -> int:
+        """A thread track of process ``parent`` (uuid, pid); returns its uuid."""
+        process, process_pid = parent
+        uuid = self._next_uuid()
+        self._packet((P_TRACK_DESCRIPTOR, message_bytes(
+            (1, uuid), (5, process), (4, message_bytes((1, process_pid), (2, self._next_tid()), (5, name))),
+            (12, rank))))
+        return uuid
+
+    def _write_tracks(self, trace: Trace, strings: "_StringTable", handed: dict, uuids: list[int], progress) -> None:
+        """The ops of ``trace`` on their tracks, a sequence per track, in chunks; two
+        processes where that pays. ``handed``: ``track_of`` (each op's index in ``uuids``)
+        and ``flows`` (:meth:`_flows`), taken out of it (the caller keeps no reference)."""
+        ops = trace.ops
+        track_of, flows = handed.pop("track_of"), handed.pop("flows")
         fields = _OpFields(trace, flows)
         del flows  # in fields.extras now
         start, end = ops["start_ns"], ops["end_ns"]
         order = by_group_start(track_of, start, end)  # None: the rows are in that order
-        cuts = np.searchsorted(track_of if order is None else track_of[order], np.arange(len(keys) + 1))
+        cuts = np.searchsorted(track_of if order is None else track_of[order], np.arange(len(uuids) + 1))
         del track_of
         # The work as units of at most CHUNK_EVENTS events of one track; each track has its
         # sequence from the start, so that two processes can write a half each.
         tracks, units = [], []
-        for track in range(len(keys)):
+        for track in range(len(uuids)):
             rows = np.arange(cuts[track], cuts[track + 1]) if order is None else order[cuts[track]:cuts[track + 1]]
             if len(rows):
                 tracks.append(_Track(uuids[track], self._next_sequence(), rows, contiguous=order is None))
@@ -298,7 +327,9 @@ class _HostWriter:
         if not self.dataflow:
             return Ragged.empty(n), Ragged.empty(n)
         producer, consumer = cross_lane_flows(trace, pid, tid)
-        ids = (np.uint64(self.host_index) << np.uint64(40)) + np.arange(1, len(producer) + 1, dtype=np.uint64)
+        first = self._flows_written + 1  # (ids go on across the windows of a streamed trace)
+        ids = (np.uint64(self.host_index) << np.uint64(40)) + np.arange(first, first + len(producer), dtype=np.uint64)
+        self._flows_written += len(producer)
         pieces = []
         for number, ends in ((E_FLOW_IDS, producer), (E_TERMINATING_FLOW_IDS, consumer)):
             by_op = np.argsort(ends, kind="stable")
@@ -343,17 +374,20 @@ class _HostWriter:
 
     def _write_counters(self, trace: Trace, strings: "_StringTable", host: str | None) -> None:
         allocator, time_ns, in_use = _merged_counters(trace.counters)
-        self._packet((P_TRACK_DESCRIPTOR, message_bytes(
-            (1, ALLOCATORS_UUID), (3, message_bytes((1, ALLOCATORS_PID), (6, "Allocators"))), (12, -1))))
+        if not self._allocator_tracks:  # (a streamed trace's windows share the process and tracks)
+            self._packet((P_TRACK_DESCRIPTOR, message_bytes(
+                (1, ALLOCATORS_UUID), (3, message_bytes((1, ALLOCATORS_PID), (6, "Allocators"))), (12, -1))))
         order = np.lexsort((time_ns, allocator))
         allocator, time_ns, in_use = allocator[order], time_ns[order], in_use[order]
         cuts = np.flatnonzero(np.r_[True, allocator[1:] != allocator[:-1], True])
         suffix = f" ({host})" if self.label_hosts and host else ""
         for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-            uuid = self._next_uuid()
-            self._packet((P_TRACK_DESCRIPTOR, message_bytes(
-                (1, uuid), (5, ALLOCATORS_UUID), (2, strings.text(int(allocator[lo])) + suffix),
-                (8, message_bytes((3, UNIT_SIZE_BYTES))))))
+            name = strings.text(int(allocator[lo])) + suffix
+            uuid = self._allocator_tracks.get(name)
+            if uuid is None:
+                uuid = self._allocator_tracks[name] = self._next_uuid()
+                self._packet((P_TRACK_DESCRIPTOR, message_bytes(
+                    (1, uuid), (5, ALLOCATORS_UUID), (2, name), (8, message_bytes((3, UNIT_SIZE_BYTES))))))
             sequence = self._start_sequence(self._next_sequence(), uuid, int(time_ns[lo]), b"")
             for at in range(lo, hi, CHUNK_EVENTS):
                 values = in_use[at:min(hi, at + CHUNK_EVENTS)]
