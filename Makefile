@@ -8,6 +8,11 @@ STAMP_BENCH := $(VENV)/.stamp-bench
 # What the install builds from: an edited C loop (wire decoder, encoder) is rebuilt by the next make.
 BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c tracebridge/writers/_protowirec.c \
 	tracebridge/analysis/run/_groupc.c
+# The checkout is installed editable as a path in a .pth file (setuptools' compat mode), not
+# through its default import hook: the hook's finder imports pathlib and urllib at every
+# Python start, 14-17 ms of each CLI command and test subprocess (a user's `pip install`
+# has none). Where a setuptools no longer has that mode, the default install is made.
+COMPAT := --config-settings editable_mode=compat
 
 .PHONY: demo check test test-onednn test-fast bench clean fuzz
 
@@ -43,11 +48,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP_TF): $(BUILD_INPUTS) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[tf]'
+	$(BIN)/python -m pip install --quiet -e '.[tf]' $(COMPAT) || $(BIN)/python -m pip install --quiet -e '.[tf]'
 	touch $@
 
 $(STAMP_TEST): $(BUILD_INPUTS) $(STAMP_TF)
-	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask]'
+	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask]' $(COMPAT) || $(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask]'
 	touch $@
 
 demo: $(STAMP_TF)
@@ -71,7 +76,7 @@ test-fast: check
 
 # The peers the benchmarks run beside tracebridge (xprof-rs: the bench extra).
 $(STAMP_BENCH): $(BUILD_INPUTS) $(STAMP_TEST)
-	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask,bench]' $(COMPAT) || $(BIN)/python -m pip install --quiet -e '.[tf,test,pandas,migrate,dask,bench]'
 	touch $@
 
 bench: $(STAMP_BENCH)

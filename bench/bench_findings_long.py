@@ -20,7 +20,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from measure import Run, machine, python, run_once, xspace_profile  # noqa: E402
+from measure import Run, machine, run_once, tracebridge_command, xspace_profile  # noqa: E402
 from targets import result_row, write_rows  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, list[Run]] = {name: [] for name in commands}
     for _ in range(args.repeat):
         for name, command in commands.items():
-            run = run_once(python("-m", "tracebridge", *command))
+            run = run_once(tracebridge_command(*command))
             if run.returncode:
                 raise SystemExit(f"tracebridge {' '.join(command)} failed:\n{run.output[-2000:]}")
             runs[name].append(run)

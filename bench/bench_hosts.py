@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from measure import machine, python, run_once, xspace_profile  # noqa: E402
+from measure import machine, python, run_once, tracebridge_command, xspace_profile  # noqa: E402
 from targets import result_row, verdict, write_rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,7 +83,7 @@ def _one_host(source: str, repeat: int, judged: bool) -> dict:
         ours = []
         xprof = []
         for i in range(repeat):  # alternated, so that both see the same machine load
-            ours.append(run_once(python("-m", "tracebridge", "summary", source, "--json")))
+            ours.append(run_once(tracebridge_command("summary", source, "--json")))
             copy = os.path.join(work, f"run{i}", "host.xplane.pb")
             os.makedirs(os.path.dirname(copy))
             shutil.copy(source, copy)

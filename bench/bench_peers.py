@@ -37,7 +37,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from measure import Run, compile_package, machine, python, run_once, xspace_profile  # noqa: E402
+from measure import Run, compile_package, machine, python, run_once, tracebridge_command, xspace_profile  # noqa: E402
 from targets import result_row, verdict, write_rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -179,7 +179,7 @@ def _summaries(source: str, pairs: int, judged: bool, *, xprof: bool) -> list[di
             sides = ["ours", "rs", "xprof"] if i % 2 == 0 else ["xprof", "rs", "ours"]
             for side in sides:
                 if side == "ours":
-                    ours.append(_checked(run_once(python("-m", "tracebridge", "summary", source, "--json")),
+                    ours.append(_checked(run_once(tracebridge_command("summary", source, "--json")),
                                          "tracebridge summary"))
                 elif side == "rs" and binary:
                     rs.append(_checked(xprof_rs_cold(binary, source, os.path.join(work, f"rs{i}")), "xprof-rs"))
@@ -249,7 +249,7 @@ def _convert(source: str, pairs: int, judged: bool) -> dict:
         for i in range(pairs):
             for kind in ("json", "pftrace") if i % 2 == 0 else ("pftrace", "json"):
                 out = os.path.join(work, f"out.{kind}")
-                runs[kind].append(_checked(run_once(python("-m", "tracebridge", "convert", source, out)),
+                runs[kind].append(_checked(run_once(tracebridge_command("convert", source, out)),
                                            f"convert to {kind}"))
                 sizes[kind] = os.path.getsize(out)
                 os.unlink(out)
@@ -285,7 +285,7 @@ def _large(source: str, repeat: int, judged: bool) -> dict:
     try:
         out = os.path.join(work, "large.pftrace")
         for _ in range(repeat):
-            runs.append(_checked(run_once(python("-m", "tracebridge", "convert", source, out)), "large convert"))
+            runs.append(_checked(run_once(tracebridge_command("convert", source, out)), "large convert"))
         size = os.path.getsize(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)

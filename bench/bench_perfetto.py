@@ -31,7 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from measure import machine, python, run_once, xspace_profile  # noqa: E402
+from measure import machine, python, run_once, tracebridge_command, xspace_profile  # noqa: E402
 from targets import result_row, verdict, write_rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -143,10 +143,10 @@ def _large(source: str, hosts: int, out_dir: str, judged: bool, *, ui: bool, ui_
             os.link(source, os.path.join(run_dir, f"worker-{host}.xplane.pb"))
         logdir = os.path.join(work, "logdir")
         pftrace, as_json = os.path.join(work, "large.pftrace"), os.path.join(work, "large.json")
-        ours = run_once(python("-m", "tracebridge", "convert", logdir, pftrace))
+        ours = run_once(tracebridge_command("convert", logdir, pftrace))
         if ours.returncode:
             raise SystemExit(ours.output[-3000:])
-        theirs = run_once(python("-m", "tracebridge", "convert", logdir, as_json))
+        theirs = run_once(tracebridge_command("convert", logdir, as_json))
         json_ok = theirs.returncode == 0
         measured = {"hosts": hosts, "pftrace_s": ours.seconds, "pftrace_mib": ours.peak_rss_mb,
                     "pftrace_mb": os.path.getsize(pftrace) / 1e6, "json_s": theirs.seconds,

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from measure import machine, median_of, python, run_once, xspace_profile  # noqa: E402
+from measure import machine, median_of, python, run_once, tracebridge_command, xspace_profile  # noqa: E402
 from targets import result_row, verdict, write_rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     work = tempfile.mkdtemp(prefix="bench-xspace-")
     try:
         out_json = os.path.join(work, "out.json")
-        ours_s, ours_mb, _ = median_of(python("-m", "tracebridge", "convert", source, out_json), args.repeat)
+        ours_s, ours_mb, _ = median_of(tracebridge_command("convert", source, out_json), args.repeat)
         json_mb = os.path.getsize(out_json) / 1e6
         xprof_runs = []
         for i in range(args.repeat):

@@ -66,6 +66,14 @@ def python(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
+def tracebridge_command(*args: str) -> list[str]:
+    """The ``tracebridge`` command as users run it: the console script of this interpreter's
+    environment (it starts numpy without OpenBLAS's thread pool, tracebridge_command.py),
+    else ``python -m tracebridge``."""
+    script = os.path.join(os.path.dirname(sys.executable), "tracebridge")
+    return [script, *args] if os.access(script, os.X_OK) else python("-m", "tracebridge", *args)
+
+
 # Whose versions a figure depends on: the anchors (TensorFlow's timeline.py, xprof) and
 # what both sides parse protobufs and arrays with.
 PACKAGES = ("tensorflow-cpu", "tensorflow", "xprof", "protobuf", "numpy")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import secrets
 from collections.abc import Iterator
 from typing import IO
 
@@ -52,7 +51,7 @@ def _create_temporary(target: str, directory: str) -> tuple[int, str]:
     name would be lost with it) removes it again."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     while True:
-        temporary = os.path.join(directory, f".tracebridge-{secrets.token_hex(6)}.tmp")
+        temporary = os.path.join(directory, f".tracebridge-{os.urandom(6).hex()}.tmp")
         try:
             return os.open(temporary, flags, 0o600), temporary
         except FileExistsError:

@@ -17,8 +17,6 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import shutil
-import tempfile
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -248,6 +246,8 @@ def save_hosts_perfetto(inputs, path: str | os.PathLike, *, run: str | None = No
     if scheduler is None and (workers is None or workers == 1):
         write_perfetto_hosts((load_host_windows(file) for file in files), path, dataflow=dataflow, memory=memory)
         return len(files)
+    import shutil
+    import tempfile
     folder = tempfile.mkdtemp(prefix=".tracebridge-parts-", dir=os.path.dirname(os.path.abspath(os.fspath(path))))
     try:
         jobs = [(index, file, os.path.join(folder, f"{index}.part")) for index, file in enumerate(files)]
