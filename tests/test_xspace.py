@@ -151,10 +151,11 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflo
 
 
 @pytest.mark.usefixtures("wire_decoder")
-def test_events_find_their_metadata_whatever_the_ids(corpus, tmp_path):
+def test_events_find_their_metadata_whatever_the_ids(corpus, tmp_path, monkeypatch):
     """TF numbers event metadata from 1, and the reader looks ids up in a table; ids that
-    do not fit one (huge, or negative) are searched for instead. Both give the same rows,
-    and an event whose metadata is missing is left out by both."""
+    do not fit one (huge, or negative) are searched for instead. All give the same rows,
+    and an event whose metadata is missing is left out by all: a small table's per-column
+    tables, a larger table's rows ("rows" below), the search."""
     space = protos.XSpace.FromString((corpus / "xspace" / GPU).read_bytes())
     plane = next(p for p in space.planes if any(line.events for line in p.lines))
     line = next(line for line in plane.lines if line.events)
@@ -180,6 +181,9 @@ def test_events_find_their_metadata_whatever_the_ids(corpus, tmp_path):
         path = tmp_path / f"shift{shift}.xplane.pb"
         path.write_bytes(renumbered(shift))
         traces[shift] = tracebridge.load(path)
+    from tracebridge.readers import xspace
+    monkeypatch.setattr(xspace, "_COMPOSED_MAX", 0)
+    traces["rows"] = tracebridge.load(tmp_path / "shift0.xplane.pb")
     _, total, memory = all_events(corpus / "xspace" / GPU)
 
     def rows(trace) -> dict:

@@ -532,12 +532,10 @@ def _link_events(builder: TraceBuilder, planes: list[_Plane], hlo_map, ev: _Even
         spread_metadata_stats([plane.event_stats for plane in planes], stats, ev.plane_of_event(), metadata_id,
                               [{} if plane.name.startswith("/host:") else
                                {i: shown or name for i, (name, shown) in plane.events.items()} for plane in planes])
-    row_of_kind = _kind_rows(ev.line_owner, ev.runs(), metadata_id, pairs, threads)  # -1: metadata not found
+    known, (name_id, type_id, category, memory_event, kernel_id) = _event_kinds(
+        ev.line_owner, ev.runs(), metadata_id, pairs,
+        np.array([kinds[k] for k in pairs], dtype=np.int64).reshape(len(pairs), 5), threads)
     del metadata_id
-    known = row_of_kind >= 0
-    name_id, type_id, category, memory_event, kernel_id = _kind_columns(
-        np.array([kinds[k] for k in pairs], dtype=np.int64).reshape(len(pairs), 5), row_of_kind, threads)
-    del row_of_kind
     device_of_event = _per_event(device_of_line, ev.runs(), np.int32)
     mark_eager_ops(builder.strings, stats, category, name_id, type_id, kernel_id, start_ns)
     _link_device_events(builder, stats, category, name_id, type_id)
@@ -728,62 +726,99 @@ def _stats_named(raw: bytes, starts, ends, planes, plane_of_stat, wanted: frozen
     return keep
 
 
-def _kind_columns(table: np.ndarray, row_of_kind: np.ndarray, threads: int) -> list[np.ndarray]:
-    """Each event's row of ``table`` (name id, type id, category, MemoryEvent, kernel id;
-    zeros where its row is -1, metadata not found), as five columns. Each is gathered from
-    a table column of its own narrow type (no 3M-row int64 temporary per column), with
-    indices converted to numpy's index type once, not once per column; by halves of the
-    events in two threads where ``threads`` allows."""
-    table = np.vstack([table, np.zeros((1, 5), dtype=np.int64)])  # the row that -1 wraps to
-    dtypes = (np.int32, np.int32, np.uint8, np.uint8, np.int32)
-    sources = [table[:, k].astype(dtype) for k, dtype in enumerate(dtypes)]
-    columns = [np.empty(len(row_of_kind), dtype=dtype) for dtype in dtypes]
+# The columns of an event's kind: name id, type id, category, MemoryEvent, kernel id.
+_KIND_DTYPES = (np.int32, np.int32, np.uint8, np.uint8, np.int32)
+# Places in the table of planes x metadata ids up to which each kind column gets a table of
+# its own (14 bytes a place): one gather per column from the events' places, no rows between.
+_COMPOSED_MAX = 1 << 20
+
+
+def _event_kinds(line_owner: np.ndarray, runs: list[tuple[int, int, int]], metadata_id: np.ndarray,
+                 pairs: list[tuple[int, int]], table: np.ndarray, threads: int) -> tuple[np.ndarray, list]:
+    """Each event's kind: whether its metadata is among ``pairs`` (sorted ``(plane,
+    metadata id)``), and the pair's row of ``table`` (name id, type id, category,
+    MemoryEvent, kernel id; zeros where not found) as five columns of their own narrow
+    types; ``metadata_id`` is used up (overwritten).
+
+    TF numbers metadata from 1 in each plane, so a table of planes x ids answers with a
+    gather: where it is small (the usual case), each column has a table of its values and
+    is one gather from the events' places; else the table gives each event's row, and each
+    column is a gather from the rows. Ids beyond such a table (negative, or sparse and huge)
+    are searched for among the pairs. By halves of the events in two threads where
+    ``threads`` allows."""
+    values = [np.append(table[:, k], 0).astype(dtype) for k, dtype in enumerate(_KIND_DTYPES)]  # last: not found
+    n = len(metadata_id)
+    known, columns = np.empty(n, dtype=bool), [np.empty(n, dtype=dtype) for dtype in _KIND_DTYPES]
+    lookup, width = _kind_lookup(line_owner, pairs, n)
+    if lookup is not None and len(lookup) <= _COMPOSED_MAX:
+        found, by_place = lookup >= 0, [column_values[lookup] for column_values in values]  # -1: the last
+
+        def look_up(lo: int, hi: int) -> None:
+            places = _table_places(metadata_id[lo:hi], line_owner, runs, width, lo, hi)
+            np.take(found, places, out=known[lo:hi], mode="clip")  # "clip": unbuffered (places are in range)
+            for column_values, column in zip(by_place, columns):
+                np.take(column_values, places, out=column[lo:hi], mode="clip")
+
+        in_halves(n, look_up, threads)
+        return known, columns
+    if lookup is not None:
+        rows = np.empty(n, dtype=np.int32)
+
+        def look_up_rows(lo: int, hi: int) -> None:
+            np.take(lookup, _table_places(metadata_id[lo:hi], line_owner, runs, width, lo, hi), out=rows[lo:hi],
+                    mode="clip")
+
+        in_halves(n, look_up_rows, threads)
+    else:
+        rows = _searched_rows(line_owner, runs, metadata_id, pairs)
+    np.greater_equal(rows, 0, out=known)
 
     def gather(lo: int, hi: int) -> None:
-        rows = row_of_kind[lo:hi].astype(np.intp)
-        for source, column in zip(sources, columns):
-            np.take(source, rows, out=column[lo:hi], mode="wrap")  # "wrap": -1 is the last row, unbuffered
+        indices = rows[lo:hi].astype(np.intp)  # converted once, not once per column
+        for column_values, column in zip(values, columns):
+            np.take(column_values, indices, out=column[lo:hi], mode="wrap")  # "wrap": -1 is the last, unbuffered
 
-    in_halves(len(row_of_kind), gather, threads)
-    return columns
+    in_halves(n, gather, threads)
+    return known, columns
 
 
-def _kind_rows(line_owner: np.ndarray, runs: list[tuple[int, int, int]], metadata_id: np.ndarray,
-               pairs: list[tuple[int, int]], threads: int = 1) -> np.ndarray:
-    """For each event, the index in ``pairs`` (sorted ``(plane, metadata id)``) of its
-    metadata, or -1; ``metadata_id`` is used up (overwritten). TF numbers metadata from 1
-    in each plane, so one lookup table of planes x ids answers with a gather; ids beyond
-    such a table (negative, or sparse and huge) are searched for among the pairs as keys
-    sorted like them. The table's answers come by halves of the events in two threads
-    where ``threads`` allows."""
-    rows = np.arange(len(pairs), dtype=np.int32)
+def _kind_lookup(line_owner: np.ndarray, pairs: list[tuple[int, int]], events: int) -> tuple[np.ndarray | None, int]:
+    """The table of planes x metadata ids (place ``plane * width + id + 1``; place 0 of each
+    plane stands for ids out of range) holding each pair's row, -1 elsewhere, and its
+    width; None where the ids do not fit a table of a size near the events'."""
     kind_planes = np.array([p for p, _ in pairs], dtype=np.int64)
     kind_ids = np.array([m for _, m in pairs], dtype=np.int64)
     planes = max(int(line_owner.max(initial=0)), int(kind_planes.max(initial=0))) + 1
-    width = int(kind_ids.max(initial=0)) + 2  # column 0: ids out of range; ids from 1 up
-    if not len(pairs) or (kind_ids.min() >= 0 and planes * width <= 4 * len(metadata_id) + (1 << 20)):
-        lookup = np.full(planes * width, -1, dtype=np.int32)
-        if len(pairs):
-            lookup[kind_planes * width + kind_ids + 1] = rows
-        found = np.empty(len(metadata_id), dtype=np.int32)
+    width = int(kind_ids.max(initial=0)) + 2
+    if len(pairs) and (kind_ids.min() < 0 or planes * width > 4 * events + (1 << 20)):
+        return None, width
+    lookup = np.full(planes * width, -1, dtype=np.int32)
+    lookup[kind_planes * width + kind_ids + 1] = np.arange(len(pairs), dtype=np.int32)
+    return lookup, width
 
-        def look_up(lo: int, hi: int) -> None:
-            # The table's column of each event, in place of its id: (id + 1, or 0 out of
-            # range) + plane * width, the plane added a line's run of events at a time.
-            column = metadata_id[lo:hi]
-            np.putmask(column, (column < 0) | (column >= width - 1), -1)
-            column += 1
-            for line, first, end in _runs_within(runs, lo, hi):
-                if line_owner[line]:
-                    column[first - lo:end - lo] += int(line_owner[line]) * width
-            np.take(lookup, column, out=found[lo:hi])
 
-        in_halves(len(metadata_id), look_up, threads)
-        return found
+def _table_places(ids: np.ndarray, line_owner: np.ndarray, runs: list[tuple[int, int, int]], width: int,
+                  lo: int, hi: int) -> np.ndarray:
+    """The lookup table's place of events ``[lo, hi)``, made in place of their ``ids``: id +
+    1 (0 out of range) + plane * width, the plane added a line's run of events at a time."""
+    np.putmask(ids, (ids < 0) | (ids >= width - 1), -1)
+    ids += 1
+    for line, first, end in _runs_within(runs, lo, hi):
+        if line_owner[line]:
+            ids[first - lo:end - lo] += int(line_owner[line]) * width
+    return ids
+
+
+def _searched_rows(line_owner: np.ndarray, runs: list[tuple[int, int, int]], metadata_id: np.ndarray,
+                   pairs: list[tuple[int, int]]) -> np.ndarray:
+    """Each event's index in ``pairs``, or -1, where the ids fit no table: searched for
+    among the pairs as keys sorted like them (ranks keep keys within int64 whatever the ids)."""
+    rows = np.arange(len(pairs), dtype=np.int32)
+    kind_planes = np.array([p for p, _ in pairs], dtype=np.int64)
+    kind_ids = np.array([m for _, m in pairs], dtype=np.int64)
     event_plane = np.empty(len(metadata_id), dtype=np.int64)
     for line, lo, hi in runs:
         event_plane[lo:hi] = line_owner[line]
-    # Ranks keep keys within int64 whatever the ids; a key sorts as its pair does.
     distinct, rank = np.unique(np.concatenate([metadata_id, kind_ids]), return_inverse=True)
     rank = rank.ravel()
     keys = event_plane * len(distinct) + rank[:len(metadata_id)]
