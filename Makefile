@@ -7,7 +7,7 @@ STAMP_TEST := $(VENV)/.stamp-test
 STAMP_BENCH := $(VENV)/.stamp-bench
 # What the install builds from: an edited C loop (wire decoder, encoder) is rebuilt by the next make.
 BUILD_INPUTS := pyproject.toml setup.py tracebridge/readers/_wirec.c tracebridge/writers/_protowirec.c \
-	tracebridge/analysis/run/_groupc.c
+	tracebridge/analysis/run/_groupc.c tracebridge/model/_lanesc.c
 # The checkout is installed editable as a path in a .pth file (setuptools' compat mode), not
 # through its default import hook: the hook's finder imports pathlib and urllib at every
 # Python start, 14-17 ms of each CLI command and test subprocess (a user's `pip install`

@@ -84,6 +84,25 @@ def test_sub_rows_keep_ops_apart_in_other_readings_of_their_times():
     assert nested_fit(start, end, [(np.array([0, 1, 6]), np.array([10, 4, 11]))]).tolist() == [0, 0, 1]
 
 
+@pytest.mark.parametrize("name", ["xspace/tfprofiler_gpu_multi_worker.xplane.pb", "xspace/xprof_tpu_inference_2.xplane.pb",
+                                  "xspace/jax_h100_convnet_nographs.xplane.pb", "chrome/ikhlestov_gpu_timeline_01.json"])
+def test_sub_rows_of_the_c_loop_are_the_numpy_passes(corpus, name):
+    """nested_fit's C loop (model/_lanesc.c, one interval at a time) and its numpy passes
+    place every lane of real traces alike, at nanoseconds and as JSON viewers read them."""
+    import tracebridge
+    from tracebridge.model import lanes
+    from tracebridge.writers.chrome_threads import json_readings
+    if lanes._lanesc is None:
+        pytest.skip("the C loops are not built here")
+    ops = tracebridge.load(corpus / name).ops
+    for lane in np.unique(ops["lane"]).tolist():
+        rows = np.flatnonzero(ops["lane"] == lane)
+        order = np.lexsort((-ops["end_ns"][rows], ops["start_ns"][rows]))
+        start, end = ops["start_ns"][rows][order], ops["end_ns"][rows][order]
+        for also in ((), json_readings(start, end)):
+            assert np.array_equal(nested_fit(start, end, also), lanes.nested_fit_numpy(start, end, also)), lane
+
+
 def test_steps_and_extents():
     trace = small_trace()
     assert [s.number for s in trace.steps] == [5, 6]

@@ -171,9 +171,10 @@ def test_sub_rows_are_those_placed_one_at_a_time(spans, roundings):
             for grid, offset in roundings]
     readings = [(start.tolist(), end.tolist())] + [(s.tolist(), e.tolist()) for s, e in also]
     placed = _placed_one_at_a_time(readings, nested=True)
-    assert nested_fit(start, end, also).tolist() == placed
+    assert nested_fit(start, end, also).tolist() == placed  # the C loop where it is built
+    assert lanes.nested_fit_numpy(start, end, also).tolist() == placed
     with mock.patch.object(lanes, "_KNOTS_AT_A_TIME", 3):  # a long lane's knots, found a few parts at a time
-        assert nested_fit(start, end, also).tolist() == placed
+        assert lanes.nested_fit_numpy(start, end, also).tolist() == placed
     if (end >= start).all():
         assert first_fit(start, end, also).tolist() == _placed_one_at_a_time(readings, nested=False)
 

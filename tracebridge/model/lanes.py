@@ -7,6 +7,11 @@ import heapq
 
 import numpy as np
 
+try:  # the optional C loop of nested_fit (setup.py); numpy passes where it is not built
+    from . import _lanesc
+except ImportError:
+    _lanesc = None
+
 
 def first_fit(start: np.ndarray, end: np.ndarray, also=()) -> np.ndarray:
     """Lane numbers for intervals sorted by start: the lowest lane free at each start.
@@ -83,7 +88,22 @@ def nested_fit(start: np.ndarray, end: np.ndarray, also=()) -> np.ndarray:
     in the same order, each reading's starts in that order too, as a monotone rounding
     keeps them): a sub-row's intervals nest or are disjoint in every reading as well. Two
     intervals that nest in one reading but whose starts tie in another, with the later one
-    longer there, take two rows: which one a reader opens first is its own choice."""
+    longer there, take two rows: which one a reader opens first is its own choice.
+
+    Placed one at a time by the C loop (``_lanesc``, one pass), else by
+    :func:`nested_fit_numpy`: the same rows."""
+    n = len(start)
+    if _lanesc is None or n < 2:
+        return nested_fit_numpy(start, end, also)
+    result = np.empty(n, dtype=np.int32)
+    _lanesc.nested_rows([(np.ascontiguousarray(s, dtype=np.int64), np.ascontiguousarray(e, dtype=np.int64))
+                         for s, e in [(start, end), *also]], result)
+    return result
+
+
+def nested_fit_numpy(start: np.ndarray, end: np.ndarray, also=()) -> np.ndarray:
+    """:func:`nested_fit` with numpy passes that find the few intervals (the knots) that
+    need placing one at a time, and a loop over those alone."""
     n = len(start)
     result = np.zeros(n, dtype=np.int32)
     if n < 2:
