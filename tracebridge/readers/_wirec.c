@@ -445,7 +445,10 @@ done:
  * events() walks the lines once to count their events, then once more to decode every event
  * straight into its columns, allocated at their final size: the event's line, metadata id,
  * offset and duration (varints, last wins, 0 where absent), whether it has
- * num_occurrences, and the spans of its stats (few: they are decoded in Python).
+ * num_occurrences, and the spans of its stats (few: they are decoded in Python). The
+ * second pass is the costly one (every event's fields): threads share it, each a run of
+ * events from a place the count marked, writing rows of its own only (nearly all of a TF
+ * profile's events lie on one line, so the runs cut lines, not between them).
  *
  * The same contract as decode(): malformed input (a field a decoder would reject, or one
  * of these fields with another wire type than protobuf's for it) returns None, and the
@@ -1236,11 +1239,11 @@ static PyMethodDef methods[] = {
      " {number: values}) or None when malformed; allocate(size) makes each column (default: a bytearray);"
      " skip: fields checked but not kept"},
     {"events", events, METH_VARARGS,
-     "events(raw, line_starts, line_ends, numbers, allocate=None, threads=1, checkpoint_every=32768) -> (line, metadata_id, offset_ps,"
-     " duration_ps, aggregated, stat_event, stat_start, stat_end) or None when malformed; numbers: the field"
-     " numbers of XLine.events and XEvent's metadata_id, offset_ps, duration_ps, stats and num_occurrences;"
-     " threads: how many threads share the second pass; checkpoint_every: for tests, events between its"
-     " possible splits"},
+     "events(raw, line_starts, line_ends, numbers, allocate=None, threads=1, checkpoint_every=32768) ->"
+     " (line, metadata_id, offset_ps, duration_ps, aggregated, stat_event, stat_start, stat_end) or None when"
+     " malformed; numbers: the field numbers of XLine.events and XEvent's metadata_id, offset_ps, duration_ps,"
+     " stats and num_occurrences; threads: how many threads share the second pass; checkpoint_every: for"
+     " tests, events between its possible splits"},
     {"steps", steps, METH_VARARGS,
      "steps(start, chosen, starts, ends, ids, out): the step of each chosen event (xspace_steps._assign_steps)"},
     {"read_file", read_file, METH_VARARGS,

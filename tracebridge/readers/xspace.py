@@ -27,13 +27,13 @@ import types
 
 import numpy as np
 
+from .._fork import in_halves
 from ..errors import TraceFormatError
 from ..model.accelerator import is_derived_line, op_of_annotation
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.hlo import LINK_STATS
 from ..model.schema import CALL_STATS, METADATA_STATS, Category, OpFlag
 from ..model.trace import Trace
-from .._fork import in_halves
 from ..options import Parallelism
 from .eager_ops import mark_eager_ops
 from .sources import Source

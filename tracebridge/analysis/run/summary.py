@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..._fork import ThreadedJob
 from ...model.accelerator import busy_ns, device_rows, self_times
 from ...model.graph_outline import graph_outline
 from ...model.hlo import ASYNC_COPY, HLO_MODULES, framework_ops
@@ -18,7 +19,6 @@ from ...model.kernel_names import short_kernel_name
 from ...model.schema import STEP_INPUTS, Category
 from ...model.trace import Trace
 from ...options import choose_parallelism
-from ..._fork import ThreadedJob
 from ..common.tables import csv_text, ms, plural
 from ..common.xla import hlo_rows
 from .breakdown import PARTS, step_breakdown
