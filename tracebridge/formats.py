@@ -180,7 +180,7 @@ def load_host_windows(file: HostFile):
     data = read_host(file)
     if file.path.endswith(".xplane.pb"):
         from .readers.xspace_windows import plan_windows
-        windows = plan_windows(file.path, data, host=file.host)
+        windows = plan_windows(file.path, data, host=file.host, threads=choose_parallelism(1).threads())
         if windows is not None:
             return windows.traces()
     return _host_trace(file, data)
@@ -207,7 +207,7 @@ def convert_perfetto(source: str | os.PathLike, path: str | os.PathLike, *, data
         fmt, evidence = _claim(name, data)
         if fmt.name == "xspace":
             from .readers.xspace_windows import plan_windows
-            windows = plan_windows(name, data)
+            windows = plan_windows(name, data, threads=choose_parallelism(workers).threads())
             if windows is not None:
                 from .writers.perfetto_stream import write_perfetto_windows
                 del data

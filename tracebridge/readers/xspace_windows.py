@@ -83,6 +83,7 @@ class XSpaceWindows:
     cuts_ns: list[int]  # T_1 ... T_k: where windows 2 ... k + 1 begin
     events: int  # in the whole file
     steps: int
+    threads: int = 1  # threads that share a window's per-event work (xspace.decode_xspace)
 
     @property
     def windows(self) -> int:
@@ -117,7 +118,7 @@ class XSpaceWindows:
         data = self.window_bytes(index)
         builder = TraceBuilder({"source_format": "xspace", **self.metadata})
         try:
-            decoded = decode_xspace(builder, data, host=self.host)
+            decoded = decode_xspace(builder, data, host=self.host, threads=self.threads)
         except WireError:
             # a byte offset in the window's bytes names no place in the file: the whole
             # read names the error where it is
@@ -135,18 +136,21 @@ class XSpaceWindows:
 
 
 def plan_windows(path: str, raw: bytes, host: str | None = None, metadata: dict | None = None, *,
-                 window_events: int | None = None) -> XSpaceWindows | None:
+                 window_events: int | None = None, threads: int = 1) -> XSpaceWindows | None:
     """The windows of the XSpace ``raw`` (read from ``path``), or None where it is read
     whole (see the module's doc). ``window_events``: about how many events a window holds
-    (default :data:`WINDOW_EVENTS`). Malformed bytes give None too: the whole read then
-    names the error."""
+    (default :data:`WINDOW_EVENTS`); ``threads``: as :func:`~.xspace.decode_xspace`'s, for
+    each window. Malformed bytes give None too: the whole read then names the error."""
     window_events = window_events or WINDOW_EVENTS
     if not wire.compiled() or len(raw) < MIN_WINDOWS * window_events * MIN_EVENT_BYTES:
         return None
     try:
-        return _plan(path, raw, host, dict(metadata or {}), window_events)
+        windows = _plan(path, raw, host, dict(metadata or {}), window_events)
     except WireError:
         return None
+    if windows is not None:
+        windows.threads = threads
+    return windows
 
 
 def _plan(path: str, raw: bytes, host: str | None, metadata: dict, window_events: int) -> XSpaceWindows | None:
