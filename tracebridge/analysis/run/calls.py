@@ -233,28 +233,30 @@ def _function_calls(trace: Trace) -> np.ndarray:
                    for i in np.flatnonzero(flags_of(trace)["function"]).tolist()}
     if not function_of:
         return calls
-    called = set(function_of.values())
-    caller_ids = [i for i, text in enumerate(strings) if text in called]
+    called_names = set(function_of.values())
+    called = sorted(called_names)
+    caller_ids = [i for i, text in enumerate(strings) if text in called_names]
     runs = np.flatnonzero(rows_among(ops["name"], list(function_of)))
     callers = np.flatnonzero(rows_among(ops["name"], caller_ids) & (ops["category"] == Category.HOST))
+    if not len(runs) or not len(callers):
+        return calls
+    # Each row's place, the function with the device and lane, as one number (a few
+    # thousand calls: no Python loop over them): name ids of runs and callers alike map to
+    # the function's index.
+    named = np.array(sorted([*function_of, *caller_ids]), dtype=np.int64)
+    function = np.array([called.index(function_of.get(i) or strings[i]) for i in named.tolist()], dtype=np.int64)
+    devices, lanes = int(ops["device"].max()) + 1, int(ops["lane"].max()) + 1
 
-    def place(row: int) -> tuple[str, int, int]:  # the function, device and lane of a row
-        name = int(ops["name"][row])
-        return function_of.get(name) or strings[name], int(ops["device"][row]), int(ops["lane"][row])
+    def places(rows: np.ndarray) -> np.ndarray:
+        which = function[np.searchsorted(named, ops["name"][rows])]
+        return (which * devices + ops["device"][rows]) * lanes + ops["lane"][rows]
 
-    runs_at: dict[tuple, list[int]] = defaultdict(list)
-    for row in runs.tolist():
-        runs_at[place(row)].append(row)
-    callers_at: dict[tuple, list[int]] = defaultdict(list)
-    for row in callers.tolist():
-        callers_at[place(row)].append(row)
+    run_places, caller_places = places(runs), places(callers)
     start, end = ops["start_ns"], ops["end_ns"]
-    for where, rows in callers_at.items():
-        if where not in runs_at:
-            continue
-        inside = np.array(runs_at[where], dtype=np.int64)
+    for where in np.intersect1d(run_places, caller_places).tolist():
+        inside = runs[run_places == where]
         inside = inside[np.argsort(start[inside], kind="stable")]
-        rows = np.array(rows, dtype=np.int64)
+        rows = callers[caller_places == where]
         # Calls on a lane do not overlap: the first run that starts in a call is its own.
         first = np.searchsorted(start[inside], start[rows], side="left")
         found = first < len(inside)
