@@ -227,7 +227,8 @@ class TraceBuilder:
                     hi = int(highs[index]) if hi is None else hi
                 else:
                     lo = hi = lo if lo is not None else (hi or 0)
-            lo, hi = (min(max(int(t), -TIME_LIMIT_NS), TIME_LIMIT_NS - 1) for t in (lo, hi))
+            lo = min(max(int(lo), -TIME_LIMIT_NS), TIME_LIMIT_NS - 1)
+            hi = min(max(int(hi), -TIME_LIMIT_NS), TIME_LIMIT_NS - 1)
             steps.append(Step(spec["number"], lo, hi, spec["name"]))
         return tuple(steps)
 
@@ -270,7 +271,7 @@ class TraceBuilder:
         order = sorted(range(len(lanes)), key=lambda i: (lanes[i].device, i))
         renumber = np.empty(len(lanes) + 1, dtype=np.int32)
         renumber[order] = np.arange(len(order), dtype=np.int32)
-        if len(lane):
+        if len(lane) and order != list(range(len(order))):  # (a reader's lanes come device by device)
             ops["lane"] = renumber[lane]
         return tuple(lanes[i] for i in order)
 
@@ -283,11 +284,16 @@ def _parse_device(name: str, host: str | None) -> Device:
 
 
 def _clip_times(tables: dict[str, dict[str, np.ndarray]]) -> None:
+    checked = set()  # a column that is another's too (an op's start as its op_start) is looked at once
     for kind, names in _TIME_COLUMNS.items():
         for name in names:
             column = tables[kind][name]
+            if id(column) in checked:
+                continue
             if len(column) and (column.min() < -TIME_LIMIT_NS or column.max() >= TIME_LIMIT_NS):
                 tables[kind][name] = np.clip(column, -TIME_LIMIT_NS, TIME_LIMIT_NS - 1)
+            else:
+                checked.add(id(column))
 
 
 def _sort_by_parent(columns: dict[str, np.ndarray], parent: str) -> None:
