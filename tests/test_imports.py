@@ -66,7 +66,7 @@ ROOM_IMPORTS = {
     # front doors
     "__init__": {"model", "formats", "readers", "analysis", "capture", "errors", "diagnosis"},
     "cli": {"formats", "readers", "writers", "analysis", "capture", "demo", "migrate", "errors", "options",
-            "_files", "tracebridge", "diagnosis", "view", "guide"},
+            "_files", "_fork", "tracebridge", "diagnosis", "view", "guide"},
     # `tracebridge view`: serves a file to the Perfetto UI or opens a page; reads nothing
     "view": {"errors"},
     # `tracebridge guide KIND`: the migration guide shipped as package data; reads nothing else

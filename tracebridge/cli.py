@@ -548,10 +548,15 @@ def _summary(args) -> int:
     _return_large_blocks()
     if args.by_host or _several_hosts(args):
         return _summary_by_host(args)
+    # The analysis modules are imported in a thread while the input is read (the reader's
+    # C loops leave the interpreter to it: some 15 ms of a large summary's).
+    import importlib
+
+    from ._fork import ThreadedJob
+    analysis = ThreadedJob(importlib.import_module, "tracebridge.analysis.run.summary")
     # Only the op rows of an XSpace (a summary needs no more): the same result, sooner.
     trace = _load(args, args.input[0], ops_only=True)
-    from .analysis.run.summary import summarize
-    summary = summarize(trace, top=args.top, warmup=args.warmup)
+    summary = analysis.result().summarize(trace, top=args.top, warmup=args.warmup)
     if args.json:
         print(summary.to_json())
     elif args.csv:
