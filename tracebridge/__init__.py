@@ -28,7 +28,8 @@ holds the table of which room imports which and fails on any import outside it.
   that run sessions, and ``compat.timeline`` not at all), ``keras`` (the callback) and
   ``demo``. No other room imports them.
 * This module and ``cli`` are the front doors: they import any room, the TensorFlow-facing
-  ones only inside the functions that capture.
+  ones only inside the functions that capture. (The ``tracebridge`` command starts in
+  ``tracebridge_command.py``, beside the package, which runs before numpy is imported.)
 """
 
 from __future__ import annotations
