@@ -18,6 +18,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracebridge
@@ -291,8 +292,12 @@ def test_op_regression(traces, tf_build):
             if control != test:
                 assert "different kernel" in (finding.evidence.cause or ""), finding.to_text()
     # compare(noise_ns=...) is the noise floor of both the rows' changes and the regressions:
-    # a floor above every change measured, and every bound of one, makes them all noise.
+    # a floor above every change measured, and every bound of one, makes them all noise. A
+    # regression is an op type's rows summed, whose shift can outgrow every row's: no bound of
+    # it exceeds the test steps' largest sum of all matched rows' times.
     floor = int(max(abs(x) for r in matched for x in (r.delta_ns, r.delta_low_ns or 0, r.delta_high_ns or 0))) + 1
+    summed = sum(np.asarray(result.row_steps[r.key].test, dtype=np.float64) for r in matched)
+    floor = max(floor, int(np.max(summed)) + 1)
     quiet = compare(traces["tf1"], traces["tf2_float64"], noise_ns=floor)
     assert quiet.thresholds.noise_ns == floor and "op_regression" not in {f.kind for f in quiet.findings}
     assert all(r.change == "=" for r in quiet.rows if r.names.control and r.names.test)
