@@ -23,6 +23,8 @@ import tracebridge
 from tests.conftest import profile_logdir, run_cli
 from tracebridge.errors import OptionError, TraceFormatError
 from tracebridge.model.hlo import TF_OP_SPAN_CAT
+from tracebridge.writers.chrome import cross_lane_flows
+from tracebridge.writers.chrome_threads import pids_and_tids
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -45,7 +47,7 @@ def check_pftrace(path: Path) -> dict:
     open_slices: dict[int, list] = defaultdict(list)
     closed: dict[int, list] = defaultdict(list)
     counts = Counter()
-    flows_started, flows_ended = set(), set()
+    flows_started, flows_ended = {}, {}  # flow id -> the track of that end
     for packet in trace.packet:
         seq = packet.trusted_packet_sequence_id
         assert seq, "every packet names its sequence"
@@ -93,8 +95,8 @@ def check_pftrace(path: Path) -> dict:
             assert not stack or stack[-1][0] <= time
             stack.append((time, event))
             counts["slices"] += 1
-            flows_started.update(event.flow_ids)
-            flows_ended.update(event.terminating_flow_ids)
+            flows_started.update(dict.fromkeys(event.flow_ids, track))
+            flows_ended.update(dict.fromkeys(event.terminating_flow_ids, track))
         elif event.type == pb.TrackEvent.TYPE_SLICE_END:
             begin, _ = open_slices[track].pop()  # an end closes the innermost open slice
             assert begin <= time
@@ -103,7 +105,8 @@ def check_pftrace(path: Path) -> dict:
             assert tracks[track].HasField("counter")
             counts["counters"] += 1
     assert not any(open_slices.values()), "every slice ends"
-    assert flows_started == flows_ended, "every flow has both ends"
+    assert flows_started.keys() == flows_ended.keys(), "every flow has both ends"
+    assert all(flows_started[f] != flows_ended[f] for f in flows_started), "a flow links two tracks"
     counts["flows"] = len(flows_started)
     # nesting: on every track, slices are disjoint or nested
     for spans in closed.values():
@@ -134,15 +137,28 @@ def chrome_counts(path: Path) -> Counter:
     return Counter(slices=phases["X"], flows=phases["s"], counters=phases["C"])
 
 
+def drawn_flows(trace, *, decimal_times: bool) -> int:
+    """The arrows a writer draws: the data and launch edges whose two ends it puts on
+    different tracks, placed as the Chrome writer places ops (``decimal_times``: nesting as
+    viewers read its decimals too) or as the .pftrace writer does (exact nanoseconds)."""
+    pid, tid, _ = pids_and_tids(trace, decimal_times=decimal_times)
+    return len(cross_lane_flows(trace, pid, tid)[0])
+
+
 def assert_same_counts(trace, folder: Path, name: str) -> dict:
+    """The .pftrace holds the Chrome trace's slices and counters, and the arrows of its
+    own tracks: an op that starts as its producer ends shares their lane at nanoseconds,
+    where the Chrome trace may put it on a sub-row and draw one more."""
     ours = folder / f"{name}.pftrace"
     chrome = folder / f"{name}.json"
     trace.save(ours)
     trace.save(chrome, memory=True)
     checked = check_pftrace(ours)
     expected = chrome_counts(chrome)
-    for kind in ("slices", "flows", "counters"):
+    for kind in ("slices", "counters"):
         assert checked["counts"][kind] == expected[kind], (name, kind, checked["counts"], expected)
+    assert checked["counts"]["flows"] == drawn_flows(trace, decimal_times=False), (name, checked["counts"])
+    assert expected["flows"] == drawn_flows(trace, decimal_times=True), (name, expected)
     return checked
 
 
@@ -194,6 +210,33 @@ def test_overlapping_transfers_keep_their_times(tmp_path):
     assert checked["spans"] == slice_spans(trace)
     network = [d for d in checked["tracks"].values() if d.HasField("thread") and d.thread.thread_name == "network"]
     assert len(network) == 2
+
+
+def test_op_starting_as_its_producer_ends_shares_its_track(tmp_path):
+    """A consumer that starts the nanosecond its producer ends (a TF1 executor's next op on
+    the same thread): at today's epoch times Perfetto reads the JSON's decimal start up to
+    250 ns early, so the Chrome trace puts it on the lane's sub-row with an arrow; the
+    .pftrace keeps both on the lane at their exact times, with none (a CI run's TF1 step
+    had three such pairs)."""
+    from tracebridge.model.builder import TraceBuilder
+    builder = TraceBuilder({"source_format": "test"})
+    device = builder.device("/job:localhost/replica:0/task:0/device:CPU:0")
+    step = builder.step(0)
+    base = 1_795_862_082_448_219_031  # the CI run's step start
+    builder.add_op(name="read", op_type="ReadVariableOp", start_ns=base, end_ns=base + 1001, device=device,
+                   step=step)
+    builder.add_op(name="mean", op_type="Mean", start_ns=base + 1001, end_ns=base + 3000, device=device,
+                   step=step, inputs=("read",))
+    trace = builder.build()
+    checked = assert_same_counts(trace, tmp_path, "touching")
+    assert checked["counts"]["flows"] == 0
+    assert checked["spans"] == slice_spans(trace)
+    lanes = [d.thread.thread_name for d in checked["tracks"].values() if d.HasField("thread")]
+    assert sorted(lanes) == ["lane 0", "steps"]
+    events = json.loads((tmp_path / "touching.json").read_text())["traceEvents"]
+    threads = {e["name"]: e["tid"] for e in events if e["ph"] == "X" and e.get("cat") != "Step"}
+    assert threads["ReadVariableOp"] != threads["Mean"]
+    assert [e["ph"] for e in events if e["ph"] in "st"] == ["s", "t"]
 
 
 def test_tf1_capture(tf_run, tmp_path):

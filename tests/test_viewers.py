@@ -39,6 +39,7 @@ import tracebridge
 from tests.conftest import skip_without_corpus
 from tests.helpers import chrome_nesting
 from tests.helpers.browser import SETUP, missing_browser
+from tests.test_perfetto import drawn_flows
 from tracebridge.model.hlo import TF_OP_SPAN_CAT
 
 HERE = Path(__file__).resolve().parent
@@ -650,7 +651,12 @@ def pftrace_pair(request, tmp_path_factory):
     trace = tracebridge.load(source)
     paths = {"json": folder / f"{name}.json", "pftrace": folder / f"{name}.pftrace", "name": name,
              "start_ns": trace.start_ns, "ops": len(trace), "steps": len(trace.steps),
-             "counters": trace.counters.rows}
+             "counters": trace.counters.rows,
+             # arrows between tracks: the .pftrace's nest at nanoseconds, the JSON's as
+             # viewers read its decimals too, which may split a lane where an op starts as
+             # its producer ends (test_perfetto.py::test_op_starting_as_its_producer_ends_shares_its_track)
+             "flows": drawn_flows(trace, decimal_times=False),
+             "json_flows": drawn_flows(trace, decimal_times=True)}
     trace.save(paths["json"], memory=True)
     trace.save(paths["pftrace"])
     return paths
@@ -671,7 +677,7 @@ def test_pftrace_in_perfetto(pftrace_pair, sites, browser):
     # threads nest as the UI reads the times too
     spans = sum(1 for e in _events(paths["json"]) if e.get("ph") == "X" and e.get("cat") == TF_OP_SPAN_CAT)
     assert theirs.slices == ours.slices + spans, (theirs.slices, ours.slices, spans)
-    assert ours.flows == theirs.flows
+    assert (ours.flows, theirs.flows) == (paths["flows"], paths["json_flows"])
     if paths["counters"]:
         assert ours.details["counter_tracks"] > 0 and theirs.details["counter_tracks"] > 0
     assert ours.details["first_ts_ns"] == paths["start_ns"]

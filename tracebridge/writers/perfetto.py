@@ -11,7 +11,10 @@ op type), its category, and debug annotations: ``name`` (``tf_op`` for a kernel 
 copy: the TF op it ran for; left out where it is the slice name), ``op_type`` where it differs from the slice name, ``step``,
 ``input<k>``, ``shape<slot>`` and a transfer's ``bytes``/``rate_bps``/``src``/``dst``/``tensor``.
 Flows link a host launch to its kernel or copy and a producer to its consumers on another
-track (the Chrome trace's arrows). The Chrome trace's ``TF ops`` threads above lanes of XLA
+track (the Chrome trace's arrows). Tracks here nest by the exact nanoseconds, so an op that
+starts as its producer ends stays on their lane; the Chrome trace, which must also nest as
+viewers read its decimal microseconds, may put it on a sub-row and draw an arrow this
+trace has no need of. The Chrome trace's ``TF ops`` threads above lanes of XLA
 events are not written here: every slice here is an op row, and each XLA slice names its TF
 op in its ``name`` annotation.
 
