@@ -170,6 +170,16 @@ def profile_logdir(root: Path, files: dict[str, Path]) -> Path:
     return root
 
 
+def drawn_flows(trace, *, decimal_times: bool) -> int:
+    """The arrows a writer draws: the data and launch edges whose two ends it puts on
+    different tracks, placed as the Chrome writer places ops (``decimal_times``: nesting as
+    viewers read its decimals too) or as the .pftrace writer does (exact nanoseconds)."""
+    from tracebridge.writers.chrome import cross_lane_flows
+    from tracebridge.writers.chrome_threads import pids_and_tids
+    pid, tid, _ = pids_and_tids(trace, decimal_times=decimal_times)
+    return len(cross_lane_flows(trace, pid, tid)[0])
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     return skip_without_corpus()

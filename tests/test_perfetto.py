@@ -3,9 +3,9 @@
 Every .pftrace written here is decoded with Perfetto's official schema (``perfetto_trace_pb2``
 from PyPI's ``perfetto`` package) and checked packet by packet: interned ids are defined
 earlier in their sequence, slices nest on every track, timestamps of a sequence never go
-back, and the slice, flow and counter counts equal those of the Chrome trace of the same
-trace (TF1 CPU and GPU timelines, a real TF 2.21 capture, GPU and TPU XSpaces, a
-multi-host logdir).
+back, flows link two tracks, and the slice and counter counts equal those of the Chrome
+trace of the same trace (TF1 CPU and GPU timelines, a real TF 2.21 capture, GPU and TPU
+XSpaces, a multi-host logdir); each format's flows are the edges between its own tracks.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ import numpy as np
 import pytest
 
 import tracebridge
-from tests.conftest import profile_logdir, run_cli
+from tests.conftest import drawn_flows, profile_logdir, run_cli
 from tracebridge.errors import OptionError, TraceFormatError
 from tracebridge.model.hlo import TF_OP_SPAN_CAT
-from tracebridge.writers.chrome import cross_lane_flows
-from tracebridge.writers.chrome_threads import pids_and_tids
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -135,14 +133,6 @@ def chrome_counts(path: Path) -> Counter:
     events = json.loads(path.read_text())["traceEvents"]
     phases = Counter(e["ph"] for e in events if e.get("cat") != TF_OP_SPAN_CAT)
     return Counter(slices=phases["X"], flows=phases["s"], counters=phases["C"])
-
-
-def drawn_flows(trace, *, decimal_times: bool) -> int:
-    """The arrows a writer draws: the data and launch edges whose two ends it puts on
-    different tracks, placed as the Chrome writer places ops (``decimal_times``: nesting as
-    viewers read its decimals too) or as the .pftrace writer does (exact nanoseconds)."""
-    pid, tid, _ = pids_and_tids(trace, decimal_times=decimal_times)
-    return len(cross_lane_flows(trace, pid, tid)[0])
 
 
 def assert_same_counts(trace, folder: Path, name: str) -> dict:

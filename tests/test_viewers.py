@@ -36,10 +36,9 @@ from urllib.parse import urlsplit
 import pytest
 
 import tracebridge
-from tests.conftest import skip_without_corpus
+from tests.conftest import drawn_flows, skip_without_corpus
 from tests.helpers import chrome_nesting
 from tests.helpers.browser import SETUP, missing_browser
-from tests.test_perfetto import drawn_flows
 from tracebridge.model.hlo import TF_OP_SPAN_CAT
 
 HERE = Path(__file__).resolve().parent
