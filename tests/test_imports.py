@@ -39,6 +39,7 @@ ROOM_IMPORTS = {
     "options": {"_fork", "errors"},
     "protos": set(),
     "tfrecord": set(),
+    "_wire": set(),
     # the model depends on nothing but itself and the error tree, not even lazily: a
     # trace's conveniences go through the Consumers (model/trace.py's contract) that
     # tracebridge.formats installs. Inside it, imports run one way, trace -> slicing ->
@@ -47,8 +48,8 @@ ROOM_IMPORTS = {
     # readers produce the model, writers consume it, analysis computes on traces it is
     # handed: none imports another, and analysis does no file I/O (a host-by-host analysis
     # is handed a loader, tracebridge.formats.load_host, by its caller)
-    "readers": {"model", "errors", "options", "protos", "tfrecord", "_fork"},
-    "writers": {"model", "errors", "options", "protos", "tfrecord", "_files", "_fork"},
+    "readers": {"model", "errors", "options", "protos", "tfrecord", "_fork", "_wire"},
+    "writers": {"model", "errors", "options", "protos", "tfrecord", "_files", "_fork", "_wire"},
     # (options and _fork: a large summary's step breakdown runs in a thread of its own)
     "analysis": {"model", "errors", "options", "_fork"},
     # the table above readers and writers; writers and analyses are named as

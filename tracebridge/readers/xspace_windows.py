@@ -33,6 +33,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .._wire import varint_bytes
 from ..errors import TraceFormatError
 from ..model.builder import TIME_LIMIT_NS, TraceBuilder
 from ..model.trace import Trace
@@ -288,24 +289,12 @@ def _choose_cuts(lines: list[_Line], markers: dict[int, list[int]], window_event
 def _field_start(raw: bytes, start: int, end: int, number: int) -> int | None:
     """Where the length-delimited field ``number`` whose payload is ``raw[start:end]`` begins
     (its tag), where it was written as protobuf writes it (the shortest length); else None."""
-    head = _varint(number << 3 | 2)
-    length = _varint(end - start)
+    head = varint_bytes(number << 3 | 2)
+    length = varint_bytes(end - start)
     at = start - len(length) - len(head)
     return at if at >= 0 and raw[at:start] == head + length else None
 
 
 def _length_field(number: int, payload) -> bytes:
     """A length-delimited field: its tag, its length, ``payload``."""
-    return b"".join((_varint(number << 3 | 2), _varint(len(payload)), payload))
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    return b"".join((varint_bytes(number << 3 | 2), varint_bytes(len(payload)), payload))

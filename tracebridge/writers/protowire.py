@@ -20,6 +20,8 @@ import os
 
 import numpy as np
 
+from .._wire import varint_bytes  # noqa: F401 (the writers' name for it too)
+
 try:
     from . import _protowirec
 except ImportError:  # not built (no C compiler at install time): numpy does it all
@@ -114,20 +116,6 @@ def varints(values) -> Ragged:
 
 def tag(number: int, wire_type: int) -> bytes:
     return varint_bytes((number << 3) | wire_type)
-
-
-def varint_bytes(value: int) -> bytes:
-    if value < 0:
-        value += 1 << 64
-    out = bytearray()
-    while True:
-        low = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
 
 
 def concat(*pieces: Ragged) -> Ragged:
